@@ -1,0 +1,91 @@
+"""Benchmarks: cold and warm pulls against skopeo, and start-up time. Prints ratios; asserts nothing timed."""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "cli"), str(ROOT / "bench")]
+
+from tests.support.builders import Entry, Image, Pusher, config_bytes, images_yml, tar_bytes  # noqa: E402
+from tests.support.registry import Registry  # noqa: E402
+
+from harness import OCIVENDIR, measure, report, reset  # noqa: E402
+
+
+def big_bundle(size_mib: int) -> Image:
+    """A single-layer bundle with one incompressible file of `size_mib` MiB (layer stored uncompressed-gzip)."""
+    import gzip  # noqa: PLC0415
+
+    payload = os.urandom(size_mib * 1024 * 1024)
+    entries = [Entry(".", kind="dir", mode=0o700), Entry(".imgpkg", kind="dir", mode=0o700),
+               Entry(".imgpkg/images.yml", images_yml([]).encode()), Entry("data.bin", payload)]  # fmt: skip
+    layer = gzip.compress(tar_bytes(entries), compresslevel=0, mtime=0)
+    return Image(config=config_bytes(bundle=True, layers=[layer]), layers=[layer])
+
+
+def _seed(port: int, workdir: str, size_mib: int) -> str:
+    registry = Registry(mode="plain", workdir=Path(workdir), port=port)
+    return Pusher(registry).image("bench/big", big_bundle(size_mib), tag="v1")
+
+
+def seed_in_child(registry: Registry, size_mib: int) -> str:
+    """Build and push in a child process, so this process stays small and children's peak RSS is their own."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return str(pool.apply(_seed, (registry.port, str(registry.workdir), size_mib)))
+
+
+def bench_pull(registry: Registry, work: Path, size_mib: int, runs: int) -> None:
+    ref = seed_in_child(registry, size_mib)
+    cache, out, skopeo_dir = work / "cache", work / "out", work / "skopeo"
+
+    def cold() -> None:
+        reset(cache)()
+        reset(out)()
+
+    rows = []
+    skopeo = shutil.which("skopeo")
+    baseline = None
+    if skopeo:
+        baseline = measure(
+            f"skopeo copy docker://… dir:… ({size_mib} MiB, verify only)",
+            [skopeo, "copy", "--quiet", "--src-tls-verify=false", f"docker://{ref}", f"dir:{skopeo_dir}"],
+            runs=runs, before=reset(skopeo_dir),
+        )  # fmt: skip
+        rows.append(baseline)
+    pull = [*OCIVENDIR, "pull", "-b", ref, "-o", str(out), "--cache-dir", str(cache), "--json", "-q"]
+    rows.append(measure(f"ocivendir pull, cold ({size_mib} MiB: fetch, verify, extract)", pull, runs=runs,
+                        before=cold))  # fmt: skip
+    rows.append(measure("ocivendir pull, warm (digest cached)", pull, runs=runs, before=reset(out)))
+    report(f"Pull of a {size_mib} MiB single-layer bundle from a local registry", rows, baseline)
+
+
+def bench_startup(runs: int) -> None:
+    bare = measure("python -c pass (same interpreter)", [sys.executable, "-c", "pass"], runs=runs * 3)
+    version = measure("ocivendir --version", [*OCIVENDIR, "--version"], runs=runs * 3)
+    report("Start-up", [bare, version], bare)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size-mib", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ocivendir-bench-"))
+    registry = Registry(mode="plain", workdir=work / "registry").start()
+    try:
+        bench_pull(registry, work, args.size_mib, args.runs)
+        bench_startup(args.runs)
+    finally:
+        registry.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

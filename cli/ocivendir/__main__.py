@@ -1,0 +1,10 @@
+"""Owns: `python -m ocivendir`."""
+
+from __future__ import annotations
+
+from ocivendir.commands import main
+
+__all__: list[str] = []
+
+if __name__ == "__main__":
+    main()

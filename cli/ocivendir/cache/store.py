@@ -1,0 +1,193 @@
+"""Owns: the OCI image layout on disk.
+
+Blob admission (verify, fsync, rename under a per-digest lock), verified reads, and `index.json`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets as _random
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ocivendir.errors import CacheError, DigestMismatch
+from ocivendir.fs.locks import file_lock
+from ocivendir.fs.swap import atomic_write
+from ocivendir.oci.manifest import sha256_digest
+from ocivendir.oci.reference import Digest
+
+__all__ = ["BlobStore", "LayoutEntry", "VerifyingReader"]
+
+_LAYOUT = b'{"imageLayoutVersion":"1.0.0"}'
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayoutEntry:
+    """One manifest named in index.json."""
+
+    ref: str
+    digest: Digest
+    media_type: str
+    size: int
+
+
+class VerifyingReader:
+    """A read-only stream over a blob that hashes what it yields; `finish` drains and checks it."""
+
+    def __init__(self, handle: IO[bytes], digest: Digest, size: int, what: str) -> None:
+        """Wrap an open blob file."""
+        self._handle = handle
+        self._hash = hashlib.sha256()
+        self._size = size
+        self._digest = digest
+        self._read = 0
+        self._what = what
+
+    def read(self, n: int = -1) -> bytes:
+        """Read and hash."""
+        chunk = self._handle.read(n)
+        self._hash.update(chunk)
+        self._read += len(chunk)
+        return chunk
+
+    def readable(self) -> bool:
+        """Streams are readable."""
+        return True
+
+    def finish(self) -> None:
+        """Read what is left and raise DigestMismatch unless size and sha256 match."""
+        while self.read(_CHUNK):
+            pass
+        if self._read != self._size or Digest(self._hash.hexdigest()) != self._digest:
+            raise DigestMismatch(f"{self._what}: cached blob {self._digest} is corrupt (size {self._read})")
+
+
+class BlobStore:
+    """Blobs under `<root>/blobs/sha256/`, temp files under `<root>/tmp/`, locks under `<root>/locks/`."""
+
+    def __init__(self, root: Path) -> None:
+        """Use (and create) the layout at `root`."""
+        self.root = root
+        self.blobs = root / "blobs" / "sha256"
+        self.tmp = root / "tmp"
+        self.locks = root / "locks"
+
+    def ensure_layout(self) -> None:
+        """Create the directories and the OCI layout marker files if absent."""
+        try:
+            for directory in (self.blobs, self.tmp, self.locks):
+                directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not (self.root / "oci-layout").exists():
+                atomic_write(self.root / "oci-layout", _LAYOUT, mode=0o644)
+            if not (self.root / "index.json").exists():
+                self.write_index_json(())
+        except OSError as exc:
+            raise CacheError(f"Cannot use cache directory '{self.root}': {exc.strerror or exc}") from None
+
+    def path(self, digest: Digest) -> Path:
+        """Where a blob lives."""
+        return self.blobs / digest.hex
+
+    def has(self, digest: Digest, size: int | None = None) -> bool:
+        """True if the blob file exists (with the expected size, when given)."""
+        try:
+            actual = self.path(digest).stat().st_size
+        except FileNotFoundError:
+            return False
+        return size is None or actual == size
+
+    def lock_path(self, name: str) -> Path:
+        """A lock file under `locks/`."""
+        return self.locks / name
+
+    def admit(self, digest: Digest, size: int, fill: Callable[[Path], None]) -> bool:
+        """Make sure the blob is present; `fill(tmp)` writes and verifies it. True if it was fetched now.
+
+        Runs under the digest's exclusive lock, so concurrent processes fetch a blob once; a temp file left by a
+        killed run is removed by the next holder of the lock.
+        """
+        with file_lock(self.lock_path(f"blob-{digest.hex}")):
+            if self.has(digest, size):
+                return False
+            for stale in self.tmp.glob(f"{digest.hex}-*"):
+                stale.unlink(missing_ok=True)
+            tmp = self.tmp / f"{digest.hex}-{_random.token_hex(6)}"
+            try:
+                fill(tmp)
+                _fsync_file(tmp)
+                tmp.chmod(0o644)
+                tmp.replace(self.path(digest))
+            finally:
+                tmp.unlink(missing_ok=True)
+            return True
+
+    def admit_bytes(self, digest: Digest, data: bytes) -> bool:
+        """Store bytes already in memory (a manifest), after checking their digest."""
+        if sha256_digest(data) != digest:
+            raise DigestMismatch(f"refusing to cache bytes that do not match {digest}")
+
+        def _write(tmp: Path) -> None:
+            tmp.write_bytes(data)
+
+        return self.admit(digest, len(data), _write)
+
+    def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
+        """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised."""
+        try:
+            data = self.path(digest).read_bytes()
+        except FileNotFoundError:
+            raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
+        if sha256_digest(data) != digest or (size is not None and len(data) != size):
+            self.delete(digest)
+            raise DigestMismatch(f"{what}: cached blob {digest} is corrupt")
+        return data
+
+    @contextlib.contextmanager
+    def open_verified(self, digest: Digest, size: int, what: str) -> Iterator[VerifyingReader]:
+        """Stream a blob while hashing it; at the end the digest is checked and a corrupt blob deleted."""
+        try:
+            handle = self.path(digest).open("rb")
+        except FileNotFoundError:
+            raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
+        with handle:
+            reader = VerifyingReader(handle, digest, size, what)
+            try:
+                yield reader
+                reader.finish()
+            except DigestMismatch:
+                self.delete(digest)
+                raise
+
+    def delete(self, digest: Digest) -> None:
+        """Remove a blob file (under its lock)."""
+        with file_lock(self.lock_path(f"blob-{digest.hex}")):
+            self.path(digest).unlink(missing_ok=True)
+
+    def write_index_json(self, entries: Iterable[LayoutEntry]) -> None:
+        """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry."""
+        manifests = [
+            {
+                "mediaType": e.media_type,
+                "digest": str(e.digest),
+                "size": e.size,
+                "annotations": {"org.opencontainers.image.ref.name": e.ref},
+            }
+            for e in sorted(entries, key=lambda e: e.ref)
+        ]
+        doc = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
+        with file_lock(self.lock_path("index-json")):
+            atomic_write(self.root / "index.json", json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

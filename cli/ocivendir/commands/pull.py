@@ -1,0 +1,76 @@
+"""Owns: the `pull` command — imgpkg's flags and checks, then one engine call and its rendering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ocivendir.commands.options import global_options, registry_options
+from ocivendir.commands.runtime import Run, open_content
+from ocivendir.engine.pull import PullOptions
+from ocivendir.engine.pull import pull as run_pull
+from ocivendir.errors import UsageError
+
+__all__ = ["pull"]
+
+
+def _check(bundle: str | None, image: str | None, lock: str | None, output: str | None, recursive: bool,
+           bundle_check: bool) -> None:  # fmt: skip
+    if not output:
+        raise UsageError('required flag(s) "output" not set')
+    if output in {"/", ".", ".."}:
+        raise UsageError("Disallowed output directory (trying to avoid accidental deletion)")
+    given = [x for x in (bundle, image, lock) if x]
+    if len(given) > 1:
+        raise UsageError("Expected only one of image, bundle, or lock")
+    if not given:
+        raise UsageError("Expected either image or bundle reference")
+    if recursive and image:
+        raise UsageError("Cannot use --recursive (-r) flag when pulling a bundle")
+    if not bundle_check and (bundle or lock):
+        raise UsageError("Cannot set --image-is-bundle-check while using -b flag")
+
+
+@click.command()
+@click.option("-b", "--bundle", metavar="REF", help="Bundle reference to pull.")
+@click.option("-i", "--image", metavar="REF", help="Image reference to pull.")
+@click.option("--lock", metavar="FILE", help="BundleLock file naming the bundle to pull.")
+@click.option("-o", "--output", metavar="DIR", help="Output directory (replaced only after a complete pull).")
+@click.option("-r", "--recursive", is_flag=True, help="Also pull nested bundles into .imgpkg/bundles/.")
+@click.option("--image-is-bundle-check", type=bool, default=True, show_default=True,
+              help="With -i, set to false to pull a bundle as a plain image.")  # fmt: skip
+@registry_options
+@global_options
+@click.pass_context
+def pull(ctx: click.Context, bundle: str | None, image: str | None, lock: str | None, output: str | None,
+         recursive: bool, image_is_bundle_check: bool) -> None:  # fmt: skip
+    """Pull an image or bundle into a directory, as `imgpkg pull` does.
+
+    Digest-pinned content already in the cache is served with no registry request; a tag costs one HEAD.
+    A relocated bundle gets its .imgpkg/images.yml rewritten to the bundle's repository, exactly as imgpkg does.
+
+    \b
+    Examples:
+      ocivendir pull -b registry.example.com/app/bundle@sha256:… -o ./bundle
+      ocivendir pull -i registry.example.com/app/config:v1 -o ./config
+      ocivendir pull --lock bundle.lock.yml -o ./bundle -r
+    """
+    _check(bundle, image, lock, output, recursive, image_is_bundle_check)
+    run = Run.start(ctx)
+    assert output is not None  # noqa: S101 - checked by _check
+    options = PullOptions(
+        reference=bundle or image,
+        lock_file=Path(lock) if lock else None,
+        mode="image" if image else "bundle",
+        output=Path(output),
+        recursive=recursive,
+        image_is_bundle_check=image_is_bundle_check,
+        umask=run.settings.umask,
+        relocation_recheck=run.settings.relocation_recheck,
+    )
+    with open_content(run, target=Path(output).absolute()) as (content, lock_dir):
+        result = run_pull(options, content, lock_dir)
+    run.output.line("")
+    run.output.line("Succeeded")
+    run.output.envelope("pull", "ok", result)

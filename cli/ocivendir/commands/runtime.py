@@ -1,0 +1,198 @@
+"""Owns: turning flags into a run.
+
+Settings, the Output, and the engine's Content (cache or throwaway store, the lazily built registry client) — and
+tearing it down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ocivendir.cache.index import CacheIndex
+from ocivendir.cache.store import BlobStore
+from ocivendir.commands.options import flag_values
+from ocivendir.engine.content import Content
+from ocivendir.errors import CacheError, UsageError
+from ocivendir.fs.locks import file_lock
+from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
+from ocivendir.output import Output, OutputMode, stderr_is_tty
+from ocivendir.registry.auth import Keyring
+from ocivendir.registry.credentials import Credential, CredentialRules
+from ocivendir.settings import Flags, Settings, load_settings, parse_duration
+
+if TYPE_CHECKING:
+    from ocivendir.registry.client import RegistryClient
+
+__all__ = ["Run", "open_content", "prog_name", "settings_for"]
+
+_log = logging.getLogger("ocivendir.runtime")
+_FLAG_FIELDS = {f.name for f in dataclasses.fields(Flags)}
+
+
+def prog_name(ctx: click.Context) -> str:
+    """`vendir` in vendir mode, else `ocivendir`."""
+    return "vendir" if ctx.find_root().meta.get("ocivendir.vendir_mode") else "ocivendir"
+
+
+def settings_for(ctx: click.Context) -> tuple[Settings, dict[str, Any]]:
+    """Settings from the global flags given anywhere, plus the raw values of the command's own flags."""
+    values = dict(flag_values(ctx))
+    if "json_output" in values:
+        values["json"] = values.pop("json_output")
+    known = {k: v for k, v in values.items() if k in _FLAG_FIELDS}
+    return load_settings(Flags(**known)), values
+
+
+@dataclass
+class Run:
+    """One command's settings and output."""
+
+    settings: Settings
+    output: Output
+    flags: dict[str, Any]
+
+    @classmethod
+    def start(cls, ctx: click.Context, *, vendir_quiet: bool = False) -> Run:
+        """Read settings, choose the renderer (stderr's TTY state alone picks it), set up logging."""
+        settings, flags = settings_for(ctx)
+        prog = prog_name(ctx)
+        stderr_tty = stderr_is_tty()
+        lines = not (vendir_quiet and prog == "vendir" and not settings.tty)
+        mode = OutputMode(
+            prog=prog,
+            json=settings.json,
+            quiet=settings.quiet,
+            color=settings.color,
+            debug=settings.debug,
+            progress_lines=lines,
+            stderr_tty=stderr_tty,
+        )
+        logging.basicConfig(level=logging.DEBUG if settings.debug else logging.WARNING, format="%(name)s: %(message)s")
+        logging.getLogger("oras").setLevel(logging.DEBUG if settings.debug else logging.WARNING)
+        for name in settings.credentials.keychains:
+            _log.debug("keychain %s is accepted but not implemented natively; use a docker credential helper", name)
+        return cls(settings=settings, output=Output(mode), flags=flags)
+
+
+def _client_options(settings: Settings, flags: dict[str, Any], skip_verify: frozenset[str]) -> Any:  # noqa: ANN401
+    from ocivendir.registry.client import ClientOptions  # noqa: PLC0415 - network stack only when needed
+    from ocivendir.registry.retry import RetryPolicy  # noqa: PLC0415
+
+    read_timeout = 30.0
+    if flags.get("response_header_timeout"):
+        read_timeout = parse_duration(str(flags["response_header_timeout"]), "--registry-response-header-timeout")
+    attempts = int(flags.get("retry_count") or 5)
+    if attempts < 1:
+        raise UsageError("--registry-retry-count must be at least 1")
+    verify = flags.get("verify_certs")
+    return ClientOptions(
+        insecure_all=bool(flags.get("insecure_all")),
+        insecure_hosts=settings.insecure_registries | frozenset(flags.get("insecure_hosts") or ()),
+        verify_certs=True if verify is None else bool(verify),
+        skip_verify_hosts=skip_verify,
+        ca_files=tuple(Path(p) for p in flags.get("ca_cert_paths") or ()),
+        system_ca_file=settings.system_ca_file,
+        system_ca_dirs=settings.system_ca_dirs,
+        proxy=settings.proxy,
+        read_timeout=read_timeout,
+        timeout_seconds=settings.timeout,
+        retry=RetryPolicy(attempts=attempts),
+        pool_size=max(settings.concurrency, 2),
+    )
+
+
+def _rules(settings: Settings, flags: dict[str, Any], extra: CredentialRules | None) -> CredentialRules:
+    rules = settings.credentials
+    if flags.get("registry_anon"):
+        rules = dataclasses.replace(rules, default=Credential())
+    elif flags.get("registry_username") or flags.get("registry_password") or flags.get("registry_token"):
+        given = Credential(
+            username=flags.get("registry_username") or "",
+            password=flags.get("registry_password") or "",
+            registry_token=flags.get("registry_token") or "",
+        )
+        rules = dataclasses.replace(rules, default=given)
+    return extra.merged_with(rules) if extra is not None else rules
+
+
+def _private_lock_dir() -> Path:
+    path = Path(tempfile.gettempdir()) / f"ocivendir-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def _open_cache(settings: Settings) -> tuple[BlobStore, CacheIndex] | None:
+    if settings.cache_dir is None:
+        return None
+    store = BlobStore(settings.cache_dir)
+    try:
+        store.ensure_layout()
+        index = CacheIndex(settings.cache_dir / "index.db")
+    except CacheError:
+        if settings.cache_dir_explicit:
+            raise
+        _log.debug("default cache directory %s is not usable; running without a cache", settings.cache_dir)
+        return None
+    return store, index
+
+
+@contextlib.contextmanager
+def open_content(
+    run: Run,
+    *,
+    target: Path | None,
+    credentials: CredentialRules | None = None,
+    skip_verify: frozenset[str] = frozenset(),
+) -> Iterator[tuple[Content, Path]]:
+    """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
+    settings = run.settings
+    keyring = Keyring(_rules(settings, run.flags, credentials), settings.docker_configs)
+    options_cache: list[Any] = []
+
+    def factory(index: CacheIndex | None) -> RegistryClient:
+        from ocivendir.registry.client import RegistryClient  # noqa: PLC0415 - the warm path never gets here
+
+        if not options_cache:
+            options_cache.append(_client_options(settings, run.flags, skip_verify))
+        return RegistryClient(options_cache[0], keyring, index)
+
+    opened = _open_cache(settings)
+    throwaway: Path | None = None
+    with contextlib.ExitStack() as stack:
+        if opened is not None:
+            store, index = opened
+            stack.enter_context(file_lock(store.lock_path("root"), shared=True))
+            lock_dir: Path = store.locks
+        else:
+            index = None
+            base = target if target is not None else Path.cwd() / "ocivendir"
+            base.absolute().parent.mkdir(parents=True, exist_ok=True)
+            throwaway = new_sibling(base.absolute(), BLOBS)
+            store = BlobStore(throwaway)
+            store.ensure_layout()
+            lock_dir = _private_lock_dir()
+        content = Content(
+            store=store,
+            index=index,
+            client_factory=factory,
+            concurrency=settings.concurrency,
+            events=run.output.event,
+            offline=settings.offline,
+        )
+        try:
+            yield content, lock_dir
+        finally:
+            content.close()
+            run.output.finish_progress()
+            if throwaway is not None:
+                remove_tree(throwaway)

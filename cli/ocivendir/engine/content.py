@@ -1,0 +1,241 @@
+"""Owns: getting verified content — from the cache when it is there, from the registry (once) when it is not.
+
+The registry client is created lazily through a factory, so a warm cached run never imports the network stack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ocivendir.cache.index import BlobRow, CacheIndex
+from ocivendir.cache.store import BlobStore, LayoutEntry
+from ocivendir.errors import DigestMismatch, Transient
+from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.oci.manifest import Descriptor, ImageConfig, Index, Manifest, parse_config, parse_manifest
+from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.results import EventSink, ImageStatus, ProgressEvent, RequestStats, WarningEvent
+
+if TYPE_CHECKING:
+    from ocivendir.registry.client import RegistryClient
+
+__all__ = ["Content", "FetchCounters", "Offline"]
+
+_log = logging.getLogger("ocivendir.content")
+
+
+class Offline(Transient):
+    """The run may not open connections (`--offline`)."""
+
+    code = "offline"
+
+
+@dataclass
+class FetchCounters:
+    """What a run took from the cache and from the network."""
+
+    hits: int = 0
+    fetched: int = 0
+    bytes_fetched: int = 0
+    stored_new: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hit(self) -> None:
+        """Count a blob served from the cache."""
+        with self.lock:
+            self.hits += 1
+
+    def fetch(self, size: int) -> None:
+        """Count a blob fetched from a registry."""
+        with self.lock:
+            self.fetched += 1
+            self.bytes_fetched += size
+            self.stored_new = True
+
+
+class Content:
+    """Blobs and manifests by digest: the store first, then the registry, every byte verified on both paths."""
+
+    def __init__(
+        self,
+        *,
+        store: BlobStore,
+        index: CacheIndex | None,
+        client_factory: Callable[[CacheIndex | None], RegistryClient],
+        concurrency: int,
+        events: EventSink,
+        offline: bool = False,
+    ) -> None:
+        """Wire a store (the cache or a throwaway one), its index (None without a cache) and a client factory."""
+        self.store = store
+        self.index = index
+        self._client_factory = client_factory
+        self._client: RegistryClient | None = None
+        self._client_lock = threading.Lock()
+        self.concurrency = concurrency
+        self.events = events
+        self.offline = offline
+        self.counters = FetchCounters()
+        self.warnings: list[str] = []
+        self._held = contextlib.ExitStack()
+        self._held_refs: set[str] = set()
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+
+    def client(self) -> RegistryClient:
+        """The registry client, created on first use."""
+        if self.offline:
+            raise Offline("the network is off (--offline) and the content is not in the cache")
+        with self._client_lock:
+            if self._client is None:
+                self._client = self._client_factory(self.index)
+            return self._client
+
+    @property
+    def requests(self) -> RequestStats:
+        """Requests sent so far (none if the client was never needed)."""
+        return self._client.stats if self._client is not None else RequestStats()
+
+    def close(self) -> None:
+        """Release held locks and close the client and the index."""
+        self._held.close()
+        if self._client is not None:
+            self._client.close()
+        if self.index is not None:
+            self.index.close()
+
+    def warn(self, message: str) -> None:
+        """Record and emit a warning."""
+        self.warnings.append(message)
+        self.events(WarningEvent(message=message))
+
+    def hold(self, ref: str) -> None:
+        """Hold a shared entry lock on a ref until the run ends, so prune leaves it alone."""
+        if self.index is None or ref in self._held_refs:
+            return
+        lock = self.store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
+        with contextlib.suppress(LockBusy):
+            self._held.enter_context(file_lock(lock, shared=True, timeout=30))
+            self._held_refs.add(ref)
+
+    # --- resolution and manifests ---------------------------------------------------------------------------
+
+    def resolve(self, ref: Reference) -> Digest:
+        """A digest reference is its own answer; a tag costs one HEAD."""
+        if ref.digest is not None:
+            return ref.digest
+        resolved = self.client().resolve(ref)
+        if resolved.raw is not None:
+            self.store.admit_bytes(resolved.digest, resolved.raw)
+        if self.index is not None:
+            self.index.put_tag(str(ref), resolved.digest)
+        return resolved.digest
+
+    def manifest_bytes(self, repo: Repository, digest: Digest) -> bytes:
+        """A manifest's verified bytes from the cache, or fetched once and cached."""
+        if self.store.has(digest):
+            try:
+                data = self.store.read_verified(digest, None, f"Reading manifest '{repo}@{digest}'")
+            except DigestMismatch as exc:
+                self._drop_corrupt(digest, str(exc))
+            else:
+                self.counters.hit()
+                return data
+        raw, _, _ = self.client().get_manifest(repo.at(digest))
+        self.store.admit_bytes(digest, raw)
+        self.counters.fetch(len(raw))
+        return raw
+
+    def manifest(self, repo: Repository, digest: Digest) -> tuple[bytes, Manifest | Index]:
+        """A manifest's bytes and parsed form."""
+        raw = self.manifest_bytes(repo, digest)
+        return raw, parse_manifest(raw)
+
+    def config(self, repo: Repository, manifest: Manifest) -> ImageConfig:
+        """An image's config (labels)."""
+        self.ensure_blobs(repo, (manifest.config,))
+        what = f"Reading config of '{repo}'"
+        return parse_config(self.store.read_verified(manifest.config.digest, manifest.config.size, what))
+
+    # --- blobs ----------------------------------------------------------------------------------------------
+
+    def _drop_corrupt(self, digest: Digest, message: str) -> None:
+        _log.warning("%s; dropping it", message)
+        self.store.delete(digest)
+        if self.index is not None:
+            self.index.forget_blob(digest)
+
+    def ensure_blobs(self, repo: Repository, blobs: Iterable[Descriptor]) -> None:
+        """Make every blob present and verified, fetching the missing ones up to `concurrency` at a time."""
+        missing = []
+        for blob in blobs:
+            if self.store.has(blob.digest, blob.size):
+                self.counters.hit()
+            else:
+                missing.append(blob)
+        if not missing:
+            return
+        client = self.client()
+        if len(missing) == 1 or self.concurrency == 1:
+            for blob in missing:
+                self._fetch(client, repo, blob)
+            return
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(missing))) as pool:
+            for future in [pool.submit(self._fetch, client, repo, b) for b in missing]:
+                future.result()
+
+    def _fetch(self, client: RegistryClient, repo: Repository, blob: Descriptor) -> None:
+        label = f"{blob.digest.hex[:12]}"
+
+        def progress(done: int) -> None:
+            self.events(ProgressEvent(key=str(blob.digest), label=label, done=done, total=blob.size))
+
+        def fill(tmp: Path) -> None:
+            client.fetch_blob_to(repo, blob.digest, blob.size, tmp, progress)
+
+        if self.store.admit(blob.digest, blob.size, fill):
+            self.counters.fetch(blob.size)
+        else:
+            self.counters.hit()
+
+    def refetch(self, repo: Repository, blob: Descriptor) -> None:
+        """A blob failed its check on read: it was deleted; fetch it again (if the network is allowed)."""
+        self._fetch(self.client(), repo, blob)
+
+    # --- bookkeeping ----------------------------------------------------------------------------------------
+
+    def record(self, repo: Repository, digest: Digest, raw: bytes, manifest: Manifest, kind: str) -> None:
+        """Record a fully present ref in the index (and index.json when it is new)."""
+        if self.index is None:
+            return
+        ref = str(repo.at(digest))
+        self.hold(ref)
+        known = self.index.ref(ref)
+        rows = [BlobRow(digest=b.digest, size=b.size, media_type=b.media_type) for b in manifest.blobs]
+        top = BlobRow(digest=digest, size=len(raw), media_type=manifest.media_type)
+        self.index.record_ref(ref, top, kind, rows)
+        if known is None:
+            self.rewrite_layout_index()
+
+    def rewrite_layout_index(self) -> None:
+        """Rewrite index.json from the refs in the index."""
+        if self.index is None:
+            return
+        self.store.write_index_json(
+            LayoutEntry(ref=r.ref, digest=r.manifest_digest, media_type=r.media_type, size=r.size)
+            for r in self.index.refs()
+        )
+
+    def probe(self, repo: Repository, digest: Digest) -> ImageStatus:
+        """Presence of a manifest digest in a repository (one HEAD)."""
+        try:
+            return self.client().exists(repo, digest)
+        except Offline:
+            return ImageStatus.ERROR

@@ -1,0 +1,119 @@
+"""Owns: fetching one image or bundle (resolve, manifest, config, classification) and extracting its layers."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ocivendir.engine.content import Content
+from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
+from ocivendir.fs.extract import ExtractStats, apply_layer
+from ocivendir.oci.manifest import LAYER_GZIP, LAYER_ZSTD, Descriptor, ImageConfig, Index, Manifest, layer_compression
+from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.results import LogEvent
+
+__all__ = ["INDEX_HINT", "FetchedImage", "extract_layers", "fetch_image"]
+
+INDEX_HINT = "provide a specific digest to the image instead"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FetchedImage:
+    """An image whose manifest and config are verified and cached."""
+
+    repo: Repository
+    digest: Digest
+    raw: bytes
+    manifest: Manifest
+    config: ImageConfig
+
+    @property
+    def ref(self) -> str:
+        """Fully qualified `registry/repo@sha256:<hex>`."""
+        return str(self.repo.at(self.digest))
+
+    @property
+    def kind(self) -> str:
+        """`bundle` or `image`."""
+        return "bundle" if self.config.is_bundle else "image"
+
+
+def fetch_image(content: Content, ref: Reference, *, index_message: str | None = None) -> FetchedImage:
+    """Resolve and read an image's manifest and config; an index is refused (with `index_message` if given)."""
+    digest = content.resolve(ref)
+    raw, manifest = content.manifest(ref.repository, digest)
+    if isinstance(manifest, Index):
+        if index_message:
+            raise IndexNotSupported(index_message)
+        raise IndexNotSupported("Unable to pull non-images, such as image indexes.", hint=INDEX_HINT)
+    config = content.config(ref.repository, manifest)
+    return FetchedImage(repo=ref.repository, digest=digest, raw=raw, manifest=manifest, config=config)
+
+
+def _decompressed(stream: IO[bytes], media_type: str) -> IO[bytes]:
+    compression = layer_compression(media_type)
+    if compression == LAYER_GZIP:
+        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+    if compression == LAYER_ZSTD:
+        try:
+            zstandard = importlib.import_module("zstandard")
+        except ImportError:
+            raise UnsupportedMediaType(
+                f"unsupported layer media type '{media_type}': no zstd decoder installed",
+                hint="pip install zstandard",
+            ) from None
+        reader: IO[bytes] = zstandard.ZstdDecompressor().stream_reader(stream)
+        return reader
+    return stream
+
+
+def _apply(content: Content, layer: Descriptor, dest: Path, umask: int, stats: ExtractStats, what: str) -> None:
+    with content.store.open_verified(layer.digest, layer.size, what) as reader:
+        stream = _decompressed(reader, layer.media_type)  # type: ignore[arg-type]
+        apply_layer(stream, dest, umask=umask, stats=stats, what=what)
+
+
+def _clear(directory: Path) -> None:
+    for child in directory.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def extract_layers(content: Content, image: FetchedImage, dest: Path, *, umask: int, indent: int = 0) -> ExtractStats:
+    """Apply every layer first to last into `dest`; a blob that fails its check on read is fetched again once."""
+    for layer in image.manifest.layers:
+        layer_compression(layer.media_type)
+    content.ensure_blobs(image.repo, image.manifest.layers)
+    total = len(image.manifest.layers)
+    for attempt in range(2):
+        stats = ExtractStats()
+        try:
+            for position, layer in enumerate(image.manifest.layers, start=1):
+                content.events(
+                    LogEvent(message=f"Extracting layer '{layer.digest}' ({position}/{total})", indent=indent)
+                )
+                _apply(content, layer, dest, umask, stats, f"layer '{layer.digest}' of '{image.ref}'")
+        except DigestMismatch as exc:
+            if attempt:
+                raise
+            content.warn(f"{exc}; fetching it again")
+            if content.index is not None:
+                content.index.forget_blob(_failed_digest(image, exc))
+            _clear(dest)
+            content.ensure_blobs(image.repo, image.manifest.layers)
+            continue
+        return stats
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _failed_digest(image: FetchedImage, exc: DigestMismatch) -> Digest:
+    for layer in image.manifest.layers:
+        if str(layer.digest) in str(exc):
+            return layer.digest
+    return image.digest

@@ -1,0 +1,257 @@
+"""Owns: `pull`.
+
+Fetch an image or bundle (with nested bundles under -r), verify and extract it into a stage, settle images.yml by
+the relocation verdict, and swap the stage in place of the output directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ocivendir.engine.content import Content
+from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
+from ocivendir.engine.relocate import Decision, decide
+from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, UsageError
+from ocivendir.fs.locks import file_lock
+from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
+from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
+from ocivendir.oci.reference import Digest, Reference, Repository, parse_reference
+from ocivendir.oci.relocation import locations_ref, rewrite
+from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutcome
+
+__all__ = ["PullOptions", "pull", "settle_bundle", "target_lock"]
+
+RELOCATED_MESSAGE = (
+    "The bundle repo ({repo}) is hosting every image specified in the bundle's Images Lock file (.imgpkg/images.yml)"
+)
+NOT_RELOCATED_MESSAGE = "One or more images not found in bundle repo; skipping lock file update"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullOptions:
+    """What to pull and where (imgpkg's flags, already validated for combinations)."""
+
+    reference: str | None
+    lock_file: Path | None
+    mode: Literal["bundle", "image"]
+    output: Path
+    recursive: bool = False
+    image_is_bundle_check: bool = True
+    umask: int = 0o022
+    relocation_recheck: float = 3600.0
+
+
+@dataclass
+class _Pulled:
+    """What a bundle pull produced, for the result."""
+
+    layers: int = 0
+    skipped: int = 0
+    nested: list[str] = field(default_factory=list)
+    relocation: RelocationOutcome | None = None
+
+
+@contextlib.contextmanager
+def target_lock(lock_dir: Path, target: Path) -> Iterator[None]:
+    """Hold the exclusive lock of one output directory (kept outside the user's tree)."""
+    name = hashlib.sha256(str(target).encode()).hexdigest()
+    with file_lock(lock_dir / f"target-{name}"):
+        yield
+
+
+def _reference(options: PullOptions) -> Reference:
+    if options.lock_file is not None:
+        try:
+            raw = options.lock_file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"Reading bundle lock '{options.lock_file}': {exc.strerror}") from None
+        return parse_bundle_lock(raw).image
+    if options.reference is None:  # pragma: no cover - the command checks this first
+        raise UsageError("Expected either image or bundle reference")
+    return parse_reference(options.reference)
+
+
+def _check_kind(image: FetchedImage, options: PullOptions) -> None:
+    if options.mode == "bundle" and not image.config.is_bundle:
+        raise NotABundle("Expected bundle image but found plain image", hint="Did you use -i instead of -b?")
+    if options.mode == "image" and image.config.is_bundle and options.image_is_bundle_check:
+        raise IsABundle("Expected bundle flag when pulling a bundle", hint="Use -b instead of -i for bundles")
+
+
+def read_images_lock(root: Path) -> tuple[ImagesLock, Path]:
+    """Parse `<root>/.imgpkg/images.yml` strictly, with imgpkg's message when it is missing."""
+    path = root / ".imgpkg" / "images.yml"
+    try:
+        return parse_images_lock(path.read_bytes()), path
+    except FileNotFoundError:
+        raise ImagesLockError(f"Reading path {path}: open {path}: no such file or directory") from None
+
+
+def settle_bundle(content: Content, image: FetchedImage, root: Path, *, recheck: float) -> tuple[ImagesLock, Decision]:
+    """Validate a staged bundle's images.yml and rewrite it (keeping its mode) when the bundle is relocated."""
+    lock, path = read_images_lock(root)
+    decision = decide(content, image.repo, image.digest, lock, recheck_seconds=recheck)
+    if decision.relocated:
+        data = rewrite(lock, image.repo)
+        with path.open("r+b") as handle:  # in place, like imgpkg's WriteFile: the extracted mode stays
+            handle.write(data)
+            handle.truncate()
+    return lock, decision
+
+
+def _outcome(image: FetchedImage, decision: Decision) -> RelocationOutcome:
+    return RelocationOutcome(
+        bundle_repo=str(image.repo),
+        relocated=decision.relocated,
+        method=decision.method,
+        rewritten=decision.relocated,
+        from_cache=decision.from_cache,
+        missing=decision.images_with(ImageStatus.MISSING),
+        denied=decision.images_with(ImageStatus.DENIED),
+    )
+
+
+def _bundle_hints(content: Content, repo: Repository, digest: Digest) -> dict[Digest, bool]:
+    """IsBundle hints from the locations image, if it exists and follows imgpkg's rules; else none."""
+    try:
+        located = fetch_image(content, locations_ref(repo, digest))
+    except Exception:  # noqa: BLE001 - any failure means no hints; nested bundles are then probed
+        return {}
+    if len(located.manifest.layers) != 1:
+        return {}
+    hints: dict[Digest, bool] = {}
+    with contextlib.suppress(Exception):
+        import io  # noqa: PLC0415
+        import tarfile  # noqa: PLC0415
+
+        content.ensure_blobs(located.repo, located.manifest.layers)
+        layer = located.manifest.layers[0]
+        data = content.store.read_verified(layer.digest, layer.size, "locations image")
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+            for member in archive:
+                if Path(member.name).name == "image-locations.yml" and member.isreg():
+                    handle = archive.extractfile(member)
+                    for entry in parse_image_locations(handle.read() if handle else b""):
+                        ref = parse_reference(entry.image)
+                        if ref.digest is not None:
+                            hints[ref.digest] = entry.is_bundle
+                    break
+    return hints
+
+
+class _Puller:
+    """One pull: the root and, under -r, every nested bundle flattened under the root's `.imgpkg/bundles/`."""
+
+    def __init__(self, content: Content, options: PullOptions) -> None:
+        self.content = content
+        self.options = options
+        self.seen: set[Digest] = set()
+
+    def bundle(self, image: FetchedImage, dest: Path, pulled: _Pulled, depth: int, root: Path) -> None:
+        stats = extract_layers(self.content, image, dest, umask=self.options.umask, indent=depth * 2)
+        pulled.layers += len(image.manifest.layers)
+        pulled.skipped += stats.skipped
+        lock, decision = settle_bundle(self.content, image, dest, recheck=self.options.relocation_recheck)
+        if depth == 0:
+            pulled.relocation = _outcome(image, decision)
+        if self.options.recursive:
+            self.nested(image, lock, decision, pulled, depth, root)
+        self.content.record(image.repo, image.digest, image.raw, image.manifest, "bundle")
+
+    def nested(
+        self, image: FetchedImage, lock: ImagesLock, decision: Decision, pulled: _Pulled, depth: int, root: Path
+    ) -> None:
+        hints = _bundle_hints(self.content, image.repo, image.digest) if decision.method == "locations" else {}
+        found = []
+        for entry in lock.images:
+            digest = entry.reference.digest
+            if digest is None or hints.get(digest) is False:
+                continue
+            primary = image.repo.at(digest) if decision.relocated else entry.reference
+            candidate = fetch_image(self.content, primary)
+            if candidate.config.is_bundle:
+                found.append(candidate)
+        if found and depth == 0:
+            self.content.events(LogEvent(message="Nested bundles"))
+        for child in found:
+            if child.digest in self.seen:
+                self.content.events(LogEvent(message="Skipped, already downloaded", indent=(depth + 1) * 2))
+                continue
+            self.seen.add(child.digest)
+            self.content.events(LogEvent(message=f"Pulling nested bundle '{child.ref}'", indent=(depth + 1) * 2))
+            dest = root / ".imgpkg" / "bundles" / child.digest.tag_form
+            dest.mkdir(parents=True, exist_ok=True, mode=0o777 & ~self.options.umask)
+            pulled.nested.append(child.ref)
+            self.bundle(child, dest, pulled, depth + 1, root)
+
+
+def _relocation_lines(content: Content, outcome: RelocationOutcome) -> None:
+    content.events(LogEvent(message=""))
+    content.events(LogEvent(message="Locating image lock file images..."))
+    if outcome.relocated:
+        content.events(LogEvent(message=RELOCATED_MESSAGE.format(repo=outcome.bundle_repo)))
+        return
+    content.events(LogEvent(message=NOT_RELOCATED_MESSAGE))
+    for image in outcome.missing:
+        content.events(LogEvent(message=f"missing: {image}", indent=2))
+    for image in outcome.denied:
+        content.events(LogEvent(message=f"denied: {image}", indent=2))
+
+
+def _fill(content: Content, options: PullOptions, stage: Path) -> tuple[FetchedImage, _Pulled]:
+    ref = _reference(options)
+    image = fetch_image(content, ref)
+    _check_kind(image, options)
+    pulled = _Pulled()
+    as_bundle = options.mode == "bundle"
+    noun = "bundle" if as_bundle else "image"
+    content.events(LogEvent(message=f"Pulling {noun} '{image.ref}'"))
+    if as_bundle:
+        puller = _Puller(content, options)
+        puller.seen.add(image.digest)
+        puller.bundle(image, stage, pulled, 0, stage)
+        if pulled.relocation is not None:
+            _relocation_lines(content, pulled.relocation)
+    else:
+        stats = extract_layers(content, image, stage, umask=options.umask)
+        pulled.layers, pulled.skipped = len(image.manifest.layers), stats.skipped
+        content.record(image.repo, image.digest, image.raw, image.manifest, image.kind)
+    return image, pulled
+
+
+def pull(options: PullOptions, content: Content, lock_dir: Path) -> PullResult:
+    """Pull into a stage and swap it in; on any failure the previous output directory is left as it was."""
+    target = options.output.absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target_lock(lock_dir, target):
+        recover(target, keep=content.store.root)
+        stage = new_sibling(target, STAGE)
+        stage.mkdir(mode=0o777 & ~options.umask)
+        stage.chmod(0o777 & ~options.umask)
+        try:
+            image, pulled = _fill(content, options, stage)
+            old = swap_in(stage, target)
+        except BaseException:
+            remove_tree(stage)
+            raise
+        if old is not None:
+            remove_tree(old)
+    return PullResult(
+        ref=image.ref,
+        digest=str(image.digest),
+        kind=image.kind,
+        output=str(target),
+        layers=pulled.layers,
+        bytes_fetched=content.counters.bytes_fetched,
+        cache_hits=content.counters.hits,
+        skipped_entries=pulled.skipped,
+        relocation=pulled.relocation,
+        nested=tuple(pulled.nested),
+        requests=content.requests,
+        warnings=tuple(content.warnings),
+    )

@@ -1,0 +1,171 @@
+"""Owns: ocivendir's error types, each with a stable code and the exit code it maps to."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "BadReference",
+    "CacheError",
+    "ConfigError",
+    "Denied",
+    "DigestMismatch",
+    "ImagesLockError",
+    "IndexNotSupported",
+    "IsABundle",
+    "NotABundle",
+    "NotFound",
+    "OcivendirError",
+    "RateLimited",
+    "RegistryError",
+    "RelocationUndetermined",
+    "SyncError",
+    "TLSVerifyError",
+    "Transient",
+    "Unauthorized",
+    "UnsafeArchive",
+    "UnsupportedMediaType",
+    "UsageError",
+]
+
+
+class OcivendirError(Exception):
+    """Base of every error ocivendir reports; `commands.main()` maps it to an exit code."""
+
+    code: ClassVar[str] = "error"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        """Keep the message (which names the object at fault) and an optional hint."""
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        """Render as imgpkg does: the hint in parentheses after the message."""
+        if self.hint:
+            return f"{self.message} (hint: {self.hint})"
+        return self.message
+
+
+class UsageError(OcivendirError):
+    """Bad flags or flag combinations."""
+
+    code = "usage"
+    exit_code = 2
+
+
+class ConfigError(OcivendirError):
+    """Input files that cannot be used: YAML syntax, validation, missing secrets."""
+
+    code = "config-invalid"
+    exit_code = 2
+
+
+class BadReference(OcivendirError):
+    """A reference that does not follow the grammar."""
+
+    code = "bad-reference"
+    exit_code = 2
+
+
+class RegistryError(OcivendirError):
+    """A registry answered with an error, or could not be reached."""
+
+    code = "registry-error"
+
+
+class Unauthorized(RegistryError):
+    """401 after authenticating, or no credentials for a registry that needs them."""
+
+    code = "unauthorized"
+
+
+class Denied(RegistryError):
+    """403: the credentials do not grant access."""
+
+    code = "denied"
+
+
+class NotFound(RegistryError):
+    """404 for a manifest or blob."""
+
+    code = "not-found"
+
+
+class RateLimited(RegistryError):
+    """429 with a wait longer than ocivendir is willing to honour."""
+
+    code = "rate-limited"
+
+
+class Transient(RegistryError):
+    """Connection failures, timeouts and 5xx left after the retries."""
+
+    code = "registry-unreachable"
+
+
+class TLSVerifyError(RegistryError):
+    """A certificate that does not verify."""
+
+    code = "tls-verify"
+
+
+class DigestMismatch(OcivendirError):
+    """Fetched or cached bytes whose sha256 or size differ from the expected ones."""
+
+    code = "digest-mismatch"
+
+
+class UnsupportedMediaType(OcivendirError):
+    """A manifest or layer media type ocivendir cannot read."""
+
+    code = "unsupported-media-type"
+
+
+class UnsafeArchive(OcivendirError):
+    """A layer entry that would write outside the output directory."""
+
+    code = "unsafe-archive"
+
+
+class IndexNotSupported(OcivendirError):
+    """An image index where one image was expected."""
+
+    code = "index-not-supported"
+
+
+class NotABundle(OcivendirError):
+    """A plain image where a bundle was expected."""
+
+    code = "not-a-bundle"
+
+
+class IsABundle(OcivendirError):
+    """A bundle where a plain image was expected."""
+
+    code = "is-a-bundle"
+
+
+class ImagesLockError(OcivendirError):
+    """An `.imgpkg/images.yml` (or BundleLock, ImageLocations) that imgpkg would refuse."""
+
+    code = "images-lock-invalid"
+
+
+class RelocationUndetermined(OcivendirError):
+    """Relocation could not be decided and no earlier verdict exists."""
+
+    code = "relocation-undetermined"
+
+
+class CacheError(OcivendirError):
+    """The cache directory cannot be used."""
+
+    code = "cache-error"
+
+
+class SyncError(OcivendirError):
+    """A sync failure that wraps a lower error with vendir's frames."""
+
+    code = "sync-failed"

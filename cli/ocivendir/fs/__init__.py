@@ -1,0 +1,1 @@
+"""Owns: filesystem primitives — locks, atomic writes, staged swaps and safe layer extraction."""

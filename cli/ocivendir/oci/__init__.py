@@ -1,0 +1,1 @@
+"""Owns: the OCI and imgpkg formats, as pure code (no I/O)."""

@@ -1,0 +1,195 @@
+"""Owns: OCI/Docker media types, manifests, indexes and image configs parsed from raw bytes, and DigestingWriter."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from ocivendir.errors import DigestMismatch, UnsupportedMediaType
+from ocivendir.oci.reference import Digest, parse_digest
+
+__all__ = [
+    "ACCEPT_MANIFESTS",
+    "BUNDLE_LABEL",
+    "DOCKER_MANIFEST",
+    "DOCKER_MANIFEST_LIST",
+    "INDEX_TYPES",
+    "LAYER_GZIP",
+    "LAYER_PLAIN",
+    "LAYER_ZSTD",
+    "MANIFEST_TYPES",
+    "OCI_INDEX",
+    "OCI_MANIFEST",
+    "Descriptor",
+    "DigestingWriter",
+    "ImageConfig",
+    "Index",
+    "Manifest",
+    "layer_compression",
+    "parse_config",
+    "parse_manifest",
+    "sha256_digest",
+]
+
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+MANIFEST_TYPES = frozenset({DOCKER_MANIFEST, OCI_MANIFEST})
+INDEX_TYPES = frozenset({DOCKER_MANIFEST_LIST, OCI_INDEX})
+ACCEPT_MANIFESTS = f"{OCI_MANIFEST}, {OCI_INDEX}, {DOCKER_MANIFEST}, {DOCKER_MANIFEST_LIST}"
+BUNDLE_LABEL = "dev.carvel.imgpkg.bundle"
+
+LAYER_GZIP = "gzip"
+LAYER_PLAIN = "tar"
+LAYER_ZSTD = "zstd"
+_LAYER_TYPES = {
+    "application/vnd.docker.image.rootfs.diff.tar.gzip": LAYER_GZIP,
+    "application/vnd.oci.image.layer.v1.tar+gzip": LAYER_GZIP,
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip": LAYER_GZIP,
+    "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip": LAYER_GZIP,
+    "application/vnd.docker.image.rootfs.diff.tar": LAYER_PLAIN,
+    "application/vnd.oci.image.layer.v1.tar": LAYER_PLAIN,
+    "application/vnd.oci.image.layer.v1.tar+zstd": LAYER_ZSTD,
+}
+
+
+def sha256_digest(data: bytes) -> Digest:
+    """The digest of some bytes."""
+    return Digest(hashlib.sha256(data).hexdigest())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Descriptor:
+    """A content descriptor: media type, digest and size."""
+
+    media_type: str
+    digest: Digest
+    size: int
+    annotations: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """An image manifest (Docker v2 schema 2 or OCI)."""
+
+    media_type: str
+    config: Descriptor
+    layers: tuple[Descriptor, ...]
+
+    @property
+    def blobs(self) -> tuple[Descriptor, ...]:
+        """Config first, then layers."""
+        return (self.config, *self.layers)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Index:
+    """An image index or Docker manifest list."""
+
+    media_type: str
+    manifests: tuple[Descriptor, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageConfig:
+    """The parts of an image config ocivendir reads: its labels."""
+
+    labels: dict[str, str]
+
+    @property
+    def is_bundle(self) -> bool:
+        """An imgpkg bundle has the bundle label, whatever its value."""
+        return BUNDLE_LABEL in self.labels
+
+
+def _descriptor(raw: Any, where: str) -> Descriptor:  # noqa: ANN401 - raw JSON
+    if not isinstance(raw, dict):
+        raise UnsupportedMediaType(f"{where}: expected a descriptor object")
+    try:
+        size = raw["size"]
+        digest = parse_digest(str(raw["digest"]))
+        media_type = str(raw.get("mediaType", ""))
+    except KeyError as exc:
+        raise UnsupportedMediaType(f"{where}: descriptor lacks {exc.args[0]!r}") from None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise UnsupportedMediaType(f"{where}: descriptor has an invalid size")
+    annotations = raw.get("annotations") or {}
+    return Descriptor(media_type=media_type, digest=digest, size=size, annotations=dict(annotations))
+
+
+def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Index:
+    """Parse manifest bytes; the `mediaType` field wins over the Content-Type the registry sent."""
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise UnsupportedMediaType(f"manifest is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UnsupportedMediaType("manifest is not a JSON object")
+    kind = str(doc.get("mediaType") or media_type or "")
+    if not kind:
+        kind = OCI_INDEX if "manifests" in doc else OCI_MANIFEST
+    if kind in INDEX_TYPES:
+        entries = doc.get("manifests") or []
+        return Index(media_type=kind, manifests=tuple(_descriptor(m, "index entry") for m in entries))
+    if kind not in MANIFEST_TYPES:
+        raise UnsupportedMediaType(f"unsupported manifest media type '{kind}'")
+    if doc.get("schemaVersion") != 2:  # noqa: PLR2004 - the only schema version of both formats
+        raise UnsupportedMediaType(f"unsupported manifest schemaVersion {doc.get('schemaVersion')!r}")
+    layers = doc.get("layers") or []
+    return Manifest(
+        media_type=kind,
+        config=_descriptor(doc.get("config"), "config"),
+        layers=tuple(_descriptor(layer, "layer") for layer in layers),
+    )
+
+
+def parse_config(raw: bytes) -> ImageConfig:
+    """Read the labels of an image config."""
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise UnsupportedMediaType(f"image config is not valid JSON: {exc}") from None
+    config = doc.get("config") if isinstance(doc, dict) else None
+    labels = config.get("Labels") if isinstance(config, dict) else None
+    if not isinstance(labels, dict):
+        labels = {}
+    return ImageConfig(labels={str(k): str(v) for k, v in labels.items()})
+
+
+def layer_compression(media_type: str) -> str:
+    """`gzip`, `tar` or `zstd` for a layer media type; anything else is an error naming it."""
+    try:
+        return _LAYER_TYPES[media_type]
+    except KeyError:
+        raise UnsupportedMediaType(f"unsupported layer media type '{media_type}'") from None
+
+
+class DigestingWriter:
+    """Writes to a binary file while hashing and counting; `verify` checks sha256 and size at EOF."""
+
+    def __init__(self, target: IO[bytes]) -> None:
+        """Wrap an open binary file."""
+        self._target = target
+        self._hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, chunk: bytes) -> int:
+        """Hash, count and write a chunk."""
+        self._hash.update(chunk)
+        self.size += len(chunk)
+        return self._target.write(chunk)
+
+    @property
+    def digest(self) -> Digest:
+        """The digest of what was written so far."""
+        return Digest(self._hash.hexdigest())
+
+    def verify(self, expected: Digest, expected_size: int | None, what: str) -> None:
+        """Raise DigestMismatch unless what was written has the expected size and digest."""
+        if expected_size is not None and self.size != expected_size:
+            raise DigestMismatch(f"{what}: expected {expected_size} bytes, got {self.size}")
+        if self.digest != expected:
+            raise DigestMismatch(f"{what}: expected digest {expected}, got {self.digest}")

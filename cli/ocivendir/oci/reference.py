@@ -1,0 +1,185 @@
+"""Owns: the image reference grammar, Docker Hub normalisation, canonical names and the Digest value type.
+
+Parsing follows go-containerregistry's `pkg/name` in its weak (default) mode, which imgpkg and vendir use: the
+first path component is a registry only if it contains `.` or `:`, `docker.io` becomes `index.docker.io`, a Docker
+Hub repository without `/` gets `library/`, and a `repo:tag@digest` reference keeps only the digest.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from ocivendir.errors import BadReference
+
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "Digest",
+    "Reference",
+    "Repository",
+    "is_plain_http_host",
+    "parse_digest",
+    "parse_reference",
+    "vendir_tag",
+]
+
+DEFAULT_REGISTRY = "index.docker.io"
+_DOCKER_HUB_ALIASES = frozenset({"docker.io", DEFAULT_REGISTRY})
+_REPO_CHARS = re.compile(r"[a-z0-9_./-]+")
+_TAG = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?::[0-9]{1,5})?")
+_RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+# vendir's pkg/vendir/fetch/image/guessed_ref.go
+_VENDIR_TAG = re.compile(r"\A(.+?)(:[0-9a-zA-Z_\-\.]+)?(@[0-9a-z]+:[0-9a-z]+)?\Z")
+
+
+@dataclass(frozen=True, order=True)
+class Digest:
+    """A sha256 content digest, `sha256:` + 64 lowercase hex."""
+
+    hex: str
+
+    def __str__(self) -> str:
+        """The `sha256:<hex>` form."""
+        return f"sha256:{self.hex}"
+
+    @property
+    def tag_form(self) -> str:
+        """The `sha256-<hex>` form imgpkg uses in tags and nested bundle directories."""
+        return f"sha256-{self.hex}"
+
+
+def parse_digest(text: str) -> Digest:
+    """Parse `sha256:<64 lowercase hex>`; anything else raises BadReference."""
+    algorithm, sep, hex_part = text.partition(":")
+    if not sep:
+        raise BadReference(f"invalid digest '{text}': expected sha256:<64 hex>")
+    if algorithm != "sha256":
+        raise BadReference(f"unsupported digest algorithm: {text}")
+    if not _HEX64.fullmatch(hex_part):
+        raise BadReference(f"invalid digest '{text}': expected 64 lowercase hex characters")
+    return Digest(hex_part)
+
+
+@dataclass(frozen=True, order=True)
+class Repository:
+    """A fully qualified repository: registry host[:port] and path."""
+
+    registry: str
+    path: str
+
+    def __str__(self) -> str:
+        """`<registry>/<path>`."""
+        return f"{self.registry}/{self.path}"
+
+    @property
+    def api_host(self) -> str:
+        """The host to talk to: Docker Hub's API lives at registry-1.docker.io."""
+        return "registry-1.docker.io" if self.registry == DEFAULT_REGISTRY else self.registry
+
+    def at(self, digest: Digest) -> Reference:
+        """This repository's reference for a digest."""
+        return Reference(repository=self, tag=None, digest=digest)
+
+    def tagged(self, tag: str) -> Reference:
+        """This repository's reference for a tag."""
+        return Reference(repository=self, tag=tag, digest=None)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A parsed reference: a repository plus a tag or a digest (a digest wins; the tag is then dropped)."""
+
+    repository: Repository
+    tag: str | None
+    digest: Digest | None
+
+    @property
+    def identifier(self) -> str:
+        """The manifest identifier sent to the registry: the digest, else the tag."""
+        if self.digest is not None:
+            return str(self.digest)
+        return self.tag or "latest"
+
+    def __str__(self) -> str:
+        """The canonical form: `<registry>/<repo>@sha256:<hex>` or `<registry>/<repo>:<tag>`."""
+        if self.digest is not None:
+            return f"{self.repository}@{self.digest}"
+        return f"{self.repository}:{self.tag or 'latest'}"
+
+    def same_repository(self, other: Reference) -> bool:
+        """True when both name the same registry host and repository path."""
+        return self.repository == other.repository
+
+
+def _split_registry(name: str) -> tuple[str, str]:
+    head, sep, rest = name.partition("/")
+    if sep and ("." in head or ":" in head):
+        return head, rest
+    return DEFAULT_REGISTRY, name
+
+
+def _check_registry(registry: str, original: str) -> str:
+    if not _HOST.fullmatch(registry):
+        raise BadReference(f"could not parse reference: {original}")
+    return DEFAULT_REGISTRY if registry in _DOCKER_HUB_ALIASES else registry
+
+
+def _check_repository(repo: str, original: str) -> None:
+    if not 2 <= len(repo) <= 255 or not _REPO_CHARS.fullmatch(repo):  # noqa: PLR2004 - ggcr's bounds
+        raise BadReference(f"could not parse reference: {original}")
+    if any(part == "" for part in repo.split("/")):
+        raise BadReference(f"could not parse reference: {original}")
+
+
+def parse_reference(text: str) -> Reference:
+    """Parse a reference the way go-containerregistry's weak validation does, or raise BadReference."""
+    original = text
+    if not text or text != text.strip() or "://" in text:
+        raise BadReference(f"could not parse reference: {original}")
+    digest: Digest | None = None
+    if "@" in text:
+        text, _, digest_text = text.partition("@")
+        if "@" in digest_text:
+            raise BadReference(f"could not parse reference: {original}")
+        digest = parse_digest(digest_text)
+    tag: str | None = None
+    colon = text.rfind(":")
+    if colon != -1 and "/" not in text[colon + 1 :]:
+        text, tag = text[:colon], text[colon + 1 :]
+        if not _TAG.fullmatch(tag):
+            raise BadReference(f"could not parse reference: {original}")
+    registry, repo = _split_registry(text)
+    registry = _check_registry(registry, original)
+    _check_repository(repo, original)
+    if registry == DEFAULT_REGISTRY and "/" not in repo:
+        repo = f"library/{repo}"
+    return Reference(repository=Repository(registry, repo), tag=None if digest else tag, digest=digest)
+
+
+def vendir_tag(url: str) -> str | None:
+    """The tag vendir records in its lock for a reference as written (vendir-compat §6.3); never defaulted."""
+    match = _VENDIR_TAG.match(url)
+    if not match or not match.group(2):
+        return None
+    return match.group(2)[1:]
+
+
+def _host_only(registry: str) -> str:
+    if registry.startswith("["):
+        return registry[1 : registry.index("]")]
+    return registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
+
+
+def is_plain_http_host(registry: str) -> bool:
+    """True for the hosts go-containerregistry lets fall back to plain HTTP: loopback, localhost, *.local, RFC 1918."""
+    host = _host_only(registry).lower()
+    if host == "localhost" or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or any(address in network for network in _RFC1918)

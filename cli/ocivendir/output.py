@@ -1,0 +1,201 @@
+"""Owns: everything ocivendir writes.
+
+Results on stdout (exact blocks, tables, one JSON envelope), progress and warnings on stderr (rich live view on a
+TTY, plain lines otherwise), and errors in vendir's MultiLineError layout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any
+
+from ocivendir.results import RESULT_SCHEMA_VERSION, Event, LogEvent, ProgressEvent, WarningEvent, to_dict
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
+__all__ = ["Output", "OutputMode", "multiline_error", "stderr_is_tty"]
+
+_OPEN = "([{"
+_CLOSE = ")]}"
+
+
+def stderr_is_tty() -> bool:
+    """Whether stderr is a terminal: the only thing that picks the renderer."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def multiline_error(message: str) -> str:
+    """go-cli-ui's MultiLineError: split at top-level ': ' before an upper-case letter, each piece indented 2 more."""
+    pieces: list[str] = []
+    depth = 0
+    start = 0
+    position = 0
+    while position < len(message):
+        char = message[position]
+        if char in _OPEN:
+            depth += 1
+        elif char in _CLOSE and depth:
+            depth -= 1
+        elif (
+            depth == 0
+            and message.startswith(": ", position)
+            and position + 2 < len(message)
+            and message[position + 2].isupper()
+        ):
+            pieces.append(message[start : position + 1])
+            start = position + 2
+            position += 2
+            continue
+        position += 1
+    pieces.append(message[start:])
+    return "\n".join("  " * level + piece for level, piece in enumerate(pieces))
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputMode:
+    """How to render: chosen once from flags and the streams' TTY state."""
+
+    prog: str = "ocivendir"
+    json: bool = False
+    quiet: bool = False
+    color: bool = True
+    debug: bool = False
+    progress_lines: bool = True
+    stderr_tty: bool = False
+
+
+@dataclass
+class Output:
+    """The single writer of stdout and stderr."""
+
+    mode: OutputMode
+    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
+    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
+    _console: Console | None = None
+    _progress: Progress | None = None
+    _tasks: dict[str, TaskID] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        """True when the rich view renders progress (stderr is a TTY, and neither --json nor -q)."""
+        return self.mode.stderr_tty and not self.mode.json and not self.mode.quiet and self.mode.progress_lines
+
+    def _rich(self) -> Console:
+        if self._console is None:
+            from rich.console import Console  # noqa: PLC0415 - rich only when a terminal asks for it
+
+            self._console = Console(file=self.stderr, no_color=not self.mode.color, highlight=False)
+        return self._console
+
+    def event(self, event: Event) -> None:
+        """Render one engine event (the engines' EventSink)."""
+        if isinstance(event, WarningEvent):
+            self.warning(event.message)
+            return
+        if self.mode.json or self.mode.quiet or not self.mode.progress_lines:
+            return
+        if isinstance(event, LogEvent):
+            self._line(" " * event.indent + event.message)
+        elif isinstance(event, ProgressEvent) and self.live:
+            self._advance(event)
+
+    def _line(self, text: str) -> None:
+        if self.live:
+            self._rich().print(text, markup=False)
+        else:
+            self.stderr.write(text + "\n")
+            self.stderr.flush()
+
+    def _advance(self, event: ProgressEvent) -> None:
+        if self._progress is None:
+            from rich.progress import (  # noqa: PLC0415 - rich only on a terminal
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TransferSpeedColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=self._rich(),
+                transient=True,
+            )
+            self._progress.start()
+        task = self._tasks.get(event.key)
+        if task is None:
+            task = self._progress.add_task(event.label, total=event.total)
+            self._tasks[event.key] = task
+        self._progress.update(task, completed=event.done)
+
+    def finish_progress(self) -> None:
+        """Stop the live view, if one is running."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+            self._tasks.clear()
+
+    def warning(self, message: str) -> None:
+        """`<prog>: Warning: <msg>` on stderr, in every mode."""
+        self.finish_progress()
+        self.stderr.write(f"{self.mode.prog}: Warning: {message}\n")
+        self.stderr.flush()
+
+    def line(self, text: str) -> None:
+        """A human line on stderr (plain or rich), none under --json or -q."""
+        if not (self.mode.json or self.mode.quiet or not self.mode.progress_lines):
+            self.finish_progress()
+            self._line(text)
+
+    def block(self, data: str) -> None:
+        """A result block on stdout, byte for byte (vendir's blocks; not under --json)."""
+        if not self.mode.json:
+            self.stdout.write(data)
+            self.stdout.flush()
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        """A plain aligned table on stdout (not under --json)."""
+        if self.mode.json:
+            return
+        widths = [len(h) for h in headers]
+        for row in rows:
+            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+        for row in (headers, *rows):
+            self.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        self.stdout.flush()
+
+    def envelope(self, command: str, status: str, result: object) -> None:
+        """The --json envelope for a result: one line of sorted keys."""
+        if not self.mode.json:
+            return
+        doc: dict[str, Any] = {
+            "command": command,
+            "result": to_dict(result),
+            "schemaVersion": RESULT_SCHEMA_VERSION,
+            "status": status,
+        }
+        self.stdout.write(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
+        self.stdout.flush()
+
+    def error(self, command: str, code: str, message: str, hint: str | None, traceback_text: str | None) -> None:
+        """An error: the JSON envelope under --json, and always `<prog>: Error: …` on stderr."""
+        self.finish_progress()
+        if self.mode.json:
+            error = {"code": code, "hint": hint, "message": message}
+            doc = {"command": command, "error": error, "schemaVersion": RESULT_SCHEMA_VERSION, "status": "error"}
+            self.stdout.write(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
+            self.stdout.flush()
+        text = message if hint is None else f"{message} (hint: {hint})"
+        if traceback_text:
+            self.stderr.write(traceback_text)
+        self.stderr.write(f"{self.mode.prog}: Error: {multiline_error(text)}\n")
+        self.stderr.flush()

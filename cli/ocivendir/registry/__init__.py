@@ -1,0 +1,1 @@
+"""Owns: talking to registries — credentials, auth, retries, proxies and the verified client."""

@@ -1,0 +1,132 @@
+"""Owns: credentials from docker config files and docker credential helpers (a subprocess per lookup)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ocivendir.errors import ConfigError
+from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
+
+__all__ = ["DockerConfig", "Keyring"]
+
+_log = logging.getLogger("ocivendir.auth")
+_HELPER_TIMEOUT = 30
+_DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io")
+
+
+@dataclass(frozen=True)
+class DockerConfig:
+    """One docker-style config file (`config.json` or containers' `auth.json`)."""
+
+    path: Path
+    doc: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path) -> DockerConfig | None:
+        """Read a config file; an absent file gives None, a malformed one a ConfigError naming it."""
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise ConfigError(f"Reading docker config '{path}': {exc.strerror}") from None
+        try:
+            doc = json.loads(raw) if raw.strip() else {}
+        except ValueError as exc:
+            raise ConfigError(f"Parsing docker config '{path}': {exc}") from None
+        return cls(path, doc if isinstance(doc, dict) else {})
+
+    def _keys_for(self, registry: str) -> tuple[str, ...]:
+        if registry in {"index.docker.io", "registry-1.docker.io"}:
+            return _DOCKER_HUB_KEYS
+        return (registry, f"https://{registry}", f"http://{registry}", f"https://{registry}/v2/")
+
+    def lookup(self, registry: str) -> Credential | None:
+        """The credential this file gives `registry`, through credHelpers, auths or credsStore."""
+        helpers = self.doc.get("credHelpers") or {}
+        for key in self._keys_for(registry):
+            if isinstance(helpers, dict) and key in helpers:
+                return _from_helper(str(helpers[key]), registry)
+        auths = self.doc.get("auths") or {}
+        for key in self._keys_for(registry):
+            entry = auths.get(key) if isinstance(auths, dict) else None
+            if isinstance(entry, dict):
+                found = _from_auth_entry(entry, self.path)
+                if found is not None:
+                    return found
+        store = self.doc.get("credsStore")
+        if store:
+            return _from_helper(str(store), registry)
+        return None
+
+
+def _from_auth_entry(entry: dict[str, Any], path: Path) -> Credential | None:
+    if entry.get("identitytoken"):
+        return Credential(username=str(entry.get("username", "")), identity_token=str(entry["identitytoken"]))
+    if entry.get("registrytoken"):
+        return Credential(registry_token=str(entry["registrytoken"]))
+    username, password = str(entry.get("username", "")), str(entry.get("password", ""))
+    if entry.get("auth"):
+        try:
+            username, _, password = base64.b64decode(str(entry["auth"])).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            raise ConfigError(f"Parsing docker config '{path}': invalid auth field") from None
+    if not username and not password:
+        return None
+    return Credential(username=username, password=password)
+
+
+def _from_helper(helper: str, registry: str) -> Credential | None:
+    program = shutil.which(f"docker-credential-{helper}")
+    if program is None:
+        _log.debug("credential helper docker-credential-%s not found on PATH", helper)
+        return None
+    server = "https://index.docker.io/v1/" if registry in {"index.docker.io", "registry-1.docker.io"} else registry
+    try:
+        done = subprocess.run(
+            [program, "get"], input=server, capture_output=True, text=True, timeout=_HELPER_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"Running credential helper docker-credential-{helper}: {exc}") from None
+    if done.returncode != 0:
+        if "credentials not found" in done.stdout + done.stderr:
+            return None
+        raise ConfigError(
+            f"Credential helper docker-credential-{helper} failed for {registry} (exit {done.returncode})"
+        )
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        raise ConfigError(f"Credential helper docker-credential-{helper} gave invalid JSON for {registry}") from None
+    username, secret = str(answer.get("Username", "")), str(answer.get("Secret", ""))
+    if username == "<token>":
+        return Credential(identity_token=secret)
+    return Credential(username=username, password=secret)
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """The full lookup for one content: its rules first, then the docker config files, then anonymous."""
+
+    rules: CredentialRules
+    config_files: tuple[Path, ...]
+
+    def __call__(self, registry: str, repository: str) -> Credential:
+        """The credential to use for `registry` (host[:port]) and its repository path."""
+        found = self.rules.lookup(f"{registry}/{repository}")
+        if found is not None:
+            return found
+        for path in self.config_files:
+            config = DockerConfig.load(path)
+            credential = config.lookup(registry) if config else None
+            if credential is not None:
+                return credential
+        return ANONYMOUS

@@ -1,0 +1,224 @@
+"""Owns: the credential model and its pure rules — IMGPKG_* variable sets, vendir secrets, Kubernetes host matching.
+
+Lookup order (kapp-controller spec §4.4): hostname credentials (a content's secret and the IMGPKG_REGISTRY_* sets,
+most specific match first); keychains (accepted, none native); secret-wide and IMGPKG_USERNAME/PASSWORD/TOKEN/ANON
+(the environment wins on the same key); the docker config (registry/auth.py); anonymous.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fnmatch
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from ocivendir.errors import ConfigError
+
+__all__ = [
+    "KEYCHAINS",
+    "Credential",
+    "CredentialRules",
+    "HostCredential",
+    "host_match_score",
+    "rules_from_env",
+    "secret_rules",
+]
+
+KEYCHAINS = ("aks", "ecr", "gke", "github")
+_HOST_FIELDS = {
+    "HOSTNAME": "hostname",
+    "USERNAME": "username",
+    "PASSWORD": "password",
+    "IDENTITY_TOKEN": "identity_token",
+    "REGISTRY_TOKEN": "registry_token",
+}
+_ENV_HOST = re.compile(r"IMGPKG_REGISTRY_(HOSTNAME|USERNAME|PASSWORD|IDENTITY_TOKEN|REGISTRY_TOKEN)(_.+)?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Credential:
+    """What to authenticate with; all empty means anonymous. Never printed: repr hides the secrets."""
+
+    username: str = field(default="", repr=False)
+    password: str = field(default="", repr=False)
+    identity_token: str = field(default="", repr=False)
+    registry_token: str = field(default="", repr=False)
+
+    @property
+    def anonymous(self) -> bool:
+        """True when there is nothing to authenticate with."""
+        return not (self.username or self.password or self.identity_token or self.registry_token)
+
+
+ANONYMOUS = Credential()
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostCredential:
+    """A credential for the registries a hostname pattern matches."""
+
+    hostname: str
+    credential: Credential
+
+
+def _split_pattern(text: str) -> tuple[str, str, str]:
+    """(host, port, path) of a credential hostname or repository string, scheme and /v1/ or /v2/ ignored."""
+    if "://" not in text:
+        text = "https://" + text
+    parts = urlsplit(text)
+    netloc = parts.netloc.lower()
+    host, _, port = netloc.rpartition(":") if netloc.count(":") == 1 else (netloc, "", "")
+    path = parts.path
+    for prefix in ("/v1/", "/v2/"):
+        if path.startswith(prefix):
+            path = "/" + path[len(prefix) :]
+    return host, port, path.rstrip("/")
+
+
+def host_match_score(pattern: str, repository: str) -> tuple[int, int, int] | None:
+    """Kubernetes URLsMatchStr: None if `pattern` does not cover `repository`, else a specificity (higher wins)."""
+    p_host, p_port, p_path = _split_pattern(pattern)
+    r_host, r_port, r_path = _split_pattern(repository)
+    p_parts, r_parts = p_host.split("."), r_host.split(".")
+    if len(p_parts) != len(r_parts) or p_port != r_port:
+        return None
+    if not all(fnmatch.fnmatchcase(r, p) for p, r in zip(p_parts, r_parts, strict=True)):
+        return None
+    if p_path and not (r_path == p_path or r_path.startswith(p_path + "/")):
+        return None
+    literal_parts = sum(1 for p in p_parts if "*" not in p)
+    return (literal_parts, len(p_path), len(p_host))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CredentialRules:
+    """The credential sources that come from a content's secret and the process environment."""
+
+    hosts: tuple[HostCredential, ...] = ()
+    default: Credential | None = None
+    keychains: tuple[str, ...] = ()
+
+    def lookup(self, repository: str) -> Credential | None:
+        """The credential for `host[:port]/path`, or None to fall through to the docker config."""
+        best: tuple[tuple[int, int, int], int] | None = None
+        for position, entry in enumerate(self.hosts):
+            score = host_match_score(entry.hostname, repository)
+            if score is not None and (best is None or score > best[0]):
+                best = (score, position)
+        if best is not None:
+            return self.hosts[best[1]].credential
+        return self.default
+
+    def merged_with(self, other: CredentialRules) -> CredentialRules:
+        """Combine a secret's rules (self) with the environment's (other); the environment wins on the same key."""
+        default = self.default
+        if other.default is not None:
+            default = other.default if default is None else _overlay(default, other.default)
+        return CredentialRules(hosts=self.hosts + other.hosts, default=default, keychains=other.keychains)
+
+
+def _overlay(base: Credential, top: Credential) -> Credential:
+    return Credential(
+        username=top.username or base.username,
+        password=top.password or base.password,
+        identity_token=top.identity_token or base.identity_token,
+        registry_token=top.registry_token or base.registry_token,
+    )
+
+
+def _env_host_sets(env: Mapping[str, str]) -> tuple[HostCredential, ...]:
+    sets: dict[str, dict[str, str]] = {}
+    for name, value in env.items():
+        if not name.startswith("IMGPKG_REGISTRY_") or name == "IMGPKG_REGISTRY_AZURE_CR_CONFIG":
+            continue
+        match = _ENV_HOST.fullmatch(name)
+        if not match:
+            raise ConfigError(f"Unknown env variable '{name}'")
+        sets.setdefault(match.group(2) or "", {})[_HOST_FIELDS[match.group(1)]] = value
+    hosts = []
+    for suffix in sorted(sets):
+        values = sets[suffix]
+        hostname = values.pop("hostname", "")
+        if not hostname:
+            continue
+        hosts.append(HostCredential(hostname=hostname, credential=Credential(**values)))
+    return tuple(hosts)
+
+
+def rules_from_env(env: Mapping[str, str]) -> CredentialRules:
+    """IMGPKG_REGISTRY_* sets, IMGPKG_USERNAME/PASSWORD/TOKEN/ANON and IMGPKG_ACTIVE_KEYCHAINS."""
+    keychains = tuple(k.strip() for k in env.get("IMGPKG_ACTIVE_KEYCHAINS", "").split(",") if k.strip())
+    for name in keychains:
+        if name not in KEYCHAINS:
+            known = ", ".join(KEYCHAINS)
+            raise ConfigError(f"Unable to load keychain for {name}, available keychains [{known}]")
+    default: Credential | None = None
+    if env.get("IMGPKG_ANON", "").lower() == "true":
+        default = ANONYMOUS
+    elif env.get("IMGPKG_USERNAME") or env.get("IMGPKG_PASSWORD") or env.get("IMGPKG_TOKEN"):
+        default = Credential(
+            username=env.get("IMGPKG_USERNAME", ""),
+            password=env.get("IMGPKG_PASSWORD", ""),
+            registry_token=env.get("IMGPKG_TOKEN", ""),
+        )
+    return CredentialRules(hosts=_env_host_sets(env), default=default, keychains=keychains)
+
+
+def _plain_secret(name: str, data: Mapping[str, str]) -> CredentialRules:
+    allowed = {"username", "password", "token"}
+    if "hostname" in data:
+        allowed = {"hostname", "username", "password", "identity-token", "token"}
+    for key in sorted(data):
+        if key not in allowed:
+            raise ConfigError(f"Unknown secret field '{key}' in secret '{name}'")
+    if not data:
+        return CredentialRules()
+    credential = Credential(
+        username=data.get("username", ""),
+        password=data.get("password", ""),
+        identity_token=data.get("identity-token", ""),
+        registry_token=data.get("token", ""),
+    )
+    if "hostname" in data:
+        return CredentialRules(hosts=(HostCredential(hostname=data["hostname"], credential=credential),))
+    return CredentialRules(default=credential)
+
+
+def _dockerconfig_secret(raw: str) -> CredentialRules:
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"Unmarshaling dockerconfigjson: {exc}") from None
+    auths = doc.get("auths") if isinstance(doc, dict) else None
+    if not isinstance(auths, dict):
+        auths = {}
+    hosts = []
+    for host in sorted(auths):
+        entry = auths[host] if isinstance(auths[host], dict) else {}
+        username, password = str(entry.get("username", "")), str(entry.get("password", ""))
+        if not password and entry.get("auth"):
+            username, password = _decode_auth(str(entry["auth"]))
+        hosts.append(HostCredential(hostname=host, credential=Credential(username=username, password=password)))
+    return CredentialRules(hosts=tuple(hosts))
+
+
+def _decode_auth(value: str) -> tuple[str, str]:
+    try:
+        decoded = base64.b64decode(value, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Decoding auth field: {exc}") from None
+    username, sep, password = decoded.partition(":")
+    if not sep:
+        raise ConfigError("Expected auth field to have 'username:password' format, but did not")
+    return username, password
+
+
+def secret_rules(name: str, secret_type: str, data: Mapping[str, str]) -> CredentialRules:
+    """The credentials a vendir secret (already base64-decoded) gives its content (kapp-controller spec §4.1-4.2)."""
+    if secret_type == "kubernetes.io/dockerconfigjson":  # noqa: S105 - a Secret type, not a password
+        return _dockerconfig_secret(data.get(".dockerconfigjson", "{}"))
+    return _plain_secret(name, data)

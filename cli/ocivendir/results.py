@@ -1,0 +1,220 @@
+"""Owns: the frozen results engines return, the events they emit while working, and their JSON form."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+__all__ = [
+    "RESULT_SCHEMA_VERSION",
+    "BundleReport",
+    "CacheEntry",
+    "CacheLsResult",
+    "CachePruneResult",
+    "CacheTotals",
+    "CacheVerifyResult",
+    "Event",
+    "EventSink",
+    "ImageStatus",
+    "LogEvent",
+    "ProgressEvent",
+    "PullResult",
+    "RelocationOutcome",
+    "RequestStats",
+    "VerifyRelocationResult",
+    "WarningEvent",
+    "to_dict",
+]
+
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestStats:
+    """HTTP requests one run sent (design §4.1: token fetches and 401 challenges count, and are also `auth`)."""
+
+    total: int = 0
+    auth: int = 0
+    connect_errors: int = 0
+    by_method: Mapping[str, int] = field(default_factory=dict)
+    by_status: Mapping[str, int] = field(default_factory=dict)
+    bytes_received: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogEvent:
+    """A progress line (vendir's and imgpkg's texts in plain mode)."""
+
+    message: str
+    indent: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgressEvent:
+    """Bytes done for one blob download, for the live view."""
+
+    key: str
+    label: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class WarningEvent:
+    """A degraded outcome the user must hear about (design §4.7)."""
+
+    message: str
+
+
+Event = LogEvent | ProgressEvent | WarningEvent
+EventSink = Callable[[Event], None]
+
+
+class ImageStatus(enum.StrEnum):
+    """Where one image of a bundle's lock stands in the bundle's repository."""
+
+    PRESENT = "present"
+    MISSING = "missing"
+    DENIED = "denied"
+    ERROR = "error"
+    UNCHECKED = "unchecked"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RelocationOutcome:
+    """What pull decided about one bundle's images.yml."""
+
+    bundle_repo: str
+    relocated: bool
+    method: str
+    rewritten: bool
+    from_cache: bool
+    missing: tuple[str, ...] = ()
+    denied: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullResult:
+    """The outcome of one `pull`."""
+
+    ref: str
+    digest: str
+    kind: str
+    output: str
+    layers: int
+    bytes_fetched: int
+    cache_hits: int
+    skipped_entries: int
+    relocation: RelocationOutcome | None
+    nested: tuple[str, ...]
+    requests: RequestStats
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageReport:
+    """One image of a bundle and its status in the bundle repository."""
+
+    image: str
+    digest: str
+    status: ImageStatus
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundleReport:
+    """verify-relocation's answer for one bundle (and its nested bundles under -r)."""
+
+    ref: str
+    digest: str
+    repository: str
+    method: str
+    verdict: str
+    images: tuple[ImageReport, ...]
+    nested: tuple[BundleReport, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyRelocationResult:
+    """The outcome of `verify-relocation`."""
+
+    bundles: tuple[BundleReport, ...]
+    requests: RequestStats
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheEntry:
+    """One cached ref."""
+
+    ref: str
+    digest: str
+    kind: str
+    size: int
+    created: float
+    last_used: float
+    verdict: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheTotals:
+    """Totals of `cache ls`: entries and unique bytes (a shared blob counted once)."""
+
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheLsResult:
+    """The outcome of `cache ls`."""
+
+    root: str
+    entries: tuple[CacheEntry, ...]
+    totals: CacheTotals
+
+
+@dataclass(frozen=True, kw_only=True)
+class CachePruneResult:
+    """The outcome of `cache prune`."""
+
+    removed: tuple[CacheEntry, ...]
+    skipped_in_use: tuple[str, ...]
+    bytes_freed: int
+    dry_run: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheVerifyResult:
+    """The outcome of `cache verify`."""
+
+    checked: int
+    repairs: tuple[str, ...]
+    consistent: bool
+    dry_run: bool
+
+
+def _plain(value: Any) -> Any:  # noqa: ANN401 - converts any result field to JSON types
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, PurePath):
+        return str(value)
+    return value
+
+
+def to_dict(result: object) -> dict[str, Any]:
+    """Turn a result dataclass into plain JSON-ready data."""
+    data = _plain(result)
+    if not isinstance(data, dict):
+        msg = f"not a result dataclass: {type(result).__name__}"
+        raise TypeError(msg)
+    return data

@@ -1,0 +1,85 @@
+"""The command line as users and kapp-controller see it: versions, exit codes, error layout, JSON envelope."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ocivendir import VENDIR_COMPAT_VERSION, __version__
+from ocivendir.commands import cli
+from tests.conftest import run_cli
+
+
+def test_version_in_both_program_modes() -> None:
+    assert run_cli("version").stdout == f"ocivendir {__version__}\n"
+    assert run_cli("--version").stdout == f"ocivendir {__version__}\n"
+    vendir = f"vendir version {VENDIR_COMPAT_VERSION}+ocivendir.{__version__}\n"
+    assert run_cli("version", prog="/usr/local/bin/vendir").stdout == vendir
+    assert run_cli("--version", prog="vendir").stdout == vendir
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pull", "-b", "x/y"], 'required flag(s) "output" not set'),
+        (["pull", "-b", "x/y", "-o", "."], "Disallowed output directory (trying to avoid accidental deletion)"),
+        (["pull", "-b", "x/y", "-i", "x/z", "-o", "out"], "Expected only one of image, bundle, or lock"),
+        (["pull", "-o", "out"], "Expected either image or bundle reference"),
+        (["pull", "-i", "x/y", "-r", "-o", "out"], "Cannot use --recursive (-r) flag when pulling a bundle"),
+        (["pull", "-b", "x/y", "--image-is-bundle-check=false", "-o", "out"],
+         "Cannot set --image-is-bundle-check while using -b flag"),
+        (["pull", "-i", "http://r.io/app", "-o", "out"], "could not parse reference: http://r.io/app"),
+        (["pull", "-i", "r.io/app:v1", "-o", "out", "--cache-max-size", "lots"], "invalid size 'lots'"),
+        (["pull", "-i", "r.io/app:v1", "-o", "out", "--timeout", "5"], "invalid duration '5'"),
+        (["no-such-command"], "No such command"),
+    ],
+)  # fmt: skip
+def test_problems_found_without_the_network_exit_2_in_ocivendir_mode_and_1_as_vendir(
+    args: list[str], message: str
+) -> None:
+    result = run_cli(*args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("ocivendir: Error: ")
+    assert message in result.stderr
+    assert result.stdout == ""
+    as_vendir = run_cli(*args, prog="vendir")
+    assert as_vendir.exit_code == 1
+    assert as_vendir.stderr.startswith("vendir: Error: ")
+
+
+def test_json_errors_are_one_envelope_on_stdout_with_a_stable_code() -> None:
+    result = run_cli("pull", "-o", "out", "--json")
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"command", "error", "schemaVersion", "status"}
+    assert doc["status"] == "error"
+    assert doc["command"] == "pull"
+    assert set(doc["error"]) == {"code", "hint", "message"}
+    assert doc["error"]["code"] == "usage"
+
+
+def test_global_flags_are_accepted_before_and_after_the_subcommand() -> None:
+    before = run_cli("--json", "pull", "-o", "out")
+    after = run_cli("pull", "-o", "out", "--json")
+    assert json.loads(before.stdout)["error"] == json.loads(after.stdout)["error"]
+
+
+@pytest.mark.parametrize("command", sorted(cli.commands))
+def test_every_command_has_help_with_examples_or_description(command: str) -> None:
+    result = run_cli(command, "--help")
+    assert result.exit_code == 0
+    assert f"Usage: ocivendir {command}" in result.stdout
+
+
+def test_python_dash_m_runs_and_help_imports_no_network_stack() -> None:
+    code = (
+        "import sys, runpy; sys.argv=['ocivendir','--help'];"
+        "\ntry:\n runpy.run_module('ocivendir', run_name='__main__')\nexcept SystemExit: pass\n"
+        "bad=[m for m in ('requests','oras','rich','sqlite3') if m in sys.modules]; sys.stderr.write(repr(bad))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "Usage: ocivendir" in done.stdout
+    assert done.stderr.strip() == "[]"

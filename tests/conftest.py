@@ -1,0 +1,131 @@
+"""Suite-wide fixtures: an isolated environment for every test, no real retry sleeps, and the real registries."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ocivendir.commands import main
+from tests.support import registry as registry_support
+from tests.support.builders import Pusher
+
+_SCRUB = ("OCIVENDIR_", "VENDIR_", "IMGPKG_")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    for name in list(os.environ):
+        if name.startswith(_SCRUB) or name.lower() in {"http_proxy", "https_proxy", "no_proxy", "all_proxy"}:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("DOCKER_CONFIG", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    return home
+
+
+@pytest.fixture(autouse=True)
+def no_retry_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    slept: list[float] = []
+    monkeypatch.setattr("ocivendir.registry.retry._sleep", slept.append)
+    return slept
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, prog: str = "ocivendir", stdin: str | None = None) -> CliResult:
+    """Run ocivendir's main() in-process with its own stdout/stderr, as a user would see them."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    old_stdin = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args), prog)
+            except SystemExit as exc:
+                code = int(exc.code or 0)
+    finally:
+        sys.stdin = old_stdin
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli() -> type[object]:
+    return run_cli  # type: ignore[return-value]
+
+
+def _require_registry() -> None:
+    if registry_support.binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail("docker-registry is not installed and CI is set: integration tests must run")
+        pytest.skip("docker-registry not installed (install it with: apt-get install docker-registry)")
+
+
+def _start(mode: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[registry_support.Registry]:
+    _require_registry()
+    running = registry_support.Registry(mode=mode, workdir=tmp_path_factory.mktemp(f"registry-{mode}")).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[registry_support.Registry]:
+    """A plain-HTTP, anonymous registry shared by the session (tests use fresh repository names)."""
+    yield from _start("plain", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[registry_support.Registry]:
+    """A registry that needs Basic credentials (htpasswd)."""
+    yield from _start("htpasswd", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def tls_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[registry_support.Registry]:
+    """An HTTPS registry with a certificate from a throwaway CA."""
+    yield from _start("tls", tmp_path_factory)
+
+
+@pytest.fixture
+def own_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[registry_support.Registry]:
+    """A registry for one test only (for tests that stop it or alter its storage)."""
+    _require_registry()
+    running = registry_support.Registry(mode="plain", workdir=tmp_path_factory.mktemp("own-registry")).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def pusher(registry: registry_support.Registry) -> Pusher:
+    return Pusher(registry)
+
+
+_counter = iter(range(1_000_000))
+
+
+@pytest.fixture
+def repo_prefix(request: pytest.FixtureRequest) -> str:
+    """A fresh repository prefix per test."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    return f"t{next(_counter)}-{name}"

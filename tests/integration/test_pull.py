@@ -1,0 +1,205 @@
+"""`pull` against a real registry: images and bundles, the cache, verification, safety, auth and TLS."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.support.builders import Entry, Pusher, make_image, publish_bundle
+from tests.support.registry import PASSWORD, USERNAME, Registry
+
+
+def pull(*args: str, cache: Path | None = None) -> tuple[int, dict[str, object], str]:
+    extra = ["--cache-dir", str(cache)] if cache else ["--no-cache"]
+    result = run_cli("pull", *args, *extra, "--json")
+    doc = json.loads(result.stdout) if result.stdout.strip() else {}
+    return result.exit_code, doc, result.stderr
+
+
+def tree(root: Path) -> dict[str, tuple[int, bytes]]:
+    return {
+        str(p.relative_to(root)): (stat.S_IMODE(p.stat().st_mode), p.read_bytes() if p.is_file() else b"")
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def test_image_by_tag_and_by_digest(registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path) -> None:
+    image = make_image({"config/app.yml": "a: 1\n", "run.sh": "#!/bin/sh\n"})
+    ref = pusher.image(f"{repo_prefix}/img", image, tag="v1")
+    code, doc, _ = pull("-i", f"{registry.host}/{repo_prefix}/img:v1", "-o", str(tmp_path / "by-tag"))
+    assert code == 0, doc
+    code, doc, _ = pull("-i", ref, "-o", str(tmp_path / "by-digest"))
+    assert code == 0
+    assert doc["result"]["kind"] == "image"  # type: ignore[index]
+    assert tree(tmp_path / "by-tag") == tree(tmp_path / "by-digest")
+    assert (tmp_path / "by-digest/config/app.yml").read_text() == "a: 1\n"
+    assert stat.S_IMODE((tmp_path / "by-digest/config/app.yml").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "by-digest/config").stat().st_mode) == 0o755
+
+
+def test_second_pull_of_a_digest_is_served_from_cache_with_zero_requests(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=2)
+    cache = tmp_path / "cache"
+    code, first, _ = pull("-b", published.ref(registry), "-o", str(tmp_path / "one"), cache=cache)
+    assert code == 0, first
+    assert first["result"]["requests"]["total"] > 0  # type: ignore[index]
+    mark = registry.mark()
+    code, second, _ = pull("-b", published.ref(registry), "-o", str(tmp_path / "two"), cache=cache)
+    assert code == 0
+    assert second["result"]["requests"]["total"] == 0  # type: ignore[index]
+    assert registry.since(mark) == []
+    assert tree(tmp_path / "one") == tree(tmp_path / "two")
+
+
+def test_a_tag_costs_one_head_when_its_digest_is_cached(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    image = make_image({"a.txt": "a"})
+    pusher.image(f"{repo_prefix}/img", image, tag="v1")
+    cache = tmp_path / "cache"
+    ref = f"{registry.host}/{repo_prefix}/img:v1"
+    assert pull("-i", ref, "-o", str(tmp_path / "one"), cache=cache)[0] == 0
+    mark = registry.mark()
+    code, doc, _ = pull("-i", ref, "-o", str(tmp_path / "two"), cache=cache)
+    assert code == 0
+    assert doc["result"]["requests"]["by_method"] == {"HEAD": 1}  # type: ignore[index]
+    assert [(m, s) for m, _, s in registry.since(mark)] == [("HEAD", 200)]
+
+
+def test_pull_works_from_cache_with_the_registry_stopped(own_registry: Registry, tmp_path: Path) -> None:
+    pusher = Pusher(own_registry)
+    image = make_image({"a.txt": "served offline\n"})
+    ref = pusher.image("offline/img", image, tag="v1")
+    cache = tmp_path / "cache"
+    assert pull("-i", ref, "-o", str(tmp_path / "one"), cache=cache)[0] == 0
+    own_registry.stop()
+    code, doc, _ = pull("-i", ref, "-o", str(tmp_path / "two"), cache=cache)
+    assert code == 0, doc
+    assert (tmp_path / "two/a.txt").read_text() == "served offline\n"
+    code, doc, _ = pull("-i", f"{own_registry.host}/offline/img:v1", "-o", str(tmp_path / "three"), cache=cache)
+    assert code == 1
+    assert doc["error"]["code"] == "registry-unreachable"  # type: ignore[index]
+    assert not (tmp_path / "three").exists()
+
+
+def test_a_blob_altered_in_registry_storage_is_rejected_and_nothing_is_written_or_cached(
+    own_registry: Registry, tmp_path: Path
+) -> None:
+    pusher = Pusher(own_registry)
+    image = make_image({"a.txt": "original\n"})
+    ref = pusher.image("tamper/img", image)
+    layer_digest = json.loads(image.manifest)["layers"][0]["digest"]
+    blob = own_registry.blob_file(layer_digest)
+    data = bytearray(blob.read_bytes())
+    data[-1] ^= 0xFF
+    blob.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "previous.txt").write_text("keep me")
+    cache = tmp_path / "cache"
+    code, doc, stderr = pull("-i", ref, "-o", str(out), cache=cache)
+    assert code == 1
+    assert doc["error"]["code"] == "digest-mismatch"  # type: ignore[index]
+    assert layer_digest in stderr
+    assert sorted(p.name for p in out.iterdir()) == ["previous.txt"]
+    assert not (cache / "blobs/sha256" / layer_digest.split(":")[1]).exists()
+    assert list((cache / "tmp").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]
+
+
+@pytest.mark.parametrize("name", ["../evil.txt", "/abs/evil.txt"])
+def test_a_layer_escaping_the_output_is_refused(pusher: Pusher, repo_prefix: str, tmp_path: Path, name: str) -> None:
+    image = make_image(entries=[Entry("ok.txt", b"fine"), Entry(name, b"evil")])
+    ref = pusher.image(f"{repo_prefix}/evil", image)
+    out = tmp_path / "nested" / "out"
+    code, doc, _ = pull("-i", ref, "-o", str(out))
+    assert code == 1
+    assert doc["error"]["code"] == "unsafe-archive"  # type: ignore[index]
+    assert not out.exists()
+    assert not (tmp_path / "nested" / "evil.txt").exists()
+    assert sorted(p.name for p in (tmp_path / "nested").iterdir()) == []
+
+
+def test_bundle_and_image_flags_are_checked_with_imgpkgs_messages(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    image_ref = next(iter(published.images))
+    result = run_cli("pull", "-b", image_ref, "-o", str(tmp_path / "a"), "--no-cache")
+    assert result.exit_code == 1
+    assert "Expected bundle image but found plain image (hint: Did you use -i instead of -b?)" in result.stderr
+    result = run_cli("pull", "-i", published.ref(registry), "-o", str(tmp_path / "b"), "--no-cache")
+    assert result.exit_code == 1
+    assert "Expected bundle flag when pulling a bundle (hint: Use -b instead of -i for bundles)" in result.stderr
+    result = run_cli("pull", "-i", published.ref(registry), "-o", str(tmp_path / "c"), "--no-cache",
+                     "--image-is-bundle-check=false")  # fmt: skip
+    assert result.exit_code == 0
+    assert (tmp_path / "c/.imgpkg/images.yml").exists()
+
+
+def test_an_index_is_refused_with_a_hint(pusher: Pusher, repo_prefix: str, tmp_path: Path) -> None:
+    index_ref = pusher.index(f"{repo_prefix}/multi", [make_image({"a": "1"}), make_image({"b": "2"})], "v1")
+    for flag in ("-i", "-b"):
+        result = run_cli("pull", flag, index_ref, "-o", str(tmp_path / flag), "--no-cache")
+        assert result.exit_code == 1
+        assert "Unable to pull non-images, such as image indexes." in result.stderr
+        assert "(hint: provide a specific digest to the image instead)" in result.stderr
+
+
+def test_wrong_credentials_give_a_clear_auth_error(auth_registry: Registry, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    image = make_image({"secret.txt": "s"})
+    ref = Pusher(auth_registry).image("private/img", image)
+    monkeypatch.setenv("IMGPKG_REGISTRY_HOSTNAME", auth_registry.host)
+    monkeypatch.setenv("IMGPKG_REGISTRY_USERNAME", USERNAME)
+    monkeypatch.setenv("IMGPKG_REGISTRY_PASSWORD", "wrong-password")
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "bad"), "--no-cache")
+    assert result.exit_code == 1
+    assert f"{auth_registry.host} refused the credentials" in result.stderr
+    assert "wrong-password" not in result.stderr
+    monkeypatch.setenv("IMGPKG_REGISTRY_PASSWORD", PASSWORD)
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "good"), "--no-cache")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "good/secret.txt").read_text() == "s"
+
+
+def test_anonymous_pull_from_an_auth_registry_says_credentials_are_needed(auth_registry: Registry,
+                                                                          tmp_path: Path) -> None:  # fmt: skip
+    ref = Pusher(auth_registry).image("private/anon", make_image({"x": "x"}))
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache")
+    assert result.exit_code == 1
+    assert "requires authentication" in result.stderr
+
+
+def test_tls_registry_needs_its_ca_and_works_with_it(tls_registry: Registry, tmp_path: Path) -> None:
+    ref = Pusher(tls_registry).image("secure/img", make_image({"tls.txt": "ok"}))
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "no-ca"), "--no-cache")
+    assert result.exit_code == 1
+    assert "x509: certificate signed by unknown authority" in result.stderr
+    assert tls_registry.ca_cert is not None
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "ca"), "--no-cache",
+                     "--registry-ca-cert-path", str(tls_registry.ca_cert))  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "ca/tls.txt").read_text() == "ok"
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "skip"), "--no-cache", "--registry-verify-certs=false")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_failed_pull_leaves_the_previous_output_intact(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    good = pusher.image(f"{repo_prefix}/img", make_image({"v.txt": "good"}))
+    out = tmp_path / "out"
+    assert pull("-i", good, "-o", str(out))[0] == 0
+    missing = f"{registry.host}/{repo_prefix}/img@sha256:{'0' * 64}"
+    code, doc, _ = pull("-i", missing, "-o", str(out))
+    assert code == 1
+    assert doc["error"]["code"] == "not-found"  # type: ignore[index]
+    assert (out / "v.txt").read_text() == "good"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

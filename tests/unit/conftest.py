@@ -1,0 +1,17 @@
+"""The unit tier never touches the network: only `responses` answers HTTP here."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        msg = "unit tests must not open network connections"
+        raise RuntimeError(msg)
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)

@@ -1,0 +1,121 @@
+"""The house rules of design.md §2, checked on every module with `ast`: floors, imports, forbidden names."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "ocivendir"
+
+# floor of every module (a new module without a floor fails the suite)
+FLOORS: dict[str, int] = {
+    "__init__": 0, "errors": 0, "results": 0, "goyaml": 0,
+    "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
+    "registry.credentials": 1,
+    "registry": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
+    "cache": 2, "cache.store": 2, "cache.index": 2, "cache.prune": 2,
+    "fs": 2, "fs.locks": 2, "fs.swap": 2, "fs.extract": 2,
+    "engine": 3, "engine.content": 3, "engine.image": 3, "engine.pull": 3, "engine.relocate": 3,
+    "engine.verify": 3, "engine.sync": 3, "engine.sources": 3, "engine.delegate": 3,
+    "settings": 4, "output": 4, "__main__": 4,
+    "commands": 4, "commands.options": 4, "commands.runtime": 4, "commands.pull": 4, "commands.version": 4,
+    "commands.verify": 4, "commands.cache": 4, "commands.sync": 4, "commands._docgen": 4,
+}  # fmt: skip
+PURE_THIRD_PARTY = {"yaml"}
+ONLY_IN = {
+    "requests": {"registry.client"},
+    "urllib3": {"registry.client"},
+    "oras": {"registry.client"},
+    "click": {m for m in FLOORS if m == "commands" or m.startswith("commands.")},
+    "rich": {"output"},
+    "platformdirs": {"settings"},
+    "fcntl": {"fs.locks"},
+}
+STDLIB_SHADOWS = {"secrets", "types", "logging", "json", "io", "os", "sys", "typing", "string", "select", "signal"}
+
+
+def modules() -> list[tuple[str, Path]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts.pop()
+        found.append((".".join(parts), path))
+    return found
+
+
+def imported(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def internal(name: str) -> str | None:
+    if name == "ocivendir":
+        return "__init__"
+    if name.startswith("ocivendir."):
+        rest = name.removeprefix("ocivendir.")
+        while rest and rest not in FLOORS:
+            rest = rest.rpartition(".")[0]
+        return rest or "__init__"
+    return None
+
+
+@pytest.mark.parametrize(("module", "path"), modules(), ids=[m for m, _ in modules()])
+def test_module_has_a_floor_and_imports_only_from_floors_at_or_below(module: str, path: Path) -> None:
+    assert module in FLOORS, f"{module} has no floor in the architecture table"
+    tree = ast.parse(path.read_text())
+    for name in imported(tree):
+        target = internal(name)
+        if target is not None:
+            assert FLOORS[target] <= FLOORS[module], f"{module} imports {name} from a higher floor"
+            continue
+        top = name.split(".")[0]
+        if top in ONLY_IN:
+            assert module in ONLY_IN[top], f"{module} imports {top}, reserved to {sorted(ONLY_IN[top])}"
+        if FLOORS[module] <= 1 and top not in PURE_THIRD_PARTY:
+            assert top in sys.stdlib_module_names, f"pure module {module} imports {top}"
+
+
+@pytest.mark.parametrize(("module", "path"), modules(), ids=[m for m, _ in modules()])
+def test_module_writes_nothing_and_reads_no_environment_outside_its_layer(module: str, path: Path) -> None:
+    source = path.read_text()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            pytest.fail(f"{module} calls print()")
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id == "sys" and node.attr in {"stdout", "stderr"}:
+                assert module == "output", f"{module} touches sys.{node.attr}"
+            if node.value.id == "os" and node.attr in {"environ", "getenv"}:
+                assert module == "settings", f"{module} reads os.{node.attr}"
+
+
+@pytest.mark.parametrize(("module", "path"), modules(), ids=[m for m, _ in modules()])
+def test_module_documents_what_it_owns_and_declares_its_api(module: str, path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    docstring = ast.get_docstring(tree)
+    assert docstring, f"{module} has no module docstring"
+    assert path.stem not in STDLIB_SHADOWS, f"{module} shadows the standard library"
+    has_future = any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body)
+    if tree.body[1:]:
+        assert has_future, f"{module} lacks `from __future__ import annotations`"
+
+
+def test_warm_path_modules_import_no_network_stack_at_import_time() -> None:
+    code = (
+        "import sys, ocivendir.commands, ocivendir.engine.pull, ocivendir.cache.index;"
+        "bad = [m for m in ('requests', 'oras', 'rich', 'urllib3', 'sqlite3') if m in sys.modules];"
+        "print(bad)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,213 @@
+"""The registry client's HTTP behaviour, against `responses`: auth challenges, retries, verification, counting."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+import responses
+from responses import matchers
+
+from ocivendir.errors import DigestMismatch, NotFound, RateLimited, TLSVerifyError, Transient, Unauthorized
+from ocivendir.oci.reference import parse_reference
+from ocivendir.registry.client import ClientOptions, RegistryClient
+from ocivendir.registry.credentials import Credential
+from ocivendir.registry.retry import RetryPolicy
+from ocivendir.results import ImageStatus
+
+REG = "registry.example.com"
+MANIFEST = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{},"layers":[]}'
+DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
+BASE = f"https://{REG}/v2/team/app"
+
+
+@pytest.fixture
+def rsps() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
+        yield mock
+
+
+def client(credential: Credential | None = None, *, sleeps: list[float] | None = None, attempts: int = 5,
+           timeout: float = 300.0) -> RegistryClient:  # fmt: skip
+    policy = RetryPolicy(attempts=attempts, sleep=(sleeps.append if sleeps is not None else lambda _s: None),
+                         jitter=lambda: 1.0)  # fmt: skip
+    options = ClientOptions(retry=policy, timeout_seconds=timeout)
+    return RegistryClient(options, lambda _r, _p: credential or Credential())
+
+
+def test_anonymous_bearer_challenge_fetches_a_pull_token_and_counts_auth(rsps: responses.RequestsMock) -> None:
+    challenge = f'Bearer realm="https://auth.example.com/token",service="{REG}",scope="repository:team/app:pull"'
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})
+    rsps.get(
+        "https://auth.example.com/token",
+        json={"token": "tok-1"},
+        match=[matchers.query_param_matcher({"scope": "repository:team/app:pull", "service": REG})],
+    )
+    rsps.get(
+        f"{BASE}/manifests/{DIGEST}",
+        body=MANIFEST,
+        match=[matchers.header_matcher({"Authorization": "Bearer tok-1"})],
+    )
+    c = client()
+    raw, _, digest = c.get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+    assert raw == MANIFEST
+    assert str(digest) == DIGEST
+    assert c.stats.total == 3
+    assert c.stats.auth == 2
+
+
+def test_bearer_token_is_reused_for_the_same_repository(rsps: responses.RequestsMock) -> None:
+    challenge = 'Bearer realm="https://auth.example.com/token",service="svc"'
+    rsps.head(f"{BASE}/manifests/v1", status=401, headers={"WWW-Authenticate": challenge})
+    rsps.get("https://auth.example.com/token", json={"access_token": "tok"})
+    rsps.head(f"{BASE}/manifests/v1", headers={"Docker-Content-Digest": DIGEST, "Content-Type": "x"})
+    rsps.head(f"{BASE}/manifests/v2", headers={"Docker-Content-Digest": DIGEST, "Content-Type": "x"})
+    c = client()
+    c.resolve(parse_reference(f"{REG}/team/app:v1"))
+    c.resolve(parse_reference(f"{REG}/team/app:v2"))
+    assert c.stats.total == 4
+
+
+def test_basic_challenge_uses_credentials_and_never_echoes_them(rsps: responses.RequestsMock) -> None:
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
+    with pytest.raises(Unauthorized) as caught:
+        client(Credential(username="alice", password="hunter2")).get_manifest(
+            parse_reference(f"{REG}/team/app@{DIGEST}")
+        )
+    assert REG in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+    assert "alice" not in str(caught.value)
+
+
+def test_basic_challenge_without_credentials_is_a_clear_auth_error(rsps: responses.RequestsMock) -> None:
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
+    with pytest.raises(Unauthorized, match="requires authentication"):
+        client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+
+
+def test_5xx_is_retried_with_backoff_then_succeeds(rsps: responses.RequestsMock) -> None:
+    sleeps: list[float] = []
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=503)
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=502)
+    rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST)
+    c = client(sleeps=sleeps)
+    c.get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+    assert sleeps == [0.25, 0.5]
+    assert c.stats.total == 3
+
+
+def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_fails_fast(rsps: responses.RequestsMock) -> None:
+    sleeps: list[float] = []
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=429, headers={"Retry-After": "3"})
+    rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST)
+    client(sleeps=sleeps).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+    assert sleeps == [3.0]
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=429, headers={"Retry-After": "120"})
+    with pytest.raises(RateLimited, match="120s"):
+        client(sleeps=sleeps).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+
+
+def test_501_is_not_retried_and_404_maps_to_not_found(rsps: responses.RequestsMock) -> None:
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=404, json={"errors": [{"code": "MANIFEST_UNKNOWN",
+                                                                          "message": "manifest unknown"}]})  # fmt: skip
+    with pytest.raises(NotFound, match="MANIFEST_UNKNOWN"):
+        client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+
+
+def test_attempts_are_bounded(rsps: responses.RequestsMock) -> None:
+    sleeps: list[float] = []
+    for _ in range(3):
+        rsps.get(f"{BASE}/manifests/{DIGEST}", status=500)
+    with pytest.raises(Transient, match="500"):
+        client(sleeps=sleeps, attempts=3).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+    assert len(sleeps) == 2
+
+
+def test_a_manifest_that_does_not_match_its_digest_is_rejected(rsps: responses.RequestsMock) -> None:
+    rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST + b" ")
+    with pytest.raises(DigestMismatch, match=DIGEST):
+        client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+
+
+def test_a_tag_manifest_is_checked_against_docker_content_digest(rsps: responses.RequestsMock) -> None:
+    rsps.get(f"{BASE}/manifests/v1", body=MANIFEST, headers={"Docker-Content-Digest": "sha256:" + "0" * 64})
+    with pytest.raises(DigestMismatch):
+        client().get_manifest(parse_reference(f"{REG}/team/app:v1"))
+
+
+def test_blob_is_streamed_verified_and_deleted_on_mismatch(rsps: responses.RequestsMock, tmp_path: Path) -> None:
+    data = b"layer bytes" * 1000
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    rsps.get(f"{BASE}/blobs/{digest}", body=data)
+    target = tmp_path / "blob"
+    ref = parse_reference(f"{REG}/team/app@{digest}")
+    c = client()
+    c.fetch_blob_to(ref.repository, ref.digest, len(data), target)  # type: ignore[arg-type]
+    assert target.read_bytes() == data
+    rsps.get(f"{BASE}/blobs/{digest}", body=b"tampered" + data[8:])
+    with pytest.raises(DigestMismatch):
+        c.fetch_blob_to(ref.repository, ref.digest, len(data), target)  # type: ignore[arg-type]
+    assert not target.exists()
+
+
+def test_presence_probes_report_each_status(rsps: responses.RequestsMock) -> None:
+    ref = parse_reference(f"{REG}/team/app@{DIGEST}")
+    rsps.head(f"{BASE}/manifests/{DIGEST}", status=200)
+    rsps.head(f"{BASE}/manifests/{DIGEST}", status=404)
+    rsps.head(f"{BASE}/manifests/{DIGEST}", status=403)
+    c = client(attempts=1)
+    assert c.exists(ref.repository, ref.digest) is ImageStatus.PRESENT  # type: ignore[arg-type]
+    assert c.exists(ref.repository, ref.digest) is ImageStatus.MISSING  # type: ignore[arg-type]
+    assert c.exists(ref.repository, ref.digest) is ImageStatus.DENIED  # type: ignore[arg-type]
+    rsps.head(f"{BASE}/manifests/{DIGEST}", status=500)
+    assert c.exists(ref.repository, ref.digest) is ImageStatus.ERROR  # type: ignore[arg-type]
+
+
+def test_tags_are_listed_across_pages(rsps: responses.RequestsMock) -> None:
+    rsps.get(f"{BASE}/tags/list?n=1000", json={"tags": ["a", "b"]},
+             headers={"Link": '</v2/team/app/tags/list?n=1000&last=b>; rel="next"'})  # fmt: skip
+    rsps.get(f"{BASE}/tags/list?n=1000&last=b", json={"tags": ["c"]})
+    assert client().list_tags(parse_reference(f"{REG}/team/app").repository) == ["a", "b", "c"]
+
+
+def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps: responses.RequestsMock) -> None:
+    rsps.head("https://127.0.0.1:5000/v2/app/manifests/v1", body=requests.exceptions.ConnectionError("refused"))
+    rsps.head("http://127.0.0.1:5000/v2/app/manifests/v1", headers={"Docker-Content-Digest": DIGEST})
+    c = client()
+    assert str(c.resolve(parse_reference("127.0.0.1:5000/app:v1")).digest) == DIGEST
+    assert c.stats.connect_errors == 1
+    assert c.stats.total == 1
+
+
+def test_public_hosts_never_fall_back_to_plain_http(rsps: responses.RequestsMock) -> None:
+    for _ in range(2):
+        rsps.head(f"{BASE}/manifests/v1", body=requests.exceptions.ConnectionError("refused"))
+    with pytest.raises(Transient, match="reachable"):
+        client(attempts=2).resolve(parse_reference(f"{REG}/team/app:v1"))
+
+
+def test_unknown_ca_names_the_x509_error_kapp_controller_matches(rsps: responses.RequestsMock) -> None:
+    error = requests.exceptions.SSLError(
+        "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate"
+    )
+    rsps.head(f"{BASE}/manifests/v1", body=error)
+    with pytest.raises(TLSVerifyError, match="x509: certificate signed by unknown authority"):
+        client().resolve(parse_reference(f"{REG}/team/app:v1"))
+
+
+def test_the_run_deadline_bounds_retries(rsps: responses.RequestsMock) -> None:
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=503)
+    with pytest.raises(Transient, match="deadline"):
+        client(timeout=0.1, sleeps=[]).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+
+
+def test_resolve_falls_back_to_get_when_head_is_refused(rsps: responses.RequestsMock) -> None:
+    rsps.head(f"{BASE}/manifests/v1", status=405)
+    rsps.get(f"{BASE}/manifests/v1", body=MANIFEST)
+    resolved = client().resolve(parse_reference(f"{REG}/team/app:v1"))
+    assert str(resolved.digest) == DIGEST
+    assert resolved.raw == MANIFEST

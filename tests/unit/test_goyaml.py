@@ -1,0 +1,71 @@
+"""goyaml writes what sigs.k8s.io/yaml (go-yaml v2) writes, byte for byte (vendir-compat spec §6.2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocivendir import goyaml
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        *[(s, f'"{s}"') for s in ["0", "0755", "08", "1_000", "-1", "+1", ".5", "1.5", "1e3", "0x1F"]],
+        *[(s, f'"{s}"') for s in ["y", "n", "yes", "on", "true", "null", "~", "Y", "NO", "Off"]],
+        ("2024-01-01", '"2024-01-01"'),
+        ("12:30", '"12:30"'),
+        *[(s, f"'{s}'") for s in ["-", "a: b", "#x", "@at", "*s", "!t", "%p", "`b", "c:", "[a]", "{a}", "?",
+                                  "trailing space "]],
+        ("'q", "'''q'"),
+        *[(s, s) for s in ["x y", ":c", "a#b", "x-y", "a,b", "=", "<<", "ümlaut ok", "index.docker.io/x@sha256:ab",
+                           "example.com/app:latest", "-x", "1.0.0-rc.1x"]],
+        ("tab\there", '"tab\\there"'),
+        ("bell\ax", '"bell\\ax"'),
+        ("x\r\ny", '"x\\r\\ny"'),
+        ("", '""'),
+    ],
+)  # fmt: skip
+def test_scalar_styles_match_go_yaml(value: str, expected: str) -> None:
+    assert goyaml.scalar(value) == expected
+
+
+def test_literal_blocks_carry_chomping_and_indentation_hints() -> None:
+    assert goyaml.dump({"k": "line one\nline two\n"}) == b"k: |\n  line one\n  line two\n"
+    assert goyaml.dump({"k": "no trailing\nnewline"}) == b"k: |-\n  no trailing\n  newline\n"
+    assert goyaml.dump({"k": "two trailing\n\n"}) == b"k: |+\n  two trailing\n\n"
+    assert goyaml.dump({"k": "  leading spaces\nx\n"}) == b"k: |2\n    leading spaces\n  x\n"
+
+
+def test_keys_sort_in_natural_order() -> None:
+    keys = ["é", "b1", "b/2", "b-1", "aB", "a10", "a09", "a9", "a008", "a_b", "a.b", "Z", "A", "10", "2", "1"]
+    dumped = goyaml.dump(dict.fromkeys(keys, 1)).decode().splitlines()
+    order = [line.split(":")[0].strip('"') for line in dumped]
+    assert order == ["1", "2", "10", "A", "Z", "a.b", "a_b", "a008", "a9", "a09", "a10", "aB", "b-1", "b/2", "b1", "é"]
+
+
+def test_kapp_controller_lock_shape_is_byte_exact() -> None:
+    lock = {
+        "apiVersion": "vendir.k14s.io/v1alpha1",
+        "kind": "LockConfig",
+        "directories": [{"path": "0", "contents": [{"path": ".", "inline": {}}]}],
+    }
+    expected = (
+        b'apiVersion: vendir.k14s.io/v1alpha1\ndirectories:\n- contents:\n  - inline: {}\n    path: .\n  path: "0"\n'
+        b"kind: LockConfig\n"
+    )
+    assert goyaml.dump(lock) == expected
+
+
+def test_empty_collections_and_nulls() -> None:
+    assert goyaml.dump({"a": [], "b": {}, "c": None, "d": True, "e": 493}) == (
+        b"a: []\nb: {}\nc: null\nd: true\ne: 493\n"
+    )
+
+
+def test_long_plain_values_fold_past_column_80() -> None:
+    value = " ".join(["word"] * 19)  # 94 characters
+    out = goyaml.dump({"key": value}).decode()
+    first, second = out.splitlines()
+    assert len(first) > 80
+    assert second.startswith("  word")
+    assert " ".join(out.replace("\n  ", " ").split()) == "key: " + value
