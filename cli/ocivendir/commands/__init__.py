@@ -6,7 +6,6 @@ The single place where exceptions become `<prog>: Error: …` and exit codes.
 from __future__ import annotations
 
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,7 +14,6 @@ import click
 from ocivendir import VENDIR_COMPAT_VERSION, __version__
 from ocivendir.commands.options import global_options
 from ocivendir.errors import OcivendirError
-from ocivendir.output import Output, OutputMode
 
 __all__ = ["cli", "main", "version_line"]
 
@@ -48,9 +46,9 @@ def cli(ctx: click.Context) -> None:
 
 
 def _register() -> None:
-    from ocivendir.commands import pull, version  # noqa: PLC0415 - avoids an import cycle
+    from ocivendir.commands import pull, verify, version  # noqa: PLC0415 - avoids an import cycle
 
-    for command in (pull.pull, version.version):
+    for command in (pull.pull, verify.verify_relocation, version.version):
         cli.add_command(command)
 
 
@@ -58,6 +56,10 @@ _register()
 
 
 def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hint: str | None, exit_code: int) -> int:
+    import traceback  # noqa: PLC0415 - only on failure
+
+    from ocivendir.output import Output, OutputMode  # noqa: PLC0415
+
     vendir_mode = bool(state.get("vendir_mode"))
     mode = OutputMode(prog="vendir" if vendir_mode else "ocivendir", json=bool(state.get("json")))
     tb = "".join(traceback.format_exception(exc)) if state.get("debug") else None

@@ -7,9 +7,6 @@ from pathlib import Path
 import click
 
 from ocivendir.commands.options import global_options, registry_options
-from ocivendir.commands.runtime import Run, open_content
-from ocivendir.engine.pull import PullOptions
-from ocivendir.engine.pull import pull as run_pull
 from ocivendir.errors import UsageError
 
 __all__ = ["pull"]
@@ -56,6 +53,10 @@ def pull(ctx: click.Context, bundle: str | None, image: str | None, lock: str | 
       ocivendir pull -i registry.example.com/app/config:v1 -o ./config
       ocivendir pull --lock bundle.lock.yml -o ./bundle -r
     """
+    from ocivendir.commands.runtime import Run, open_content  # noqa: PLC0415 - `--help` stays light
+    from ocivendir.engine.pull import PullOptions  # noqa: PLC0415
+    from ocivendir.engine.pull import pull as run_pull  # noqa: PLC0415
+
     _check(bundle, image, lock, output, recursive, image_is_bundle_check)
     run = Run.start(ctx)
     assert output is not None  # noqa: S101 - checked by _check

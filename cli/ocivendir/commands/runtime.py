@@ -175,9 +175,11 @@ def open_content(
             lock_dir: Path = store.locks
         else:
             index = None
-            base = target if target is not None else Path.cwd() / "ocivendir"
-            base.absolute().parent.mkdir(parents=True, exist_ok=True)
-            throwaway = new_sibling(base.absolute(), BLOBS)
+            if target is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                throwaway = new_sibling(target, BLOBS)
+            else:
+                throwaway = new_sibling(_private_lock_dir() / "run", BLOBS)
             store = BlobStore(throwaway)
             store.ensure_layout()
             lock_dir = _private_lock_dir()

@@ -150,7 +150,7 @@ def apply_layer(stream: IO[bytes], stage: Path, *, umask: int, stats: ExtractSta
     layer = _Layer(stage, umask, stats, what)
     stats.layer_paths = set()
     try:
-        archive = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - closed below; streaming mode
+        archive = tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK)  # noqa: SIM115 - closed below; streaming
     except tarfile.TarError as exc:
         raise UnsafeArchive(f"{what}: not a tar archive: {exc}") from None
     try:

@@ -1,0 +1,121 @@
+"""Owns: `verify-relocation` — an audit that always asks the registry whether bundles are fully relocated.
+
+Bundle content comes from the cache as for `pull`; the locations image decides unless `--each-image` (or its
+absence) asks for every image to be probed, never stopping early. Verdicts reached are recorded for `pull` and `sync`.
+"""
+
+from __future__ import annotations
+
+import secrets as _random
+from dataclasses import dataclass
+
+from ocivendir.engine.content import Content
+from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
+from ocivendir.engine.pull import read_images_lock
+from ocivendir.engine.relocate import check
+from ocivendir.errors import NotABundle, OcivendirError
+from ocivendir.fs.swap import remove_tree
+from ocivendir.oci.imageslock import ImagesLock
+from ocivendir.oci.reference import Digest, Reference
+from ocivendir.oci.relocation import RelocationVerdict
+from ocivendir.results import BundleReport, ImageReport, ImageStatus, LogEvent, VerifyRelocationResult
+
+__all__ = ["VerifyOptions", "exit_code", "verify_relocation"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyOptions:
+    """Which bundles to audit and how."""
+
+    references: tuple[Reference, ...]
+    recursive: bool = False
+    each_image: bool = False
+    umask: int = 0o022
+
+
+def _lock_of(content: Content, image: FetchedImage, options: VerifyOptions) -> ImagesLock:
+    scratch = content.store.tmp / f"verify-{_random.token_hex(6)}"
+    scratch.mkdir(parents=True)
+    try:
+        extract_layers(content, image, scratch, umask=options.umask)
+        lock, _ = read_images_lock(scratch)
+    finally:
+        remove_tree(scratch)
+    content.record(image.repo, image.digest, image.raw, image.manifest, "bundle")
+    return lock
+
+
+def _report(content: Content, ref: Reference, options: VerifyOptions, seen: set[Digest]) -> BundleReport:
+    try:
+        image = fetch_image(content, ref)
+        if not image.config.is_bundle:
+            raise NotABundle("Expected bundle image but found plain image", hint="Did you use -i instead of -b?")
+        lock = _lock_of(content, image, options)
+    except OcivendirError as exc:
+        return BundleReport(ref=str(ref), digest="", repository=str(ref.repository), method="none",
+                            verdict=RelocationVerdict.UNDETERMINED.value, images=(), error=str(exc))  # fmt: skip
+    content.events(LogEvent(message=f"Checking bundle '{image.ref}'"))
+    verdict, method, statuses, probes = check(
+        content, image.repo, image.digest, lock, full=True, use_locations=not options.each_image
+    )
+    if content.index is not None and verdict is not RelocationVerdict.UNDETERMINED:
+        missing = [
+            str(p.candidate) for p in probes if statuses.get(p.digest) in {ImageStatus.MISSING, ImageStatus.DENIED}
+        ]
+        content.index.put_verdict(image.ref, relocated=verdict is RelocationVerdict.RELOCATED, method=method,
+                                  missing=missing)  # fmt: skip
+    images = tuple(
+        ImageReport(image=p.image, digest=str(p.digest), status=statuses.get(p.digest, ImageStatus.UNCHECKED))
+        for p in probes
+    )
+    denied = [r.image for r in images if r.status is ImageStatus.DENIED]
+    if denied:
+        content.warn(f"access denied to {', '.join(denied)} in {image.repo}")
+    nested: tuple[BundleReport, ...] = ()
+    if options.recursive:
+        nested = _nested(content, image, lock, verdict is RelocationVerdict.RELOCATED, options, seen)
+    return BundleReport(ref=image.ref, digest=str(image.digest), repository=str(image.repo), method=method,
+                        verdict=verdict.value, images=images, nested=nested)  # fmt: skip
+
+
+def _nested(content: Content, image: FetchedImage, lock: ImagesLock, relocated: bool, options: VerifyOptions,
+            seen: set[Digest]) -> tuple[BundleReport, ...]:  # fmt: skip
+    reports = []
+    for entry in lock.images:
+        digest = entry.reference.digest
+        if digest is None or digest in seen:
+            continue
+        primary = image.repo.at(digest) if relocated else entry.reference
+        try:
+            candidate = fetch_image(content, primary)
+        except OcivendirError:
+            continue  # the image itself was already reported by its probe
+        if candidate.config.is_bundle:
+            seen.add(digest)
+            reports.append(_report(content, primary, options, seen))
+    return tuple(reports)
+
+
+def verify_relocation(options: VerifyOptions, content: Content) -> VerifyRelocationResult:
+    """Audit every bundle; never answers from recorded verdicts."""
+    seen: set[Digest] = set()
+    bundles = tuple(_report(content, ref, options, seen) for ref in options.references)
+    return VerifyRelocationResult(bundles=bundles, requests=content.requests, warnings=tuple(content.warnings))
+
+
+def _all(reports: tuple[BundleReport, ...]) -> list[BundleReport]:
+    flat: list[BundleReport] = []
+    for report in reports:
+        flat.append(report)
+        flat.extend(_all(report.nested))
+    return flat
+
+
+def exit_code(result: VerifyRelocationResult) -> int:
+    """1 if any verdict could not be determined, else 3 if any bundle is not relocated, else 0."""
+    verdicts = {r.verdict for r in _all(result.bundles)}
+    if RelocationVerdict.UNDETERMINED.value in verdicts:
+        return 1
+    if RelocationVerdict.NOT_RELOCATED.value in verdicts:
+        return 3
+    return 0

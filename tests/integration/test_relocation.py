@@ -1,0 +1,236 @@
+"""Relocation against a real registry: imgpkg's rewrite, the verdict cache, and `verify-relocation` as a CI gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.support.builders import Pusher, make_bundle, publish_bundle, relocate
+from tests.support.faults import Rule, fault_proxy
+from tests.support.registry import Registry
+
+
+def pull_bundle(ref: str, out: Path, cache: Path, *extra: str) -> tuple[int, dict[str, object], str]:
+    result = run_cli("pull", "-b", ref, "-o", str(out), "--cache-dir", str(cache), "--json", *extra)
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+def verify(*args: str) -> tuple[int, dict[str, object], str]:
+    result = run_cli("verify-relocation", *args, "--json")
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+def test_original_bundle_is_not_relocated_and_its_images_yml_is_byte_identical(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=2, annotations={"kbld.carvel.dev/id": "example.com/app"})
+    code, doc, _ = pull_bundle(published.ref(registry), tmp_path / "out", tmp_path / "cache")
+    assert code == 0
+    relocation = doc["result"]["relocation"]  # type: ignore[index]
+    assert relocation["relocated"] is False
+    written = (tmp_path / "out/.imgpkg/images.yml").read_text()
+    assert written.startswith("---\napiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\nimages:\n")
+    result = run_cli("pull", "-b", published.ref(registry), "-o", str(tmp_path / "plain"), "--no-cache")
+    assert "One or more images not found in bundle repo; skipping lock file update" in result.stderr
+    code, report, _ = verify("-b", published.ref(registry), "--no-cache")
+    assert code == 3
+    assert report["status"] == "not-relocated"
+    bundle = report["result"]["bundles"][0]  # type: ignore[index]
+    assert bundle["verdict"] == "not-relocated"
+    assert [i["status"] for i in bundle["images"]] == ["missing", "missing"]
+
+
+def test_relocated_bundle_with_locations_image_is_rewritten_exactly_as_imgpkg_does(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1,
+                               annotations={"kbld.carvel.dev/id": "example.com/app:latest"})  # fmt: skip
+    relocate(pusher, published, f"{repo_prefix}/relocated")
+    ref = published.ref(registry, f"{repo_prefix}/relocated")
+    code, doc, _ = pull_bundle(ref, tmp_path / "out", tmp_path / "cache")
+    assert code == 0
+    digest = next(iter(published.images.values())).digest
+    assert (tmp_path / "out/.imgpkg/images.yml").read_text() == (
+        "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nimages:\n- annotations:\n"
+        "    kbld.carvel.dev/id: example.com/app:latest\n"
+        f"  image: {registry.host}/{repo_prefix}/relocated@{digest}\nkind: ImagesLock\n"
+    )
+    assert doc["result"]["relocation"]["method"] == "locations"  # type: ignore[index]
+    result = run_cli("pull", "-b", ref, "-o", str(tmp_path / "again"), "--no-cache")
+    assert (
+        f"The bundle repo ({registry.host}/{repo_prefix}/relocated) is hosting every image specified in the "
+        "bundle's Images Lock file (.imgpkg/images.yml)"
+    ) in result.stderr
+    mark = registry.mark()
+    code, report, _ = verify("-b", ref, "--cache-dir", str(tmp_path / "cache"))
+    assert code == 0
+    assert report["result"]["requests"]["total"] == 1  # type: ignore[index]
+    assert [(m, s) for m, _, s in registry.since(mark)] == [("HEAD", 200)]
+    assert report["result"]["bundles"][0]["images"][0]["status"] == "unchecked"  # type: ignore[index]
+
+
+def test_relocated_without_locations_image_is_decided_by_per_image_heads(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=3)
+    relocate(pusher, published, f"{repo_prefix}/copy", with_locations=False)
+    ref = published.ref(registry, f"{repo_prefix}/copy")
+    code, doc, _ = pull_bundle(ref, tmp_path / "out", tmp_path / "cache")
+    assert code == 0
+    assert doc["result"]["relocation"]["relocated"] is True  # type: ignore[index]
+    assert doc["result"]["relocation"]["method"] == "probes"  # type: ignore[index]
+    assert f"{registry.host}/{repo_prefix}/copy@" in (tmp_path / "out/.imgpkg/images.yml").read_text()
+    mark = registry.mark()
+    code, report, _ = verify("-b", ref, "--cache-dir", str(tmp_path / "cache"), "--each-image")
+    assert code == 0
+    assert [(m, s) for m, _, s in registry.since(mark)] == [("HEAD", 200)] * 3
+    assert report["result"]["requests"]["total"] == 3  # type: ignore[index]
+
+
+def test_partially_relocated_bundle_reports_the_missing_image_and_rewrites_nothing(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=3)
+    left_out = list(published.images)[1]
+    relocate(pusher, published, f"{repo_prefix}/partial", with_locations=False, skip=[left_out])
+    ref = published.ref(registry, f"{repo_prefix}/partial")
+    code, doc, stderr = pull_bundle(ref, tmp_path / "out", tmp_path / "cache")
+    assert code == 0
+    assert doc["result"]["relocation"]["relocated"] is False  # type: ignore[index]
+    assert f"{registry.host}/{repo_prefix}/partial@" not in (tmp_path / "out/.imgpkg/images.yml").read_text()
+    code, report, _ = verify("-b", ref, "--cache-dir", str(tmp_path / "cache"))
+    assert code == 3
+    statuses = {i["image"]: i["status"] for i in report["result"]["bundles"][0]["images"]}  # type: ignore[index]
+    assert statuses[left_out] == "missing"
+    assert sorted(statuses.values()) == ["missing", "present", "present"]
+    text = run_cli("verify-relocation", "-b", ref, "--no-cache")
+    assert text.exit_code == 3
+    assert f"{ref}: not relocated (1 missing, 0 denied)" in text.stdout
+    assert left_out in text.stdout
+
+
+def test_a_denied_image_is_reported_as_denied_with_a_warning(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=2)
+    relocate(pusher, published, f"{repo_prefix}/guarded", with_locations=False)
+    denied_digest = list(published.images.values())[0].digest
+    with fault_proxy(registry.host) as proxy:
+        proxy.rules.append(Rule("HEAD", f"/v2/{repo_prefix}/guarded/manifests/{denied_digest}", status=403))
+        ref = f"{proxy.host}/{repo_prefix}/guarded@{published.bundle.digest}"
+        code, report, stderr = verify("-b", ref, "--no-cache")
+        assert code == 3
+        statuses = [i["status"] for i in report["result"]["bundles"][0]["images"]]  # type: ignore[index]
+        assert statuses == ["denied", "present"]
+        assert "ocivendir: Warning: access denied to" in stderr
+        code, doc, stderr = pull_bundle(ref, tmp_path / "out", tmp_path / "cache")
+        assert code == 0
+        assert doc["result"]["relocation"]["denied"]  # type: ignore[index]
+        assert "Warning: access denied" in stderr
+
+
+def test_one_bundle_digest_in_two_repositories_gets_its_own_images_yml_from_one_cache(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    relocate(pusher, published, f"{repo_prefix}/relocated")
+    cache = tmp_path / "cache"
+    assert pull_bundle(published.ref(registry, f"{repo_prefix}/relocated"), tmp_path / "a", cache)[0] == 0
+    code, doc, _ = pull_bundle(published.ref(registry), tmp_path / "b", cache)
+    assert code == 0
+    assert doc["result"]["cache_hits"] >= 3  # type: ignore[index]
+    relocated_yml = (tmp_path / "a/.imgpkg/images.yml").read_text()
+    original_yml = (tmp_path / "b/.imgpkg/images.yml").read_text()
+    assert f"{repo_prefix}/relocated@" in relocated_yml
+    assert f"{repo_prefix}/relocated@" not in original_yml
+    assert f"{repo_prefix}/img0@" in original_yml
+
+
+def test_verdicts_are_cached_and_a_negative_one_is_rechecked_with_heads_only(
+    own_registry: Registry, tmp_path: Path
+) -> None:
+    pusher = Pusher(own_registry)
+    published = publish_bundle(pusher, "recheck", images=2)
+    cache = tmp_path / "cache"
+    ref = published.ref(own_registry)
+    assert pull_bundle(ref, tmp_path / "one", cache)[0] == 0
+    mark = own_registry.mark()
+    code, doc, _ = pull_bundle(ref, tmp_path / "two", cache)
+    assert code == 0
+    assert doc["result"]["requests"]["total"] == 0  # type: ignore[index]
+    code, doc, _ = pull_bundle(ref, tmp_path / "three", cache, "--relocation-recheck", "0")
+    assert code == 0
+    logged = own_registry.since(mark)
+    assert [m for m, _, _ in logged] == ["HEAD", "HEAD"]  # the locations tag, then the recorded missing image
+    own_registry.stop()
+    code, doc, stderr = pull_bundle(ref, tmp_path / "four", cache, "--relocation-recheck", "0")
+    assert code == 0
+    assert "Warning: could not re-check relocation" in stderr
+    assert (tmp_path / "four/.imgpkg/images.yml").read_text() == (tmp_path / "one/.imgpkg/images.yml").read_text()
+
+
+def test_a_relocated_verdict_serves_pulls_with_the_registry_down(own_registry: Registry, tmp_path: Path) -> None:
+    pusher = Pusher(own_registry)
+    published = publish_bundle(pusher, "down", images=1)
+    relocate(pusher, published, "down/relocated")
+    ref = published.ref(own_registry, "down/relocated")
+    cache = tmp_path / "cache"
+    assert pull_bundle(ref, tmp_path / "one", cache)[0] == 0
+    own_registry.stop()
+    code, doc, stderr = pull_bundle(ref, tmp_path / "two", cache)
+    assert code == 0, stderr
+    assert doc["result"]["requests"]["total"] == 0  # type: ignore[index]
+    assert "down/relocated@" in (tmp_path / "two/.imgpkg/images.yml").read_text()
+
+
+def test_nested_bundles_are_pulled_and_checked_against_their_own_repository(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    inner = publish_bundle(pusher, f"{repo_prefix}/inner", images=1, files={"inner.yml": "inner: true\n"})
+    relocate(pusher, inner, f"{repo_prefix}/inner-copy")
+    inner_ref = inner.ref(registry, f"{repo_prefix}/inner-copy")
+    plain = publish_bundle(pusher, f"{repo_prefix}/side", images=1)
+    outer = make_bundle({"outer.yml": "outer: true\n"}, [inner_ref, next(iter(plain.images))])
+    outer_ref = pusher.image(f"{repo_prefix}/outer", outer, tag="v1")
+    code, doc, _ = pull_bundle(outer_ref, tmp_path / "out", tmp_path / "cache", "-r")
+    assert code == 0, doc
+    nested_dir = tmp_path / "out/.imgpkg/bundles" / f"sha256-{inner.bundle.hex}"
+    assert (nested_dir / "inner.yml").read_text() == "inner: true\n"
+    assert f"{repo_prefix}/inner-copy@" in (nested_dir / ".imgpkg/images.yml").read_text()
+    assert f"{repo_prefix}/outer@" not in (tmp_path / "out/.imgpkg/images.yml").read_text()
+    assert doc["result"]["nested"] == [inner_ref]  # type: ignore[index]
+    code, report, _ = verify("-b", outer_ref, "-r", "--no-cache")
+    assert code == 3
+    nested = report["result"]["bundles"][0]["nested"]  # type: ignore[index]
+    assert [n["verdict"] for n in nested] == ["relocated"]
+
+
+@pytest.mark.parametrize(
+    ("images_yml", "message"),
+    [
+        ("apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\nimages:\n- image: nginx:1.0\n",
+         "Validating images lock: Expected ref to be in digest form, got 'nginx:1.0'"),
+        ("apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\nextra: 1\n",
+         'json: unknown field "extra"'),
+        ("apiVersion: v2\nkind: ImagesLock\n",
+         "Validating images lock: Validating apiVersion: Unknown version (known: imgpkg.carvel.dev/v1alpha1)"),
+    ],
+)  # fmt: skip
+def test_an_invalid_images_yml_fails_with_imgpkgs_message_before_anything_is_swapped(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, images_yml: str, message: str
+) -> None:
+    from tests.support.builders import make_image
+
+    bundle = make_image({".imgpkg/images.yml": images_yml, "a.yml": "a"}, bundle=True)
+    ref = pusher.image(f"{repo_prefix}/broken", bundle)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    result = run_cli("pull", "-b", ref, "-o", str(out), "--no-cache")
+    assert result.exit_code == 1
+    assert message in " ".join(line.strip() for line in result.stderr.splitlines())
+    assert sorted(p.name for p in out.iterdir()) == ["old.txt"]
+    assert registry.host in ref

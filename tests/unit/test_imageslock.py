@@ -1,0 +1,126 @@
+"""ImagesLock, BundleLock and ImageLocations parse exactly as imgpkg does, with its messages (spec §2.2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocivendir.errors import ImagesLockError
+from ocivendir.oci.imageslock import parse_bundle_lock, parse_image_locations, parse_images_lock
+from ocivendir.oci.reference import parse_reference
+from ocivendir.oci.relocation import evaluate, plan, rewrite
+from ocivendir.results import ImageStatus
+
+HEX = "75ffea7db4202cd300cda12f5ad43695ef14e731614189cb59bf504729e05c47"
+HEAD = "apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"---\n{HEAD}images:\n- image: 127.0.0.1:5111/test/img@sha256:{HEX}\n  annotations:\n"
+        "    kbld.carvel.dev/id: example.com/app:latest\n",
+        HEAD + "images:\n",
+        HEAD + "images: []\n",
+        HEAD,
+        HEAD + f"images:\n- image: library/image_with_config@sha256:{HEX}\n",
+        HEAD + f"images:\n- image: r.io/app@sha256:{HEX}\n  annotations:\n    n: 123\n",
+    ],
+)
+def test_valid_forms_are_accepted(text: str) -> None:
+    parse_images_lock(text.encode())
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (HEAD + "extra: 1\n",
+         'Unmarshaling images lock: error unmarshaling JSON: while decoding JSON: json: unknown field "extra"'),
+        (HEAD + f"images:\n- image: r.io/app@sha256:{HEX}\n  digest: x\n", 'json: unknown field "digest"'),
+        (HEAD + "kind: ImagesLock\n", "already set in map"),
+        ("apiVersion: v9\nkind: ImagesLock\n",
+         "Validating images lock: Validating apiVersion: Unknown version (known: imgpkg.carvel.dev/v1alpha1)"),
+        ("apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: BundleLock\n",
+         "Validating images lock: Validating kind: Unknown kind (known: ImagesLock)"),
+        (HEAD + "images:\n- image: nginx:1.0\n",
+         "Validating images lock: Expected ref to be in digest form, got 'nginx:1.0'"),
+        (HEAD + f"images:\n- image: r.io/app@sha256:{HEX.upper()}\n", "Expected ref to be in digest form"),
+        (HEAD + f"images:\n- image: r.io/app@sha512:{HEX}\n", "Expected ref to be in digest form"),
+        (HEAD + f"images:\n- image: r.io/app@sha256:{HEX}\n  annotations:\n    k: [1]\n", "Unmarshaling images lock"),
+        ("images: [\n", "Unmarshaling images lock"),
+    ],
+)  # fmt: skip
+def test_invalid_forms_give_imgpkgs_messages(text: str, message: str) -> None:
+    with pytest.raises(ImagesLockError) as caught:
+        parse_images_lock(text.encode())
+    assert message in str(caught.value)
+
+
+def test_the_rewrite_is_byte_identical_to_imgpkgs_observed_output() -> None:
+    lock = parse_images_lock(
+        (
+            f"---\n{HEAD}images:\n- image: 127.0.0.1:5111/test/img@sha256:{HEX}\n  annotations:\n"
+            "    kbld.carvel.dev/id: example.com/app:latest\n"
+        ).encode()
+    )
+    out = rewrite(lock, parse_reference("127.0.0.1:5111/relocated/bundle").repository)
+    expected = (
+        "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nimages:\n- annotations:\n"
+        "    kbld.carvel.dev/id: example.com/app:latest\n"
+        f"  image: 127.0.0.1:5111/relocated/bundle@sha256:{HEX}\nkind: ImagesLock\n"
+    )
+    assert out.decode() == expected
+    assert len(out) == 243
+
+
+def test_a_bundle_without_images_rewrites_to_the_empty_form_and_counts_as_relocated() -> None:
+    lock = parse_images_lock(HEAD.encode())
+    assert rewrite(lock, parse_reference("r.io/xy").repository) == (
+        b"---\napiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\n"
+    )
+    assert evaluate({}).value == "relocated"
+
+
+def test_plan_probes_each_digest_once_in_the_bundle_repository_with_the_recorded_miss_first() -> None:
+    other = "a" * 64
+    lock = parse_images_lock(
+        (HEAD + f"images:\n- image: r.io/xy@sha256:{HEX}\n- image: s.io/yy@sha256:{other}\n"
+         f"- image: t.io/zz@sha256:{HEX}\n").encode()
+    )  # fmt: skip
+    repo = parse_reference("m.io/mirror/app").repository
+    probes = plan(lock, repo)
+    assert [str(p.candidate) for p in probes] == [f"m.io/mirror/app@sha256:{HEX}", f"m.io/mirror/app@sha256:{other}"]
+    first = plan(lock, repo, first=[f"m.io/mirror/app@sha256:{other}"])
+    assert first[0].digest.hex == other
+
+
+@pytest.mark.parametrize(
+    ("statuses", "verdict"),
+    [
+        ([ImageStatus.PRESENT, ImageStatus.PRESENT], "relocated"),
+        ([ImageStatus.PRESENT, ImageStatus.MISSING], "not-relocated"),
+        ([ImageStatus.DENIED, ImageStatus.ERROR], "not-relocated"),
+        ([ImageStatus.PRESENT, ImageStatus.ERROR], "undetermined"),
+    ],
+)
+def test_evaluate(statuses: list[ImageStatus], verdict: str) -> None:
+    from ocivendir.oci.reference import Digest
+
+    assert evaluate({Digest(f"{i:064x}"): s for i, s in enumerate(statuses)}).value == verdict
+
+
+def test_bundle_lock_and_image_locations() -> None:
+    lock = parse_bundle_lock(
+        f"apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: BundleLock\nbundle:\n  image: r.io/bundle@sha256:{HEX}\n  tag: v1\n"
+        .encode()
+    )  # fmt: skip
+    assert lock.tag == "v1"
+    assert str(lock.image) == f"r.io/bundle@sha256:{HEX}"
+    with pytest.raises(
+        ImagesLockError, match="Validating bundle lock: Expected ref to be in digest form, got 'r.io/bundle:v1'"
+    ):
+        parse_bundle_lock(b"apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: BundleLock\nbundle:\n  image: r.io/bundle:v1\n")
+    locations = parse_image_locations(
+        f"apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImageLocations\nfuture: ok\nimages:\n"
+        f"- image: r.io/xy@sha256:{HEX}\n  isBundle: true\n".encode()
+    )
+    assert locations[0].is_bundle is True

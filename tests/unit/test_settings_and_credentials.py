@@ -1,0 +1,121 @@
+"""Settings parse sizes and durations as documented; credentials follow imgpkg's and Kubernetes' rules."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from ocivendir.errors import ConfigError, UsageError
+from ocivendir.registry.credentials import Credential, host_match_score, rules_from_env, secret_rules
+from ocivendir.registry.proxy import ProxyConfig
+from ocivendir.settings import Flags, load_settings, parse_duration, parse_size
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("1024", 1024), ("1Mi", 1 << 20), ("1.5Gi", 3 << 29), ("500M", 500_000_000), ("2GiB", 2 << 30),
+     ("512MB", 512_000_000), ("1m", 1_000_000), ("1.4Ki", 1434), ("1gib", 1 << 30)],
+)  # fmt: skip
+def test_sizes(text: str, size: int) -> None:
+    assert parse_size(text, "--x") == size
+
+
+@pytest.mark.parametrize("text", ["", "lots", "1Xi", "-1", "1 0"])
+def test_bad_sizes_name_the_flag(text: str) -> None:
+    with pytest.raises(UsageError, match="--x"):
+        parse_size(text, "--x")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("0", 0), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("1.5h", 5400), ("7d", 604800), ("1d12h", 129600),
+     ("250ms", 0.25)],
+)  # fmt: skip
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text, "--x") == seconds
+
+
+@pytest.mark.parametrize("text", ["5", "1y", "h", "1h 30m", ""])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_duration(text, "--x")
+
+
+def test_flags_win_over_environment_and_empty_variables_count_as_unset() -> None:
+    env = {"OCIVENDIR_CACHE_DIR": "/env/cache", "VENDIR_CACHE_DIR": "/vendir", "OCIVENDIR_TIMEOUT": "",
+           "OCIVENDIR_CONCURRENCY": "3", "HOME": "/home/x"}  # fmt: skip
+    settings = load_settings(Flags(), env)
+    assert str(settings.cache_dir) == "/env/cache"
+    assert settings.timeout == 300
+    assert settings.concurrency == 3
+    assert str(load_settings(Flags(cache_dir="/flag"), env).cache_dir) == "/flag"
+    assert str(load_settings(Flags(), {"VENDIR_CACHE_DIR": "/vendir"}).cache_dir) == "/vendir"
+    assert load_settings(Flags(no_cache=True), env).cache_dir is None
+    with pytest.raises(UsageError, match="OCIVENDIR_CONCURRENCY"):
+        load_settings(Flags(), {"OCIVENDIR_CONCURRENCY": "many"})
+
+
+@pytest.mark.parametrize(
+    ("pattern", "repository", "matches"),
+    [("r.io", "r.io/a/b", True), ("docker.io", "index.docker.io/x", False), ("*.corp.com", "reg.corp.com/a", True),
+     ("*.corp.com", "a.b.corp.com/a", False), ("r.io:5000", "r.io/a", False), ("r.io:5000", "r.io:5000/a", True),
+     ("r.io/team", "r.io/team/app", True), ("r.io/team", "r.io/other/app", False),
+     ("https://r.io/v2/", "r.io/a", True)],
+)  # fmt: skip
+def test_kubernetes_host_matching(pattern: str, repository: str, matches: bool) -> None:
+    assert (host_match_score(pattern, repository) is not None) is matches
+
+
+def test_imgpkg_registry_variable_sets_most_specific_first() -> None:
+    rules = rules_from_env({
+        "IMGPKG_REGISTRY_HOSTNAME": "r.io", "IMGPKG_REGISTRY_USERNAME": "generic", "IMGPKG_REGISTRY_PASSWORD": "p1",
+        "IMGPKG_REGISTRY_HOSTNAME_TEAM": "r.io/team", "IMGPKG_REGISTRY_USERNAME_TEAM": "team",
+        "IMGPKG_REGISTRY_PASSWORD_TEAM": "p2",
+    })  # fmt: skip
+    assert rules.lookup("r.io/team/app") == Credential(username="team", password="p2")
+    assert rules.lookup("r.io/other/app") == Credential(username="generic", password="p1")
+    assert rules.lookup("s.io/app") is None
+
+
+def test_unknown_imgpkg_variables_and_keychains_are_refused() -> None:
+    with pytest.raises(ConfigError, match="Unknown env variable 'IMGPKG_REGISTRY_USERNMAE'"):
+        rules_from_env({"IMGPKG_REGISTRY_USERNMAE": "x"})
+    with pytest.raises(ConfigError, match=r"Unable to load keychain for azure, available keychains \[aks, ecr"):
+        rules_from_env({"IMGPKG_ACTIVE_KEYCHAINS": "gke,azure"})
+    assert rules_from_env({"IMGPKG_ACTIVE_KEYCHAINS": "gke,aks,ecr"}).keychains == ("gke", "aks", "ecr")
+
+
+def test_credential_repr_hides_secrets() -> None:
+    shown = repr(Credential(username="alice", password="hunter2"))
+    assert "hunter2" not in shown
+    assert "alice" not in shown
+
+
+def test_vendir_secrets() -> None:
+    assert secret_rules("s", "Opaque", {"username": "u", "password": "p"}).lookup("any.io/x") == Credential(
+        username="u", password="p"
+    )
+    with pytest.raises(ConfigError, match="Unknown secret field 'ca.crt' in secret 's'"):
+        secret_rules("s", "Opaque", {"username": "u", "ca.crt": "x"})
+    auth = base64.b64encode(b"bob:pw").decode()
+    config = json.dumps({"auths": {"r.io": {"auth": auth}, "s.io": {"username": "", "password": ""}}})
+    rules = secret_rules("d", "kubernetes.io/dockerconfigjson", {".dockerconfigjson": config})
+    assert rules.lookup("r.io/app") == Credential(username="bob", password="pw")
+    assert rules.lookup("s.io/app") == Credential()
+    bad = json.dumps({"auths": {"r.io": {"auth": base64.b64encode(b"nocolon").decode()}}})
+    with pytest.raises(ConfigError, match="Expected auth field to have 'username:password' format, but did not"):
+        secret_rules("d", "kubernetes.io/dockerconfigjson", {".dockerconfigjson": bad})
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "host", "port", "proxied"),
+    [("", "r.io", 443, True), ("r.io", "r.io", 443, False), (".corp", "a.corp", 443, False),
+     ("corp", "a.corp", 443, False), ("10.0.0.0/8", "10.1.2.3", 443, False), ("r.io:5000", "r.io", 443, True),
+     ("*", "r.io", 443, False), ("", "127.0.0.1", 443, False), ("", "localhost", 443, False)],
+)  # fmt: skip
+def test_proxy_selection_follows_go(no_proxy: str, host: str, port: int, proxied: bool) -> None:
+    config = ProxyConfig(https_proxy="proxy-svc:80", no_proxy=no_proxy)
+    chosen = config.for_url("https", host, port)
+    assert (chosen == "http://proxy-svc:80") is proxied
