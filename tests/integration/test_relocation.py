@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.support.builders import Pusher, make_bundle, publish_bundle, relocate
+from tests.support.builders import Pusher, make_bundle, make_image, publish_bundle, relocate
 from tests.support.faults import Rule, fault_proxy
 from tests.support.registry import Registry
 
@@ -97,7 +97,7 @@ def test_partially_relocated_bundle_reports_the_missing_image_and_rewrites_nothi
     left_out = list(published.images)[1]
     relocate(pusher, published, f"{repo_prefix}/partial", with_locations=False, skip=[left_out])
     ref = published.ref(registry, f"{repo_prefix}/partial")
-    code, doc, stderr = pull_bundle(ref, tmp_path / "out", tmp_path / "cache")
+    code, doc, _ = pull_bundle(ref, tmp_path / "out", tmp_path / "cache")
     assert code == 0
     assert doc["result"]["relocation"]["relocated"] is False  # type: ignore[index]
     assert f"{registry.host}/{repo_prefix}/partial@" not in (tmp_path / "out/.imgpkg/images.yml").read_text()
@@ -117,7 +117,7 @@ def test_a_denied_image_is_reported_as_denied_with_a_warning(
 ) -> None:
     published = publish_bundle(pusher, repo_prefix, images=2)
     relocate(pusher, published, f"{repo_prefix}/guarded", with_locations=False)
-    denied_digest = list(published.images.values())[0].digest
+    denied_digest = next(iter(published.images.values())).digest
     with fault_proxy(registry.host) as proxy:
         proxy.rules.append(Rule("HEAD", f"/v2/{repo_prefix}/guarded/manifests/{denied_digest}", status=403))
         ref = f"{proxy.host}/{repo_prefix}/guarded@{published.bundle.digest}"
@@ -222,8 +222,6 @@ def test_nested_bundles_are_pulled_and_checked_against_their_own_repository(
 def test_an_invalid_images_yml_fails_with_imgpkgs_message_before_anything_is_swapped(
     registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, images_yml: str, message: str
 ) -> None:
-    from tests.support.builders import make_image
-
     bundle = make_image({".imgpkg/images.yml": images_yml, "a.yml": "a"}, bundle=True)
     ref = pusher.image(f"{repo_prefix}/broken", bundle)
     out = tmp_path / "out"

@@ -6,7 +6,7 @@ import pytest
 
 from ocivendir.errors import ImagesLockError
 from ocivendir.oci.imageslock import parse_bundle_lock, parse_image_locations, parse_images_lock
-from ocivendir.oci.reference import parse_reference
+from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.oci.relocation import evaluate, plan, rewrite
 from ocivendir.results import ImageStatus
 
@@ -17,8 +17,10 @@ HEAD = "apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\n"
 @pytest.mark.parametrize(
     "text",
     [
-        f"---\n{HEAD}images:\n- image: 127.0.0.1:5111/test/img@sha256:{HEX}\n  annotations:\n"
-        "    kbld.carvel.dev/id: example.com/app:latest\n",
+        (
+            f"---\n{HEAD}images:\n- image: 127.0.0.1:5111/test/img@sha256:{HEX}\n  annotations:\n"
+            "    kbld.carvel.dev/id: example.com/app:latest\n"
+        ),
         HEAD + "images:\n",
         HEAD + "images: []\n",
         HEAD,
@@ -103,22 +105,17 @@ def test_plan_probes_each_digest_once_in_the_bundle_repository_with_the_recorded
     ],
 )
 def test_evaluate(statuses: list[ImageStatus], verdict: str) -> None:
-    from ocivendir.oci.reference import Digest
-
     assert evaluate({Digest(f"{i:064x}"): s for i, s in enumerate(statuses)}).value == verdict
 
 
 def test_bundle_lock_and_image_locations() -> None:
-    lock = parse_bundle_lock(
-        f"apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: BundleLock\nbundle:\n  image: r.io/bundle@sha256:{HEX}\n  tag: v1\n"
-        .encode()
-    )  # fmt: skip
+    header = "apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: BundleLock\nbundle:\n"
+    lock = parse_bundle_lock(f"{header}  image: r.io/bundle@sha256:{HEX}\n  tag: v1\n".encode())
     assert lock.tag == "v1"
     assert str(lock.image) == f"r.io/bundle@sha256:{HEX}"
-    with pytest.raises(
-        ImagesLockError, match="Validating bundle lock: Expected ref to be in digest form, got 'r.io/bundle:v1'"
-    ):
-        parse_bundle_lock(b"apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: BundleLock\nbundle:\n  image: r.io/bundle:v1\n")
+    with pytest.raises(ImagesLockError) as caught:
+        parse_bundle_lock(f"{header}  image: r.io/bundle:v1\n".encode())
+    assert str(caught.value) == "Validating bundle lock: Expected ref to be in digest form, got 'r.io/bundle:v1'"
     locations = parse_image_locations(
         f"apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImageLocations\nfuture: ok\nimages:\n"
         f"- image: r.io/xy@sha256:{HEX}\n  isBundle: true\n".encode()

@@ -80,7 +80,7 @@ def test_imgpkg_registry_variable_sets_most_specific_first() -> None:
 
 
 def test_unknown_imgpkg_variables_and_keychains_are_refused() -> None:
-    with pytest.raises(ConfigError, match="Unknown env variable 'IMGPKG_REGISTRY_USERNMAE'"):
+    with pytest.raises(ConfigError, match=r"Unknown env variable 'IMGPKG_REGISTRY_USERNMAE'"):
         rules_from_env({"IMGPKG_REGISTRY_USERNMAE": "x"})
     with pytest.raises(ConfigError, match=r"Unable to load keychain for azure, available keychains \[aks, ecr"):
         rules_from_env({"IMGPKG_ACTIVE_KEYCHAINS": "gke,azure"})
@@ -97,7 +97,7 @@ def test_vendir_secrets() -> None:
     assert secret_rules("s", "Opaque", {"username": "u", "password": "p"}).lookup("any.io/x") == Credential(
         username="u", password="p"
     )
-    with pytest.raises(ConfigError, match="Unknown secret field 'ca.crt' in secret 's'"):
+    with pytest.raises(ConfigError, match=r"Unknown secret field 'ca\.crt' in secret 's'"):
         secret_rules("s", "Opaque", {"username": "u", "ca.crt": "x"})
     auth = base64.b64encode(b"bob:pw").decode()
     config = json.dumps({"auths": {"r.io": {"auth": auth}, "s.io": {"username": "", "password": ""}}})
