@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +67,45 @@ def bench_pull(registry: Registry, work: Path, size_mib: int, runs: int) -> None
     report(f"Pull of a {size_mib} MiB single-layer bundle from a local registry", rows, baseline)
 
 
+def synthetic_cache(root: Path, entries: int) -> None:
+    """A cache index with `entries` refs (rows only: `cache ls` and `prune --dry-run` never read blobs)."""
+    from ocivendir.cache.index import CacheIndex  # noqa: PLC0415
+    from ocivendir.cache.store import BlobStore  # noqa: PLC0415
+
+    BlobStore(root).ensure_layout()
+    index = CacheIndex(root / "index.db")
+    now = time.time()
+    statements: list[tuple[str, tuple[object, ...]]] = []
+    for number in range(entries):
+        digest = f"sha256:{number:064x}"
+        layer = f"sha256:{number + entries:064x}"
+        statements += [
+            ("INSERT INTO blobs VALUES (?,?,?,?,?)", (digest, 500, "m", now, now)),
+            ("INSERT INTO blobs VALUES (?,?,?,?,?)", (layer, 100_000, "l", now, now)),
+            ("INSERT INTO edges VALUES (?,?)", (digest, digest)),
+            ("INSERT INTO edges VALUES (?,?)", (digest, layer)),
+            ("INSERT INTO refs VALUES (?,?,?,?,?,?,?)",
+             (f"registry.example.com/app{number}@{digest}", digest, "bundle", "m", 500, now - number, now - number)),
+        ]  # fmt: skip
+    index._write(statements)  # noqa: SLF001 - bulk seeding for the benchmark
+    index.close()
+
+
+def bench_cache_commands(work: Path, runs: int, entries: int = 10_000) -> None:
+    root = work / "big-cache"
+    synthetic_cache(root, entries)
+    rows = [
+        measure(f"ocivendir cache ls ({entries} entries)", [*OCIVENDIR, "cache", "ls", "--cache-dir", str(root)],
+                runs=runs),
+        measure(f"ocivendir cache ls --json ({entries} entries)",
+                [*OCIVENDIR, "cache", "ls", "--cache-dir", str(root), "--json"], runs=runs),
+        measure(f"ocivendir cache prune --max-size 500MiB --dry-run ({entries})",
+                [*OCIVENDIR, "cache", "prune", "--max-size", "500MiB", "--dry-run", "--cache-dir", str(root)],
+                runs=runs),
+    ]  # fmt: skip
+    report(f"Cache commands on a synthetic cache of {entries} entries (target < 1 s each)", rows)
+
+
 def bench_startup(runs: int) -> None:
     bare = measure("python -c pass (same interpreter)", [sys.executable, "-c", "pass"], runs=runs * 3)
     version = measure("ocivendir --version", [*OCIVENDIR, "--version"], runs=runs * 3)
@@ -81,6 +121,7 @@ def main() -> None:
     registry = Registry(mode="plain", workdir=work / "registry").start()
     try:
         bench_pull(registry, work, args.size_mib, args.runs)
+        bench_cache_commands(work, args.runs)
         bench_startup(args.runs)
     finally:
         registry.stop()

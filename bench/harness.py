@@ -38,7 +38,7 @@ def measure(label: str, argv: Sequence[str], *, runs: int = 3, before: Callable[
         times.append(seconds)
         peaks.append(rss)
         if out.startswith("{"):
-            requests = json.loads(out)["result"]["requests"]["total"]
+            requests = json.loads(out)["result"].get("requests", {}).get("total")
     return Measure(label, statistics.median(times), max(peaks), requests)
 
 

@@ -24,6 +24,12 @@ from ocivendir.oci.reference import Digest
 __all__ = ["BlobStore", "LayoutEntry", "VerifyingReader"]
 
 _LAYOUT = b'{"imageLayoutVersion":"1.0.0"}'
+# OCI-layout readers (containers/image, so skopeo) only look at descriptors typed as OCI manifests or indexes; a
+# Docker-typed manifest is listed under the OCI type so they find it. The blob's bytes are never changed.
+_LAYOUT_TYPES = {
+    "application/vnd.docker.distribution.manifest.v2+json": "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json": "application/vnd.oci.image.index.v1+json",
+}
 _CHUNK = 1 << 20
 
 
@@ -137,6 +143,29 @@ class BlobStore:
 
         return self.admit(digest, len(data), _write)
 
+    def admit_fetched(self, digest: Digest, fetch: Callable[[], bytes]) -> tuple[bytes, bool]:
+        """Single-flight for small blobs of unknown size (manifests); returns the bytes and whether they were fetched.
+
+        Under the digest's lock: read it if present, else fetch, verify and store it.
+        """
+        with file_lock(self.lock_path(f"blob-{digest.hex}")):
+            if self.has(digest):
+                data = self.path(digest).read_bytes()
+                if sha256_digest(data) == digest:
+                    return data, False
+            data = fetch()
+            if sha256_digest(data) != digest:
+                raise DigestMismatch(f"refusing to cache bytes that do not match {digest}")
+            tmp = self.tmp / f"{digest.hex}-{_random.token_hex(6)}"
+            try:
+                tmp.write_bytes(data)
+                _fsync_file(tmp)
+                tmp.chmod(0o644)
+                tmp.replace(self.path(digest))
+            finally:
+                tmp.unlink(missing_ok=True)
+            return data, True
+
     def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
         """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised."""
         try:
@@ -173,7 +202,7 @@ class BlobStore:
         """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry."""
         manifests = [
             {
-                "mediaType": e.media_type,
+                "mediaType": _LAYOUT_TYPES.get(e.media_type, e.media_type),
                 "digest": str(e.digest),
                 "size": e.size,
                 "annotations": {"org.opencontainers.image.ref.name": e.ref},

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ocivendir.cache.index import CacheIndex
+from ocivendir.cache.prune import prune_to_budget
 from ocivendir.cache.store import BlobStore
 from ocivendir.commands.options import flag_values
 from ocivendir.engine.content import Content
@@ -193,6 +194,8 @@ def open_content(
         )
         try:
             yield content, lock_dir
+            if index is not None and content.counters.stored_new:
+                prune_to_budget(store, index, settings.cache_max_size, content.held_refs)
         finally:
             content.close()
             run.output.finish_progress()

@@ -116,6 +116,11 @@ class Content:
         self.warnings.append(message)
         self.events(WarningEvent(message=message))
 
+    @property
+    def held_refs(self) -> frozenset[str]:
+        """The refs this run uses (prune leaves them alone)."""
+        return frozenset(self._held_refs)
+
     def hold(self, ref: str) -> None:
         """Hold a shared entry lock on a ref until the run ends, so prune leaves it alone."""
         if self.index is None or ref in self._held_refs:
@@ -148,9 +153,11 @@ class Content:
             else:
                 self.counters.hit()
                 return data
-        raw, _, _ = self.client().get_manifest(repo.at(digest))
-        self.store.admit_bytes(digest, raw)
-        self.counters.fetch(len(raw))
+        raw, fetched = self.store.admit_fetched(digest, lambda: self.client().get_manifest(repo.at(digest))[0])
+        if fetched:
+            self.counters.fetch(len(raw))
+        else:
+            self.counters.hit()
         return raw
 
     def manifest(self, repo: Repository, digest: Digest) -> tuple[bytes, Manifest | Index]:

@@ -50,6 +50,7 @@ def fetch_image(content: Content, ref: Reference, *, index_message: str | None =
         if index_message:
             raise IndexNotSupported(index_message)
         raise IndexNotSupported("Unable to pull non-images, such as image indexes.", hint=INDEX_HINT)
+    content.hold(str(ref.repository.at(digest)))
     config = content.config(ref.repository, manifest)
     return FetchedImage(repo=ref.repository, digest=digest, raw=raw, manifest=manifest, config=config)
 

@@ -122,6 +122,7 @@ def _bundle_hints(content: Content, repo: Repository, digest: Digest) -> dict[Di
         located = fetch_image(content, locations_ref(repo, digest))
     except Exception:  # noqa: BLE001 - any failure means no hints; nested bundles are then probed
         return {}
+    content.record(located.repo, located.digest, located.raw, located.manifest, "locations")
     if len(located.manifest.layers) != 1:
         return {}
     hints: dict[Digest, bool] = {}

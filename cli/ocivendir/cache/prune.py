@@ -1,0 +1,182 @@
+"""Owns: keeping the cache bounded and true — listing, LRU pruning under entry locks, and verify/repair.
+
+A ref in use by a running pull or sync holds a shared entry lock; prune takes each candidate's lock exclusively
+without waiting, and skips (and reports) the ones it cannot get. A blob goes only when no remaining ref needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from ocivendir.cache.index import CacheIndex, RefRow
+from ocivendir.cache.store import BlobStore, LayoutEntry
+from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.oci.reference import Digest
+from ocivendir.results import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals, CacheVerifyResult
+
+__all__ = ["HYSTERESIS", "PrunePlan", "list_entries", "prune", "prune_to_budget", "verify"]
+
+HYSTERESIS = 0.9
+_CHUNK = 1 << 20
+
+
+def _entry(row: RefRow, size: int, verdict: bool | None) -> CacheEntry:
+    shown = None if verdict is None else ("relocated" if verdict else "not-relocated")
+    return CacheEntry(ref=row.ref, digest=str(row.manifest_digest), kind=row.kind, size=size, created=row.created,
+                      last_used=row.last_used, verdict=shown)  # fmt: skip
+
+
+def list_entries(store: BlobStore, index: CacheIndex, *, sort: str = "last-used",
+                 kinds: Iterable[str] = ()) -> CacheLsResult:  # fmt: skip
+    """`cache ls`: one entry per ref, most recently used (or largest) first, with unique-byte totals."""
+    wanted = set(kinds)
+    entries = [_entry(row, size, verdict) for row, size, verdict in index.listing() if not wanted or row.kind in wanted]
+    if sort == "size":
+        entries.sort(key=lambda e: (-e.size, e.ref))
+    return CacheLsResult(
+        root=str(store.root),
+        entries=tuple(entries),
+        totals=CacheTotals(entries=len(entries), bytes=index.unique_bytes()),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrunePlan:
+    """What to prune: refs unused for `older_than` seconds, then LRU down to `max_size` bytes; or everything."""
+
+    older_than: float | None = None
+    max_size: int | None = None
+    everything: bool = False
+    dry_run: bool = False
+    keep: frozenset[str] = frozenset()
+
+
+class _Usage:
+    """Which blobs each ref needs, and how many refs need each blob: freed bytes without a query per ref."""
+
+    def __init__(self, index: CacheIndex, listed: list[tuple[RefRow, int, bool | None]]) -> None:
+        edges, self.sizes = index.graph()
+        self.needs = {row.ref: edges.get(str(row.manifest_digest), set()) for row, _, _ in listed}
+        self.count: dict[str, int] = {}
+        for blobs in self.needs.values():
+            for digest in blobs:
+                self.count[digest] = self.count.get(digest, 0) + 1
+        self.total = sum(self.sizes.values())
+
+    def remove(self, ref: str) -> int:
+        """Forget a ref; return the bytes that frees."""
+        freed = 0
+        for digest in self.needs.pop(ref, set()):
+            self.count[digest] -= 1
+            if self.count[digest] == 0:
+                freed += self.sizes.get(digest, 0)
+        self.total -= freed
+        return freed
+
+
+def _candidates(index: CacheIndex, plan: PrunePlan) -> tuple[list[tuple[RefRow, int, bool | None]], int]:
+    """The refs to remove, least recently used first, and the bytes that frees."""
+    listed = sorted(index.listing(), key=lambda item: (item[0].last_used, item[0].ref))
+    usage = _Usage(index, listed)
+    chosen: list[tuple[RefRow, int, bool | None]] = []
+    freed = 0
+    cutoff = index.now - plan.older_than if plan.older_than is not None else None
+    for item in listed:
+        ref = item[0].ref
+        if ref in plan.keep:
+            continue
+        old = cutoff is not None and item[0].last_used < cutoff
+        over = plan.max_size is not None and usage.total > plan.max_size
+        if plan.everything or old or over:
+            chosen.append(item)
+            freed += usage.remove(ref)
+    return chosen, freed
+
+
+@contextlib.contextmanager
+def _exclusive(store: BlobStore, ref: str) -> Iterator[bool]:
+    """Try the ref's entry lock exclusively without waiting; yield whether it was taken."""
+    lock = store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
+    try:
+        with file_lock(lock, timeout=0):
+            yield True
+    except LockBusy:
+        yield False
+
+
+def prune(store: BlobStore, index: CacheIndex, plan: PrunePlan) -> CachePruneResult:
+    """Remove the planned refs not in use, then the blobs nothing needs any more."""
+    removed: list[CacheEntry] = []
+    skipped: list[str] = []
+    freed = 0
+    candidates, planned = _candidates(index, plan)
+    if plan.dry_run:
+        freed = planned
+        return CachePruneResult(removed=tuple(_entry(*c) for c in candidates), skipped_in_use=(), bytes_freed=freed,
+                                dry_run=True)  # fmt: skip
+    for row, size, verdict in candidates:
+        with _exclusive(store, row.ref) as taken:
+            if not taken:
+                skipped.append(row.ref)
+                continue
+            for digest in index.remove_refs([row.ref]):
+                blob = store.path(digest)
+                with contextlib.suppress(FileNotFoundError):
+                    freed += blob.stat().st_size
+                store.delete(digest)
+            removed.append(_entry(row, size, verdict))
+    if removed:
+        _rewrite_layout(store, index)
+    return CachePruneResult(removed=tuple(removed), skipped_in_use=tuple(skipped), bytes_freed=freed, dry_run=False)
+
+
+def prune_to_budget(store: BlobStore, index: CacheIndex, budget: int, keep: Iterable[str]) -> CachePruneResult | None:
+    """The automatic prune: once over the budget, down to 90 % of it (so it does not run on every run)."""
+    if index.unique_bytes() <= budget:
+        return None
+    return prune(store, index, PrunePlan(max_size=int(budget * HYSTERESIS), keep=frozenset(keep)))
+
+
+def _rewrite_layout(store: BlobStore, index: CacheIndex) -> None:
+    store.write_index_json(
+        LayoutEntry(ref=r.ref, digest=r.manifest_digest, media_type=r.media_type, size=r.size) for r in index.refs()
+    )
+
+
+def _blob_ok(store: BlobStore, digest: Digest, size: int) -> str | None:
+    path = store.path(digest)
+    try:
+        actual = path.stat().st_size
+    except FileNotFoundError:
+        return "missing"
+    if actual != size:
+        return f"truncated ({actual} of {size} bytes)"
+    hasher = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            hasher.update(chunk)
+    return None if hasher.hexdigest() == digest.hex else "corrupt (sha256 differs)"
+
+
+def verify(store: BlobStore, index: CacheIndex, *, dry_run: bool = False) -> CacheVerifyResult:
+    """Re-hash every recorded blob; remove the bad ones with the refs that need them (unless dry-run)."""
+    repairs: list[str] = []
+    checked = 0
+    for blob in list(index.iter_blobs()):
+        checked += 1
+        problem = _blob_ok(store, blob.digest, blob.size)
+        if problem is None:
+            continue
+        if dry_run:
+            repairs.append(f"would remove blob {blob.digest}: {problem}")
+            continue
+        store.delete(blob.digest)
+        refs = index.forget_blob(blob.digest)
+        repairs.append(f"removed blob {blob.digest}: {problem}" + (f"; dropped {', '.join(refs)}" if refs else ""))
+    if repairs and not dry_run:
+        _rewrite_layout(store, index)
+    consistent = not dry_run or not repairs
+    return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=consistent, dry_run=dry_run)

@@ -1,0 +1,155 @@
+"""Owns: the `cache` commands — ls, prune and verify — as thin adapters over cache/prune.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from ocivendir.commands.options import global_options
+from ocivendir.errors import UsageError
+
+__all__ = ["cache"]
+
+
+def _human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":  # noqa: PLR2004
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def _when(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@contextmanager
+def _opened(ctx: click.Context) -> Iterator[tuple[object, object, object]]:
+    from ocivendir.cache.index import CacheIndex  # noqa: PLC0415 - `--help` stays light
+    from ocivendir.cache.store import BlobStore  # noqa: PLC0415
+    from ocivendir.commands.runtime import Run  # noqa: PLC0415
+    from ocivendir.fs.locks import file_lock  # noqa: PLC0415
+
+    run = Run.start(ctx)
+    root = run.settings.cache_dir
+    if root is None:
+        raise UsageError("the cache commands need a cache (remove --no-cache)")
+    store = BlobStore(root)
+    store.ensure_layout()
+    index = CacheIndex(root / "index.db")
+    try:
+        with file_lock(store.lock_path("root"), shared=True):
+            yield run, store, index
+    finally:
+        index.close()
+
+
+@click.group()
+def cache() -> None:
+    """Inspect and manage the content-addressed cache (an OCI image layout plus an SQLite index)."""
+
+
+@cache.command("ls")
+@click.option("--sort", type=click.Choice(["last-used", "size"]), default="last-used", show_default=True,
+              help="Order of the rows (descending).")  # fmt: skip
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["image", "bundle", "locations"]),
+              help="Only entries of this kind (repeatable).")  # fmt: skip
+@global_options
+@click.pass_context
+def ls(ctx: click.Context, sort: str, kinds: tuple[str, ...]) -> None:
+    """List cached refs: ref, digest, kind, size, created, last used, relocation verdict; then totals.
+
+    It reads the index only, never the blob tree.
+
+    \b
+    Examples:
+      ocivendir cache ls
+      ocivendir cache ls --sort size --kind bundle --json
+    """
+    from ocivendir.cache.prune import list_entries  # noqa: PLC0415
+    from ocivendir.output import Output  # noqa: PLC0415
+
+    with _opened(ctx) as (run, store, index):
+        result = list_entries(store, index, sort=sort, kinds=kinds)  # type: ignore[arg-type]
+    output: Output = run.output  # type: ignore[attr-defined]
+    rows = [[e.ref, e.digest[7:19], e.kind, _human(e.size), _when(e.created), _when(e.last_used), e.verdict or "-"]
+            for e in result.entries]  # fmt: skip
+    output.table(["REF", "DIGEST", "KIND", "SIZE", "CREATED", "LAST USED", "VERDICT"], rows)
+    output.block(f"{result.totals.entries} entries, {_human(result.totals.bytes)} on disk in {result.root}\n")
+    output.envelope("cache ls", "ok", result)
+
+
+@cache.command()
+@click.option("--older-than", metavar="DURATION", help="Remove entries not used for this long (e.g. 7d).")
+@click.option("--max-size", metavar="SIZE", help="Then evict least recently used entries down to this size.")
+@click.option("--all", "everything", is_flag=True, help="Remove every entry not in use by a running sync or pull.")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed; change nothing.")
+@global_options
+@click.pass_context
+def prune(ctx: click.Context, older_than: str | None, max_size: str | None, everything: bool, dry_run: bool) -> None:
+    """Remove cached entries; shared blobs go only when no remaining entry needs them.
+
+    With neither --older-than nor --max-size, prunes down to the configured budget (--cache-max-size). Entries in use
+    by a running sync or pull are skipped and reported.
+
+    \b
+    Examples:
+      ocivendir cache prune --older-than 7d
+      ocivendir cache prune --max-size 2GiB --dry-run
+      ocivendir cache prune --all
+    """
+    from ocivendir.cache.prune import PrunePlan  # noqa: PLC0415
+    from ocivendir.cache.prune import prune as run_prune  # noqa: PLC0415
+    from ocivendir.output import Output  # noqa: PLC0415
+    from ocivendir.settings import parse_duration, parse_size  # noqa: PLC0415
+
+    if everything and (older_than or max_size):
+        raise UsageError("--all excludes --older-than and --max-size")
+    with _opened(ctx) as (run, store, index):
+        budget = run.settings.cache_max_size  # type: ignore[attr-defined]
+        plan = PrunePlan(
+            older_than=parse_duration(older_than, "--older-than") if older_than else None,
+            max_size=parse_size(max_size, "--max-size") if max_size else (None if older_than else budget),
+            everything=everything,
+            dry_run=dry_run,
+        )
+        result = run_prune(store, index, plan)  # type: ignore[arg-type]
+    output: Output = run.output  # type: ignore[attr-defined]
+    verb = "would remove" if dry_run else "removed"
+    for entry in result.removed:
+        output.block(f"{verb} {entry.ref} ({_human(entry.size)})\n")
+    for ref in result.skipped_in_use:
+        output.block(f"skipped {ref}: in use\n")
+    output.block(f"{len(result.removed)} entries, {_human(result.bytes_freed)} {'to free' if dry_run else 'freed'}\n")
+    output.envelope("cache prune", "ok", result)
+
+
+@cache.command("verify")
+@click.option("--dry-run", is_flag=True, help="Report problems; repair nothing.")
+@global_options
+@click.pass_context
+def verify_cache(ctx: click.Context, dry_run: bool) -> int:
+    """Re-hash every blob; remove corrupt or truncated ones with the entries that need them (refetched on next use).
+
+    Exit 0 when the cache is consistent at the end, else 1.
+
+    \b
+    Examples:
+      ocivendir cache verify
+      ocivendir cache verify --dry-run --json
+    """
+    from ocivendir.cache.prune import verify  # noqa: PLC0415
+    from ocivendir.output import Output  # noqa: PLC0415
+
+    with _opened(ctx) as (run, store, index):
+        result = verify(store, index, dry_run=dry_run)  # type: ignore[arg-type]
+    output: Output = run.output  # type: ignore[attr-defined]
+    for repair in result.repairs:
+        output.block(repair + "\n")
+    output.block(f"{result.checked} blobs checked, {len(result.repairs)} problems\n")
+    output.envelope("cache verify", "ok" if result.consistent else "error", result)
+    return 0 if result.consistent else 1

@@ -1,0 +1,199 @@
+"""The cache on a tmp dir: admission, verified reads, listing, LRU pruning under locks, and verify/repair."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from ocivendir.cache.index import BlobRow, CacheIndex
+from ocivendir.cache.prune import PrunePlan, list_entries, prune, prune_to_budget, verify
+from ocivendir.cache.store import BlobStore
+from ocivendir.errors import DigestMismatch
+from ocivendir.fs.locks import file_lock
+from ocivendir.oci.reference import Digest
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def digest_of(data: bytes) -> Digest:
+    return Digest(hashlib.sha256(data).hexdigest())
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def cache(tmp_path: Path, clock: Clock) -> tuple[BlobStore, CacheIndex]:
+    store = BlobStore(tmp_path / "cache")
+    store.ensure_layout()
+    return store, CacheIndex(tmp_path / "cache" / "index.db", clock=clock)
+
+
+def add(cache: tuple[BlobStore, CacheIndex], ref: str, blobs: list[bytes], kind: str = "image") -> Digest:
+    store, index = cache
+    rows = []
+    for blob in blobs:
+        store.admit_bytes(digest_of(blob), blob)
+        rows.append(BlobRow(digest=digest_of(blob), size=len(blob), media_type="layer"))
+    manifest = json.dumps([str(r.digest) for r in rows]).encode()
+    store.admit_bytes(digest_of(manifest), manifest)
+    top = BlobRow(
+        digest=digest_of(manifest), size=len(manifest), media_type="application/vnd.oci.image.manifest.v1+json"
+    )
+    index.record_ref(f"{ref}@{top.digest}", top, kind, rows)
+    return top.digest
+
+
+def test_admission_verifies_and_publishes_by_rename(cache: tuple[BlobStore, CacheIndex]) -> None:
+    store, _ = cache
+    with pytest.raises(DigestMismatch):
+        store.admit_bytes(digest_of(b"a"), b"b")
+    assert not any(store.blobs.iterdir())
+    assert store.admit_bytes(digest_of(b"a"), b"a") is True
+    assert store.admit_bytes(digest_of(b"a"), b"a") is False
+    assert list(store.tmp.iterdir()) == []
+
+
+def test_a_temp_file_left_by_a_killed_run_is_never_served_and_is_cleaned_by_the_next_holder(
+    cache: tuple[BlobStore, CacheIndex],
+) -> None:
+    store, _ = cache
+    data = b"payload" * 100
+    digest = digest_of(data)
+    (store.tmp / f"{digest.hex}-deadbeef").write_bytes(data[:10])
+    assert not store.has(digest)
+    store.admit_bytes(digest, data)
+    assert store.path(digest).read_bytes() == data
+    assert list(store.tmp.iterdir()) == []
+
+
+def test_reads_are_reverified_and_a_corrupt_blob_is_dropped(cache: tuple[BlobStore, CacheIndex]) -> None:
+    store, _ = cache
+    data = b"x" * 5000
+    digest = digest_of(data)
+    store.admit_bytes(digest, data)
+    store.path(digest).write_bytes(data[:-1] + b"y")
+    with pytest.raises(DigestMismatch), store.open_verified(digest, len(data), "test") as reader:
+        reader.read()
+    assert not store.has(digest)
+
+
+def test_ls_lists_refs_most_recent_first_with_unique_byte_totals(
+    cache: tuple[BlobStore, CacheIndex], clock: Clock
+) -> None:
+    shared = b"s" * 1000
+    add(cache, "r.io/a", [shared, b"a" * 10])
+    clock.now += 10
+    add(cache, "r.io/b", [shared, b"b" * 5000], kind="bundle")
+    result = list_entries(*cache)
+    assert [e.ref.split("@")[0] for e in result.entries] == ["r.io/b", "r.io/a"]
+    assert result.totals.entries == 2
+    assert result.totals.bytes == sum(b.size for b in cache[1].iter_blobs())
+    assert [e.ref.split("@")[0] for e in list_entries(*cache, kinds=["bundle"]).entries] == ["r.io/b"]
+    assert list_entries(*cache, sort="size").entries[0].ref.startswith("r.io/b")
+
+
+def test_prune_evicts_least_recently_used_first_and_keeps_shared_blobs(
+    cache: tuple[BlobStore, CacheIndex], clock: Clock
+) -> None:
+    store, index = cache
+    shared = b"s" * 1000
+    add(cache, "r.io/old", [shared, b"o" * 3000])
+    clock.now += 10
+    add(cache, "r.io/mid", [shared, b"m" * 3000])
+    clock.now += 10
+    add(cache, "r.io/new", [b"n" * 3000])
+    result = prune(store, index, PrunePlan(max_size=index.unique_bytes() - 1))
+    assert [e.ref.split("@")[0] for e in result.removed] == ["r.io/old"]
+    assert store.has(digest_of(shared))
+    assert not store.has(digest_of(b"o" * 3000))
+    assert result.bytes_freed > 3000
+
+
+def test_prune_dry_run_changes_nothing(cache: tuple[BlobStore, CacheIndex], clock: Clock) -> None:
+    store, index = cache
+    add(cache, "r.io/one", [b"1" * 100])
+    clock.now += 8 * 86400
+    before = sorted(p.name for p in store.blobs.iterdir())
+    result = prune(store, index, PrunePlan(older_than=7 * 86400, dry_run=True))
+    assert len(result.removed) == 1
+    assert result.bytes_freed > 100
+    assert sorted(p.name for p in store.blobs.iterdir()) == before
+    assert len(index.refs()) == 1
+
+
+def test_prune_skips_an_entry_in_use_by_a_running_sync(cache: tuple[BlobStore, CacheIndex]) -> None:
+    store, index = cache
+    manifest = add(cache, "r.io/busy", [b"busy" * 100])
+    ref = f"r.io/busy@{manifest}"
+    lock = store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
+    with file_lock(lock, shared=True):
+        result = prune(store, index, PrunePlan(everything=True))
+    assert result.removed == ()
+    assert result.skipped_in_use == (ref,)
+    assert prune(store, index, PrunePlan(everything=True)).removed[0].ref == ref
+
+
+def test_the_automatic_budget_prunes_to_ninety_percent_only_once_exceeded(
+    cache: tuple[BlobStore, CacheIndex], clock: Clock
+) -> None:
+    store, index = cache
+    for number in range(10):
+        add(cache, f"r.io/e{number}", [bytes([number]) * 1000])
+        clock.now += 1
+    total = index.unique_bytes()
+    assert prune_to_budget(store, index, total, keep=()) is None
+    result = prune_to_budget(store, index, total - 1, keep=())
+    assert result is not None
+    assert index.unique_bytes() <= int((total - 1) * 0.9)
+    assert result.removed[0].ref.startswith("r.io/e0@")
+
+
+def test_verify_removes_truncated_blobs_with_the_refs_that_need_them(cache: tuple[BlobStore, CacheIndex]) -> None:
+    store, index = cache
+    layer = b"L" * 4096
+    add(cache, "r.io/app", [layer])
+    add(cache, "r.io/other", [b"fine"])
+    store.path(digest_of(layer)).write_bytes(layer[:100])
+    dry = verify(store, index, dry_run=True)
+    assert dry.consistent is False
+    assert len(index.refs()) == 2
+    result = verify(store, index)
+    assert result.consistent is True
+    assert any("truncated" in r and "r.io/app@" in r for r in result.repairs)
+    assert [r.ref.split("@")[0] for r in index.refs()] == ["r.io/other"]
+    assert verify(store, index).repairs == ()
+
+
+def test_listing_ten_thousand_entries_is_one_query(cache: tuple[BlobStore, CacheIndex]) -> None:
+    store, index = cache
+    statements = []
+    now = time.time()
+    for number in range(10_000):
+        digest = f"sha256:{number:064x}"
+        statements += [
+            ("INSERT INTO blobs VALUES (?,?,?,?,?)", (digest, 100, "m", now, now)),
+            ("INSERT INTO edges VALUES (?,?)", (digest, digest)),
+            (
+                "INSERT INTO refs VALUES (?,?,?,?,?,?,?)",
+                (f"r.io/x{number}@{digest}", digest, "image", "m", 100, now, now),
+            ),
+        ]
+    index._write(statements)
+    result = list_entries(store, index)
+    assert result.totals.entries == 10_000
+    assert result.totals.bytes == 1_000_000
+    planned = prune(store, index, PrunePlan(max_size=500_000, dry_run=True))
+    assert len(planned.removed) == 5_000
