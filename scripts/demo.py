@@ -18,6 +18,23 @@ from tests.support.builders import Pusher, publish_bundle, relocate  # noqa: E40
 from tests.support.registry import Registry, binary  # noqa: E402
 
 OCIVENDIR = [sys.executable, "-m", "ocivendir"]
+VENDIR_YML = """apiVersion: vendir.k14s.io/v1alpha1
+kind: Config
+directories:
+- path: vendor
+  contents:
+  - path: bundle
+    imgpkgBundle:
+      image: {bundle}
+  - path: image
+    image:
+      url: {image}
+  - path: values
+    inline:
+      paths:
+        values.yml: |
+          replicas: 2
+"""
 
 
 def step(title: str) -> None:
@@ -62,7 +79,31 @@ def main() -> None:
         print(f"\n.imgpkg/images.yml, rewritten to the bundle's repository:\n{images_yml}")
         if logged != 0:
             sys.exit("unexpected: the second pull reached the registry")
-        print(f"demo files are in {work}")
+
+        step("sync: a vendir.yml with the relocated bundle, a plain image and inline values")
+        sync_dir = work / "sync"
+        sync_dir.mkdir()
+        image_ref = next(iter(published.images))
+        (sync_dir / "vendir.yml").write_text(VENDIR_YML.format(bundle=bundle, image=image_ref))
+        mark = registry.mark()
+        synced = run("sync", "--chdir", str(sync_dir), "--cache-dir", str(work / "sync-cache"))
+        print(f"requests: {synced['result']['requests']['total']} (registry log: {len(registry.since(mark))})")  # type: ignore[index]
+        print((sync_dir / "vendir.lock.yml").read_text())
+
+        step("Re-sync: everything is digest-pinned and cached")
+        mark = registry.mark()
+        again = run("sync", "--chdir", str(sync_dir), "--cache-dir", str(work / "sync-cache"))
+        logged = len(registry.since(mark))
+        print(f"requests: {again['result']['requests']['total']} (registry log: {logged})")  # type: ignore[index]
+        if logged != 0:
+            sys.exit("unexpected: the cached re-sync reached the registry")
+
+        step("verify-relocation: the relocated copy, then the original (exit 3: not relocated)")
+        for ref in (bundle, published.ref(registry)):
+            report = run("verify-relocation", "-b", ref, "--no-cache")
+            verdicts = [b["verdict"] for b in report["result"]["bundles"]]  # type: ignore[index]
+            print(f"{ref}: {verdicts[0]} (status {report['status']})")
+        print(f"\ndemo files are in {work}")
     finally:
         registry.stop()
 

@@ -25,6 +25,7 @@ __all__ = [
     "PullResult",
     "RelocationOutcome",
     "RequestStats",
+    "SyncResult",
     "VerifyRelocationResult",
     "WarningEvent",
     "to_dict",
@@ -111,6 +112,17 @@ class PullResult:
     skipped_entries: int
     relocation: RelocationOutcome | None
     nested: tuple[str, ...]
+    requests: RequestStats
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncResult:
+    """The outcome of one `sync`: the lock it produced (as printed) and what it fetched or skipped."""
+
+    lock: str
+    fetched: int
+    skipped: int
     requests: RequestStats
     warnings: tuple[str, ...]
 

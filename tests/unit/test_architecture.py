@@ -16,6 +16,8 @@ FLOORS: dict[str, int] = {
     "__init__": 0, "errors": 0, "results": 0, "goyaml": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
     "registry.credentials": 1,
+    "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
+    "vendir.goyamlload": 1,
     "registry": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
     "cache": 2, "cache.store": 2, "cache.index": 2, "cache.prune": 2,
     "fs": 2, "fs.locks": 2, "fs.swap": 2, "fs.extract": 2,
@@ -24,6 +26,7 @@ FLOORS: dict[str, int] = {
     "settings": 4, "output": 4, "__main__": 4,
     "commands": 4, "commands.options": 4, "commands.runtime": 4, "commands.pull": 4, "commands.version": 4,
     "commands.verify": 4, "commands.cache": 4, "commands.sync": 4, "commands._docgen": 4,
+    "commands.overrides": 4,
 }  # fmt: skip
 PURE_THIRD_PARTY = {"yaml"}
 ONLY_IN = {

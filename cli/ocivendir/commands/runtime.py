@@ -22,7 +22,7 @@ from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.prune import prune_to_budget
 from ocivendir.cache.store import BlobStore
 from ocivendir.commands.options import flag_values
-from ocivendir.engine.content import Content
+from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.errors import CacheError, UsageError
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
@@ -85,12 +85,13 @@ class Run:
         return cls(settings=settings, output=Output(mode), flags=flags)
 
 
-def _client_options(settings: Settings, flags: dict[str, Any], skip_verify: frozenset[str]) -> Any:  # noqa: ANN401
+def _client_options(
+    settings: Settings, flags: dict[str, Any], skip_verify: frozenset[str], read_timeout: float | None
+) -> Any:  # noqa: ANN401 - ClientOptions, imported lazily
     from ocivendir.registry.client import ClientOptions  # noqa: PLC0415 - network stack only when needed
     from ocivendir.registry.retry import RetryPolicy  # noqa: PLC0415
 
-    read_timeout = 30.0
-    if flags.get("response_header_timeout"):
+    if read_timeout is None and flags.get("response_header_timeout"):
         read_timeout = parse_duration(str(flags["response_header_timeout"]), "--registry-response-header-timeout")
     attempts = int(flags.get("retry_count") or 5)
     if attempts < 1:
@@ -105,7 +106,7 @@ def _client_options(settings: Settings, flags: dict[str, Any], skip_verify: froz
         system_ca_file=settings.system_ca_file,
         system_ca_dirs=settings.system_ca_dirs,
         proxy=settings.proxy,
-        read_timeout=read_timeout,
+        read_timeout=read_timeout or 30.0,
         timeout_seconds=settings.timeout,
         retry=RetryPolicy(attempts=attempts),
         pool_size=max(settings.concurrency, 2),
@@ -152,20 +153,16 @@ def open_content(
     run: Run,
     *,
     target: Path | None,
-    credentials: CredentialRules | None = None,
-    skip_verify: frozenset[str] = frozenset(),
 ) -> Iterator[tuple[Content, Path]]:
     """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
     settings = run.settings
-    keyring = Keyring(_rules(settings, run.flags, credentials), settings.docker_configs)
-    options_cache: list[Any] = []
 
-    def factory(index: CacheIndex | None) -> RegistryClient:
+    def factory(spec: ClientSpec, index: CacheIndex | None) -> RegistryClient:
         from ocivendir.registry.client import RegistryClient  # noqa: PLC0415 - the warm path never gets here
 
-        if not options_cache:
-            options_cache.append(_client_options(settings, run.flags, skip_verify))
-        return RegistryClient(options_cache[0], keyring, index)
+        options = _client_options(settings, run.flags, spec.skip_verify, spec.read_timeout)
+        keyring = Keyring(_rules(settings, run.flags, spec.credentials), settings.docker_configs)
+        return RegistryClient(options, keyring, index)
 
     opened = _open_cache(settings)
     throwaway: Path | None = None

@@ -6,10 +6,11 @@ The registry client is created lazily through a factory, so a warm cached run ne
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,14 +22,29 @@ from ocivendir.errors import DigestMismatch, Transient
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.oci.manifest import Descriptor, ImageConfig, Index, Manifest, parse_config, parse_manifest
 from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import EventSink, ImageStatus, ProgressEvent, RequestStats, WarningEvent
 
 if TYPE_CHECKING:
     from ocivendir.registry.client import RegistryClient
 
-__all__ = ["Content", "FetchCounters", "Offline"]
+__all__ = ["ClientSpec", "Content", "FetchCounters", "Offline"]
 
 _log = logging.getLogger("ocivendir.content")
+
+
+def _add(a: RequestStats, b: RequestStats) -> RequestStats:
+    def merged(x: Mapping[str, int], y: Mapping[str, int]) -> dict[str, int]:
+        return {k: x.get(k, 0) + y.get(k, 0) for k in sorted(set(x) | set(y))}
+
+    return RequestStats(
+        total=a.total + b.total,
+        auth=a.auth + b.auth,
+        connect_errors=a.connect_errors + b.connect_errors,
+        by_method=merged(a.by_method, b.by_method),
+        by_status=merged(a.by_status, b.by_status),
+        bytes_received=a.bytes_received + b.bytes_received,
+    )
 
 
 class Offline(Transient):
@@ -60,6 +76,15 @@ class FetchCounters:
             self.stored_new = True
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClientSpec:
+    """What distinguishes one content's registry client from another's: its credentials and transport options."""
+
+    credentials: CredentialRules | None = None
+    skip_verify: frozenset[str] = frozenset()
+    read_timeout: float | None = None
+
+
 class Content:
     """Blobs and manifests by digest: the store first, then the registry, every byte verified on both paths."""
 
@@ -68,7 +93,7 @@ class Content:
         *,
         store: BlobStore,
         index: CacheIndex | None,
-        client_factory: Callable[[CacheIndex | None], RegistryClient],
+        client_factory: Callable[[ClientSpec, CacheIndex | None], RegistryClient],
         concurrency: int,
         events: EventSink,
         offline: bool = False,
@@ -77,7 +102,8 @@ class Content:
         self.store = store
         self.index = index
         self._client_factory = client_factory
-        self._client: RegistryClient | None = None
+        self._clients: dict[ClientSpec, RegistryClient] = {}
+        self._spec = ClientSpec()
         self._client_lock = threading.Lock()
         self.concurrency = concurrency
         self.events = events
@@ -90,24 +116,33 @@ class Content:
     # --- lifecycle ------------------------------------------------------------------------------------------
 
     def client(self) -> RegistryClient:
-        """The registry client, created on first use."""
+        """The registry client for this view's credentials, created on first use."""
         if self.offline:
             raise Offline("the network is off (--offline) and the content is not in the cache")
         with self._client_lock:
-            if self._client is None:
-                self._client = self._client_factory(self.index)
-            return self._client
+            if self._spec not in self._clients:
+                self._clients[self._spec] = self._client_factory(self._spec, self.index)
+            return self._clients[self._spec]
+
+    def view(self, spec: ClientSpec) -> Content:
+        """The same store, index, counters and warnings, with a client for other credentials (one content's)."""
+        other = copy.copy(self)
+        other._spec = spec  # noqa: SLF001 - a view of the same object
+        return other
 
     @property
     def requests(self) -> RequestStats:
-        """Requests sent so far (none if the client was never needed)."""
-        return self._client.stats if self._client is not None else RequestStats()
+        """Requests sent so far by every client of the run (none if no client was needed)."""
+        total = RequestStats()
+        for client in list(self._clients.values()):
+            total = _add(total, client.stats)
+        return total
 
     def close(self) -> None:
-        """Release held locks and close the client and the index."""
+        """Release held locks and close the clients and the index."""
         self._held.close()
-        if self._client is not None:
-            self._client.close()
+        for client in self._clients.values():
+            client.close()
         if self.index is not None:
             self.index.close()
 

@@ -1,0 +1,348 @@
+"""Owns: `sync`.
+
+Stage every directory (fetch, filters, newRootPath, ignorePaths, permissions, symlink checks), swap them all in only
+once all are staged (rolling back on failure), and produce the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ocivendir.engine.content import Content
+from ocivendir.engine.delegate import delegate_content
+from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
+from ocivendir.errors import ConfigError, OcivendirError, SyncError
+from ocivendir.fs.locks import file_lock
+from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, scoped_path, swap_in, unswap
+from ocivendir.results import LogEvent
+from ocivendir.vendir import globs
+from ocivendir.vendir.config import (
+    NATIVE_TYPES,
+    Config,
+    Directory,
+    InputStream,
+    config_digest,
+)
+from ocivendir.vendir.config import (
+    Content as ContentConfig,
+)
+from ocivendir.vendir.lockfile import LockConfig, LockContent, LockDirectory
+
+__all__ = ["SyncOptions", "SyncOutcome", "apply_lock", "sync"]
+
+DEFAULT_LEGAL = ("{LICENSE,LICENCE,License,Licence}{,.md,.txt,.rst}", "{COPYRIGHT,Copyright}{,.md,.txt,.rst}",
+                 "{NOTICE,Notice}{,.md,.txt,.rst}")  # fmt: skip
+SUPPORTED = ", ".join(NATIVE_TYPES)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncOptions:
+    """A sync run, from the command's flags."""
+
+    stream: InputStream
+    cwd: Path
+    previous_lock: LockConfig | None
+    locked: bool = False
+    lazy: bool = True
+    partial: bool = False
+    allow_all_symlinks: bool = False
+    umask: int = 0o022
+    relocation_recheck: float = 3600.0
+    delegate_vendir: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncOutcome:
+    """The lock a sync produced, and what it did."""
+
+    lock: LockConfig
+    fetched: int
+    skipped: int
+
+
+@dataclass
+class _Staged:
+    """One target (a directory, or under -d one content) built in a sibling stage."""
+
+    target: Path
+    stage: Path
+    chmods: list[tuple[Path, int]] = field(default_factory=list)
+    old: Path | None = None
+    swapped: bool = False
+
+
+def apply_lock(config: Config, lock: LockConfig) -> tuple[Config, dict[tuple[str, str], str | None]]:
+    """`--locked`: image/bundle refs become the lock's digests, tagSelection is dropped, the lock's tag carried."""
+    tags: dict[tuple[str, str], str | None] = {}
+    directories = []
+    for directory in config.directories:
+        contents = []
+        for content in directory.contents:
+            if content.source_type in {"image", "imgpkgBundle"}:
+                entry = lock.find(directory.path, content.path)
+                key = "url" if content.source_type == "image" else "image"
+                if entry.source_type != content.source_type or not entry.data:
+                    raise ConfigError("Expected image lock configuration to be non-empty")
+                if not entry.data.get(key):
+                    what = "image URL" if key == "url" else "imgpkg bundle Image"
+                    raise ConfigError(f"Expected {what} to be non-empty")
+                source = {k: v for k, v in content.source.items() if k != "tagSelection"}
+                source[key] = str(entry.data[key])
+                tags[(directory.path, content.path)] = entry.data.get("tag") or None
+                content = dataclasses.replace(content, source=source)  # noqa: PLW2901 - rebuilt content
+            contents.append(content)
+        directories.append(dataclasses.replace(directory, contents=tuple(contents)))
+    return dataclasses.replace(config, directories=tuple(directories)), tags
+
+
+def _frame(exc: OcivendirError, directory: str, content: ContentConfig) -> OcivendirError:
+    kind = FRAME_TYPES.get(content.source_type, content.source_type)
+    prefix = f"Syncing directory '{directory}': Syncing directory '{content.path}' with {kind} contents"
+    framed = type(exc)(f"{prefix}: {exc.message}", hint=exc.hint)
+    framed.__cause__ = exc
+    return framed
+
+
+def _files(root: Path) -> list[str]:
+    found: list[str] = []
+    for base, dirs, names in os.walk(root):
+        rel = os.path.relpath(base, root)
+        links = [d for d in dirs if Path(base, d).is_symlink()]
+        found.extend(name if rel == "." else f"{rel}/{name}" for name in names + links)
+    return sorted(found)
+
+
+def _filter(config: ContentConfig, root: Path) -> None:
+    if not config.include_paths and not config.exclude_paths:
+        return
+    legal = DEFAULT_LEGAL if config.legal_paths is None else config.legal_paths
+    kept = 0
+    for relative in _files(root):
+        keep = not config.include_paths or any(globs.match(p, relative) for p in config.include_paths)
+        if any(globs.match(p, relative) for p in config.exclude_paths):
+            keep = False
+        if any(globs.match(p, relative) for p in legal):
+            keep = True
+        if keep:
+            kept += 1
+        else:
+            (root / relative).unlink()
+    for base, _, _ in sorted(os.walk(root), key=lambda item: -len(item[0])):
+        path = Path(base)
+        if path != root and not any(path.iterdir()):
+            path.rmdir()
+    if kept == 0:
+        raise SyncError(
+            f"Filtering paths in directory '{config.path}': Expected to find at least one file within directory"
+        )
+
+
+def _new_root(config: ContentConfig, root: Path) -> None:
+    if not config.new_root_path:
+        return
+    prefix = f"Changing to new root path '{config.path}'"
+    try:
+        chosen = scoped_path(root, config.new_root_path)
+    except ValueError:
+        raise SyncError(f"{prefix}: Invalid path: {config.new_root_path}") from None
+    if not chosen.is_dir():
+        siblings = sorted(p.name for p in chosen.parent.iterdir() if p.is_dir()) if chosen.parent.is_dir() else []
+        found = f" (found other directories: {', '.join(siblings)})" if siblings else ""
+        raise SyncError(f"{prefix}: Expected directory '{config.new_root_path}' (subpath) to exist{found}")
+    holder = root.parent / f".{root.name}.ocivendir-newroot"
+    chosen.rename(holder)
+    remove_tree(root)
+    holder.rename(root)
+
+
+def _keep_ignored(config: ContentConfig, existing: Path, root: Path) -> None:
+    if not config.ignore_paths or not existing.is_dir():
+        return
+    for relative in _files(existing):
+        source = existing / relative
+        if source.is_symlink() or not source.is_file():
+            continue
+        if any(globs.match(p, relative) for p in config.ignore_paths):
+            target = root / relative
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            shutil.copy2(source, target)
+
+
+def _check_symlinks(root: Path) -> None:
+    real_root = Path(os.path.realpath(root))
+    for base, dirs, names in os.walk(root):
+        for name in names + dirs:
+            path = Path(base, name)
+            if not path.is_symlink():
+                continue
+            try:
+                resolved = path.resolve(strict=True)
+            except (OSError, RuntimeError) as exc:
+                raise SyncError(f"Unable to resolve symlink: {exc}") from None
+            if not resolved.is_relative_to(real_root):
+                shown = Path(os.path.normpath(Path(base) / path.readlink()))
+                raise SyncError(f'Invalid symlink found to outside parent directory: "{shown}"')
+
+
+class _Syncer:
+    """One sync: stages, then swaps."""
+
+    def __init__(
+        self, options: SyncOptions, content: Content, lock_dir: Path, tags: dict[tuple[str, str], str | None]
+    ) -> None:
+        self.options = options
+        self.content = content
+        self.lock_dir = lock_dir
+        self.tags = tags
+        self.staged: list[_Staged] = []
+        self.fetched = 0
+        self.skipped = 0
+
+    def _lazy_entry(self, directory: Directory, config: ContentConfig, digest: str) -> LockContent | None:
+        previous = self.options.previous_lock
+        if not (self.options.lazy and config.lazy and previous is not None):
+            return None
+        entry = previous.entry(directory.path, config.path)
+        if entry is None or entry.config_digest != digest:
+            return None
+        return entry
+
+    def fill(self, directory: Directory, config: ContentConfig, dest: Path, existing: Path) -> LockContent:
+        """Fetch one content into `dest` (the content root inside a stage); return its lock entry."""
+        digest = config_digest(config) if config.lazy else ""
+        reused = self._lazy_entry(directory, config, digest)
+        if reused is not None:
+            self.content.events(LogEvent(message=(
+                f"Skipping fetch: {directory.path} + {config.path} (flagged as lazy, config has not changed since "
+                "last sync)")))  # fmt: skip
+            try:
+                shutil.copytree(existing, dest, symlinks=True, dirs_exist_ok=True)
+            except OSError as exc:
+                msg = f"Lazy content missing. Run sync with --lazy=false to fix. '{directory.path}': {exc}"
+                raise SyncError(msg) from None
+            self.skipped += 1
+            return reused
+        log_fetch(self.content, directory.path, config)
+        self.fetched += 1
+        context = FetchContext(content=self.content, stream=self.options.stream, cwd=self.options.cwd,
+                               umask=self.options.umask, relocation_recheck=self.options.relocation_recheck,
+                               directory_path=directory.path, existing=existing,
+                               preresolved_tag=self.tags.get((directory.path, config.path)))  # fmt: skip
+        native = source_for(config.source_type)
+        if native is None:
+            assert self.options.delegate_vendir is not None  # noqa: S101 - checked before any fetch
+            return delegate_content(self.options.delegate_vendir, config, context, dest)
+        if config.source_type in {"image", "imgpkgBundle"}:
+            dest.mkdir(parents=True, exist_ok=True, mode=0o777 & ~self.options.umask)
+            dest.chmod(0o777 & ~self.options.umask)
+        else:
+            dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data = native(config, context, dest)
+        if config.source_type != "manual":
+            _filter(config, dest)
+            _new_root(config, dest)
+        _keep_ignored(config, existing, dest)
+        return lock_entry(config, data, digest)
+
+    def stage_target(self, target: Path) -> _Staged:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        recover(target, keep=self.content.store.root)
+        staged = _Staged(target=target, stage=new_sibling(target, STAGE))
+        self.staged.append(staged)
+        return staged
+
+    def directory(self, directory: Directory) -> LockDirectory:
+        entries = []
+        root = self.options.cwd / directory.path
+        whole = not self.options.partial
+        staged = self.stage_target(root) if whole else None
+        if staged is not None:
+            staged.stage.mkdir(mode=0o700)
+        for config in directory.contents:
+            try:
+                if staged is None:
+                    own = self.stage_target(root / config.path)
+                    dest, existing = own.stage, own.target
+                else:
+                    own = staged
+                    dest = staged.stage if config.path == "." else staged.stage / config.path
+                    existing = root if config.path == "." else root / config.path
+                    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                entries.append(self.fill(directory, config, dest, existing))
+            except OcivendirError as exc:
+                raise _frame(exc, directory.path, config) from exc
+            permissions = config.permissions if config.permissions is not None else directory.permissions
+            if permissions is not None:
+                own.chmods.append((dest, permissions))
+        if staged is not None and directory.permissions is not None:
+            staged.chmods.append((staged.stage, directory.permissions))
+        return LockDirectory(path=directory.path, contents=tuple(entries))
+
+    def finish(self) -> None:
+        """Validate symlinks, apply permissions, then swap every target in; roll back all on failure."""
+        for staged in self.staged:
+            if not self.options.allow_all_symlinks:
+                _check_symlinks(staged.stage)
+            for path, mode in staged.chmods:
+                path.chmod(stat.S_IMODE(mode))
+        try:
+            for staged in self.staged:
+                staged.old = swap_in(staged.stage, staged.target)
+                staged.swapped = True
+        except BaseException:
+            for staged in reversed([s for s in self.staged if s.swapped]):
+                unswap(staged.target, staged.old, staged.stage)
+            raise
+        for staged in self.staged:
+            if staged.old is not None:
+                remove_tree(staged.old)
+
+    def discard(self) -> None:
+        for staged in self.staged:
+            if not staged.swapped:
+                remove_tree(staged.stage)
+
+
+@contextlib.contextmanager
+def _target_locks(lock_dir: Path, targets: list[Path]) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for target in sorted({str(t) for t in targets}):
+            name = hashlib.sha256(target.encode()).hexdigest()
+            stack.enter_context(file_lock(lock_dir / f"target-{name}"))
+        yield
+
+
+def _unsupported(config: Config, delegate: Path | None) -> None:
+    if delegate is not None:
+        return
+    for directory in config.directories:
+        for content in directory.contents:
+            if content.source_type not in NATIVE_TYPES:
+                exc = ConfigError(
+                    f"Unsupported directory contents type '{content.source_type}' (supported: {SUPPORTED}; set "
+                    "OCIVENDIR_DELEGATE_VENDIR to a vendir binary to sync other types)"
+                )
+                raise _frame(exc, directory.path, content)
+
+
+def sync(options: SyncOptions, config: Config, content: Content, lock_dir: Path,
+         tags: dict[tuple[str, str], str | None]) -> SyncOutcome:  # fmt: skip
+    """Stage every directory, then swap them all in; on any failure nothing on disk changes."""
+    _unsupported(config, options.delegate_vendir)
+    targets = [options.cwd / d.path for d in config.directories]
+    syncer = _Syncer(options, content, lock_dir, tags)
+    with _target_locks(lock_dir, targets):
+        try:
+            directories = tuple(syncer.directory(d) for d in config.directories)
+            syncer.finish()
+        finally:
+            syncer.discard()
+    return SyncOutcome(lock=LockConfig(directories=directories), fetched=syncer.fetched, skipped=syncer.skipped)

@@ -1,0 +1,191 @@
+"""Owns: reading YAML the way vendir's sigs.k8s.io/yaml (go-yaml v2) does, and Go's lenient decoding into structs.
+
+Plain scalars resolve as go-yaml v2 resolves them (`0755` is octal 493, `1e3` a float, `yes`/`on` booleans,
+timestamps stay text); a scalar decoded into a string field takes Go's string form of that value; field names match
+case-insensitively (an exact match first); unknown fields are ignored; a wrong kind for a bool or integer field is
+Go's `json: cannot unmarshal` error naming the field path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+__all__ = ["DecodeError", "field", "go_bool", "go_int", "go_string", "load_documents", "split_documents"]
+
+_BOOLS = {
+    **dict.fromkeys(["y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"], True),
+    **dict.fromkeys(["n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"], False),
+}
+_NULLS = frozenset({"~", "null", "Null", "NULL", ""})
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_INF = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf, "+.inf": math.inf, "+.Inf": math.inf,
+        "+.INF": math.inf, "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf}  # fmt: skip
+_SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
+
+
+class DecodeError(Exception):
+    """A document vendir would refuse; the message follows Go's where vendir's is quoted."""
+
+
+def _go_int(text: str) -> int | None:
+    plain = text.replace("_", "")
+    sign = -1 if plain.startswith("-") else 1
+    body = plain[1:] if plain[:1] in "+-" else plain
+    if not body:
+        return None
+    lowered = body.lower()
+    bases = (("0x", 16), ("0o", 8), ("0b", 2))
+    for prefix, base in bases:
+        if lowered.startswith(prefix):
+            try:
+                return sign * int(body[2:], base)
+            except ValueError:
+                return None
+    try:
+        if len(body) > 1 and body.startswith("0"):
+            return sign * int(body, 8)
+        return sign * int(body, 10)
+    except ValueError:
+        return None
+
+
+def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML type
+    """The value go-yaml v2 gives a plain scalar."""
+    if text in _BOOLS:
+        return _BOOLS[text]
+    if text in _NULLS:
+        return None
+    if text in _INF:
+        return _INF[text]
+    if text in {".nan", ".NaN", ".NAN"}:
+        return math.nan
+    if text[:1] in "+-.0123456789":
+        number = _go_int(text)
+        if number is not None:
+            return number
+        if _FLOAT.fullmatch(text.replace("_", "")):
+            return float(text.replace("_", ""))
+    return text
+
+
+def _value(node: yaml.Node) -> object:
+    if isinstance(node, yaml.ScalarNode):
+        if node.style is None:
+            return resolve_plain(node.value)
+        return node.value
+    if isinstance(node, yaml.SequenceNode):
+        return [_value(item) for item in node.value]
+    if isinstance(node, yaml.MappingNode):
+        mapping: dict[str, object] = {}
+        for key_node, value_node in node.value:
+            key = go_string(_value(key_node))
+            if key in mapping:
+                line = key_node.start_mark.line + 1
+                raise DecodeError(f'error converting YAML to JSON: yaml: line {line}: key "{key}" already set in map')
+            mapping[key] = _value(value_node)
+        return mapping
+    raise DecodeError("error converting YAML to JSON: unsupported YAML node")  # pragma: no cover
+
+
+def split_documents(text: str) -> list[str]:
+    """Split at `---` separator lines (the Kubernetes YAML reader); whitespace-only documents are dropped."""
+    return [doc for doc in _SEPARATOR.split(text) if doc.strip()]
+
+
+def load_documents(text: str) -> Iterator[object]:
+    """Each non-empty document decoded with go-yaml v2's scalar rules."""
+    for doc in split_documents(text):
+        try:
+            node = yaml.compose(doc, Loader=yaml.SafeLoader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"yaml: line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else "yaml: "
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise DecodeError(f"error converting YAML to JSON: {where}{problem}") from None
+        yield None if node is None else _value(node)
+
+
+def _go_float(value: float) -> str:
+    if value.is_integer() and abs(value) < 1e21:  # noqa: PLR2004 - Go's JSON switch to exponent form
+        return str(int(value))
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        sign = "-" if exponent.startswith("-") else "+"
+        return f"{mantissa}e{sign}{abs(int(exponent)):02d}"
+    return text
+
+
+def go_string(value: object) -> str:
+    """Go's string form of a decoded scalar (what sigs.k8s.io/yaml puts into a string field)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _go_float(value)
+    return str(value)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _mismatch(value: object, path: str, go_type: str) -> DecodeError:
+    return DecodeError(
+        f"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {_kind(value)} into Go struct field "
+        f"{path} of type {go_type}"
+    )
+
+
+def go_bool(value: object, path: str) -> bool:
+    """A bool field: a YAML bool, or null for false; anything else is Go's unmarshal error."""
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    raise _mismatch(value, path, "bool")
+
+
+def go_int(value: object, path: str, go_type: str = "int64") -> int | None:
+    """An integer field (None when absent or null)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _mismatch(value, path, go_type)
+
+
+def go_string_field(value: object, path: str) -> str:
+    """A string field: scalars are coerced, lists and maps refused."""
+    if isinstance(value, list | dict):
+        raise _mismatch(value, path, "string")
+    return go_string(value)
+
+
+def field(doc: dict[str, Any], name: str) -> Any:  # noqa: ANN401 - decoded YAML
+    """A struct field by Go's JSON rules: the exact key first, then a case-insensitive match."""
+    if name in doc:
+        return doc[name]
+    lowered = name.lower()
+    for key, value in doc.items():
+        if key.lower() == lowered:
+            return value
+    return None

@@ -1,0 +1,300 @@
+"""`sync` against a real registry: vendir's trees and lock bytes, `--locked`, lazy, `-d`, failures that lose nothing."""
+
+from __future__ import annotations
+
+import json
+import stat
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult, run_cli
+from tests.support.builders import Pusher, make_image, publish_bundle, relocate
+from tests.support.registry import Registry
+
+HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
+
+
+def sync(cwd: Path, config: str, *args: str, prog: str = "ocivendir") -> CliResult:
+    (cwd / "vendir.yml").write_text(config)
+    return run_cli("sync", "--chdir", str(cwd), *args, prog=prog)
+
+
+def tree(root: Path) -> dict[str, tuple[str, str]]:
+    found = {}
+    for path in sorted(root.rglob("*")):
+        mode = oct(stat.S_IMODE(path.lstat().st_mode))
+        found[str(path.relative_to(root))] = (mode, path.read_text() if path.is_file() else "")
+    return found
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("OCIVENDIR_CACHE_DIR", str(directory))
+    return directory
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "work"
+    directory.mkdir()
+    monkeypatch.chdir(directory)
+    return directory
+
+
+def test_image_by_digest_tag_and_tag_selection_then_locked_changes_nothing(
+    registry: Registry, pusher: Pusher, repo_prefix: str, work: Path, cache: Path
+) -> None:
+    repo = f"{registry.host}/{repo_prefix}/app"
+    for tag in ("1.0.0", "1.2.0", "2.0.0-rc.1", "1.0"):
+        pusher.image(f"{repo_prefix}/app", make_image({"version.txt": tag}), tag=tag)
+    digest_ref = pusher.image(f"{repo_prefix}/app", make_image({"version.txt": "pinned"}))
+    config = HEAD + textwrap.dedent(f"""\
+        directories:
+        - path: vendor
+          contents:
+          - path: by-digest
+            image: {{url: "{digest_ref}"}}
+          - path: by-tag
+            image: {{url: "{repo}:1.0"}}
+          - path: by-semver
+            image:
+              url: {repo}
+              tagSelection: {{semver: {{constraints: "<2.0.0"}}}}
+        """)
+    result = sync(work, config)
+    assert result.exit_code == 0, result.stderr
+    files = tree(work / "vendor")
+    assert files["by-digest/version.txt"] == ("0o644", "pinned")
+    assert files["by-tag/version.txt"] == ("0o644", "1.0")
+    assert files["by-semver/version.txt"] == ("0o644", "1.2.0")
+    assert files["by-semver"][0] == "0o755"
+    lock = (work / "vendir.lock.yml").read_text()
+    assert result.stdout == lock
+    assert f"      url: {digest_ref}\n    path: by-digest" in lock
+    assert '      tag: "1.0"\n' in lock
+    assert "      tag: 1.2.0\n" in lock
+    assert "Fetching: vendor + by-semver (image from " in result.stderr
+    assert ':tag={"semver":{"constraints":"<2.0.0"}})' in result.stderr
+    mtime = (work / "vendir.lock.yml").stat().st_mtime_ns
+    mark = registry.mark()
+    locked = sync(work, config, "--locked", "--json")
+    assert locked.exit_code == 0, locked.stderr
+    doc = json.loads(locked.stdout)
+    assert doc["result"]["requests"]["total"] == 0
+    assert registry.since(mark) == []
+    assert (work / "vendir.lock.yml").stat().st_mtime_ns == mtime
+    assert tree(work / "vendor") == files
+
+
+def test_filters_new_root_path_permissions_and_legal_files(
+    registry: Registry, pusher: Pusher, repo_prefix: str, work: Path, cache: Path
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/cfg", make_image({
+        "LICENSE": "mit", "config/app.yml": "a", "config/skip.txt": "s", "config/deep/b.yml": "b", "docs/x.md": "x",
+    }))  # fmt: skip
+    config = HEAD + textwrap.dedent(f"""\
+        directories:
+        - path: out
+          permissions: 0700
+          contents:
+          - path: filtered
+            image: {{url: "{ref}"}}
+            includePaths: ["config/**/*.yml"]
+            excludePaths: ["config/deep/**"]
+            permissions: 0750
+          - path: rooted
+            image: {{url: "{ref}"}}
+            newRootPath: config
+        """)
+    result = sync(work, config)
+    assert result.exit_code == 0, result.stderr
+    files = tree(work / "out")
+    assert sorted(files) == ["filtered", "filtered/LICENSE", "filtered/config", "filtered/config/app.yml", "rooted",
+                             "rooted/app.yml", "rooted/deep", "rooted/deep/b.yml", "rooted/skip.txt"]  # fmt: skip
+    assert files["filtered"][0] == "0o750"
+    assert oct(stat.S_IMODE((work / "out").stat().st_mode)) == "0o700"
+    bad = config.replace("newRootPath: config", "newRootPath: nope")
+    failed = sync(work, bad)
+    assert failed.exit_code == 1
+    assert "Changing to new root path 'rooted': Expected directory 'nope' (subpath) to exist (found other " in (
+        " ".join(failed.stderr.split())
+    )
+    assert tree(work / "out") == files
+
+
+def test_bundles_original_relocated_and_recursive(
+    registry: Registry, pusher: Pusher, repo_prefix: str, work: Path, cache: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    relocate(pusher, published, f"{repo_prefix}/copy")
+    config = HEAD + textwrap.dedent(f"""\
+        directories:
+        - path: original
+          contents:
+          - path: .
+            imgpkgBundle: {{image: "{published.ref(registry)}"}}
+        - path: relocated
+          contents:
+          - path: .
+            imgpkgBundle: {{image: "{published.ref(registry, f"{repo_prefix}/copy")}", recursive: true}}
+        """)
+    result = sync(work, config)
+    assert result.exit_code == 0, result.stderr
+    assert f"{repo_prefix}/copy@" not in (work / "original/.imgpkg/images.yml").read_text()
+    assert f"{repo_prefix}/copy@" in (work / "relocated/.imgpkg/images.yml").read_text()
+    not_bundle = (
+        HEAD
+        + f'directories:\n- path: x\n  contents:\n  - path: .\n    imgpkgBundle: {{image: "{next(iter(published.images))}"}}\n'
+    )
+    failed = sync(work, not_bundle, prog="vendir")
+    assert failed.exit_code == 1
+    assert failed.stderr == (
+        "vendir: Error: Syncing directory 'x':\n  Syncing directory '.' with imgpkgBundle contents:\n"
+        "    The provided image is not a bundle\n"
+    )
+
+
+def test_inline_directory_manual_and_quoted_paths(work: Path, cache: Path) -> None:
+    (work / "local").mkdir()
+    (work / "local/file.txt").write_text("local")
+    (work / "y/hand").mkdir(parents=True)
+    (work / "y/hand/kept.txt").write_text("by hand")
+    secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {token.txt: c2VjcmV0}\n---\n"
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {cm.txt: from-map}\n---\n"
+    config = (
+        secret
+        + config_map
+        + HEAD
+        + textwrap.dedent("""\
+        directories:
+        - path: "0"
+          contents:
+          - path: .
+            inline:
+              paths:
+                values.yml: |
+                  replicas: 2
+              pathsFrom:
+              - secretRef: {name: s, directoryPath: secrets}
+              - configMapRef: {name: cm}
+        - path: "1.0"
+          contents:
+          - path: .
+            directory: {path: local}
+        - path: "y"
+          contents:
+          - path: hand
+            manual: {}
+        """)
+    )
+    result = sync(work, config)
+    assert result.exit_code == 0, result.stderr
+    assert tree(work / "0") == {"cm.txt": ("0o600", "from-map"), "secrets": ("0o700", ""),
+                                "secrets/token.txt": ("0o600", "secret"), "values.yml": ("0o600", "replicas: 2\n")}  # fmt: skip
+    assert (work / "1.0/file.txt").read_text() == "local"
+    assert (work / "y/hand/kept.txt").read_text() == "by hand"
+    assert result.stdout == (
+        'apiVersion: vendir.k14s.io/v1alpha1\ndirectories:\n- contents:\n  - inline: {}\n    path: .\n  path: "0"\n'
+        '- contents:\n  - directory: {}\n    path: .\n  path: "1.0"\n- contents:\n  - manual: {}\n    path: hand\n'
+        '  path: "y"\nkind: LockConfig\n'
+    )
+    escape = HEAD + "directories:\n- path: e\n  contents:\n  - path: .\n    inline: {paths: {../evil: x}}\n"
+    failed = sync(work, escape)
+    assert failed.exit_code == 2
+    assert "Invalid path: ../evil" in failed.stderr
+    assert not (work / "evil").exists()
+
+
+def test_lazy_contents_are_skipped_while_their_config_is_unchanged(work: Path, cache: Path) -> None:
+    config = (
+        HEAD + "directories:\n- path: v\n  contents:\n  - path: .\n    lazy: true\n    inline: {paths: {a.txt: one}}\n"
+    )
+    assert sync(work, config).exit_code == 0
+    assert "configDigest: " in (work / "vendir.lock.yml").read_text()
+    (work / "v/a.txt").write_text("edited by hand")
+    skipped = sync(work, config)
+    assert "Skipping fetch: v + . (flagged as lazy, config has not changed since last sync)" in skipped.stderr
+    assert (work / "v/a.txt").read_text() == "edited by hand"
+    forced = sync(work, config, "--no-lazy")
+    assert forced.exit_code == 0
+    assert (work / "v/a.txt").read_text() == "one"
+
+
+def test_partial_sync_with_a_local_override_keeps_the_lock(work: Path, cache: Path) -> None:
+    (work / "override").mkdir()
+    (work / "override/o.txt").write_text("override")
+    config = HEAD + textwrap.dedent("""\
+        directories:
+        - path: v
+          contents:
+          - path: a
+            inline: {paths: {a.txt: a}}
+          - path: b
+            inline: {paths: {b.txt: b}}
+        """)
+    assert sync(work, config).exit_code == 0
+    lock = (work / "vendir.lock.yml").read_text()
+    result = sync(work, config, "-d", "v/b=override")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("apiVersion: vendir.k14s.io/v1alpha1\ndirectories:\n- contents:\n  - directory:")
+    assert "Lock config is not saved to 'vendir.lock.yml' due to command line overrides" in result.stderr
+    assert (work / "v/b/o.txt").read_text() == "override"
+    assert (work / "v/a/a.txt").read_text() == "a"
+    assert (work / "vendir.lock.yml").read_text() == lock
+    missing = sync(work, config, "-d", "v/zzz")
+    assert missing.exit_code == 2
+    assert "Expected to match path 'v/zzz' once, but did not match any" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (HEAD + "directories: [\n", "Unmarshaling doc: error converting YAML to JSON"),
+        (HEAD + "---\n" + HEAD, "Expected to find exactly one config, but found multiple"),
+        (HEAD + "directories:\n- path: keep\n  contents:\n  - path: .\n    git2: {}\n",
+         "Expected directory contents type to be specified"),
+        (HEAD + "directories:\n- path: keep\n  contents:\n  - path: .\n    git: {url: x}\n",
+         "Unsupported directory contents type 'git' (supported: image, imgpkgBundle, inline, directory, manual; set "
+         "OCIVENDIR_DELEGATE_VENDIR to a vendir binary to sync other types)"),
+        (HEAD + "directories:\n- path: keep\n  contents: []\n- path: keep/x\n  contents: []\n",
+         "Expected to not manage overlapping paths: 'keep/x' and 'keep'"),
+        (HEAD + "directories:\n- path: keep\n  contents:\n  - path: .\n    image: {url: r.io/app, secretRef: {name: nope}}\n",
+         "Expected to find one secret 'nope', but found none"),
+    ],
+)  # fmt: skip
+def test_input_errors_are_clear_and_keep_the_previous_tree(work: Path, cache: Path, config: str, message: str) -> None:
+    (work / "keep").mkdir()
+    (work / "keep/old.txt").write_text("old")
+    (work / "vendir.lock.yml").write_text("old lock")
+    result = sync(work, config)
+    assert result.exit_code == 2
+    assert message in " ".join(line.strip() for line in result.stderr.splitlines())
+    assert vendir_mode_exit(work, config) == 1
+    assert (work / "keep/old.txt").read_text() == "old"
+    assert (work / "vendir.lock.yml").read_text() == "old lock"
+    assert sorted(p.name for p in work.iterdir()) == ["keep", "vendir.lock.yml", "vendir.yml"]
+
+
+def vendir_mode_exit(work: Path, config: str) -> int:
+    return sync(work, config, prog="vendir").exit_code
+
+
+def test_a_failed_second_directory_changes_nothing_on_disk(
+    registry: Registry, pusher: Pusher, repo_prefix: str, work: Path, cache: Path
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"new.txt": "new"}))
+    good = HEAD + f'directories:\n- path: a\n  contents:\n  - path: .\n    image: {{url: "{ref}"}}\n'
+    assert sync(work, good).exit_code == 0
+    (work / "a/new.txt").write_text("changed locally")
+    missing = f"{registry.host}/{repo_prefix}/img@sha256:{'0' * 64}"
+    two = good + f'- path: b\n  contents:\n  - path: .\n    image: {{url: "{missing}"}}\n'
+    two = two.replace("directories:\n", "directories:\n", 1)
+    result = sync(work, two)
+    assert result.exit_code == 1
+    assert "Syncing directory 'b'" in result.stderr
+    assert (work / "a/new.txt").read_text() == "changed locally"
+    assert not (work / "b").exists()
+    assert sorted(p.name for p in work.iterdir()) == ["a", "vendir.lock.yml", "vendir.yml"]

@@ -1,0 +1,169 @@
+"""vendir's formats: the config stream (lenient Go decoding, validation messages), the lock, globs and semver."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from ocivendir.errors import ConfigError, SyncError
+from ocivendir.vendir.config import config_digest, parse_stream
+from ocivendir.vendir.globs import match
+from ocivendir.vendir.lockfile import LockConfig, LockContent, LockDirectory, parse_lock
+from ocivendir.vendir.semver import select_tag
+
+HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
+
+
+def parse(text: str) -> object:
+    return parse_stream([("-", text)])
+
+
+def error(text: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse(text)
+    return str(caught.value)
+
+
+def test_decoding_is_lenient_like_sigs_k8s_yaml() -> None:
+    stream = parse(
+        HEAD + "Directories:\n- Path: 0\n  permissions: 0755\n  unknownField: 1\n  contents:\n  - path: .\n"
+        "    inline:\n      paths:\n        a.txt: 1e3\n        b.txt: yes\n        c.txt: 0x1F\n        d.txt: ~\n"
+        "        e.txt: 2024-01-01\n    dangerouSkipTLSVerify: true\n"
+    )
+    directory = stream.config.directories[0]  # type: ignore[attr-defined]
+    assert directory.path == "0"
+    assert directory.permissions == 493
+    assert directory.contents[0].source["paths"] == {
+        "a.txt": "1000", "b.txt": "true", "c.txt": "31", "d.txt": "", "e.txt": "2024-01-01",
+    }  # fmt: skip
+
+
+def test_a_wrong_kind_for_a_bool_is_gos_error_with_the_field_path() -> None:
+    message = error(HEAD + "directories:\n- path: v\n  contents:\n  - path: .\n    lazy: sure\n    manual: {}\n")
+    assert message == (
+        "Parsing resource config '-': Unmarshaling config: error unmarshaling JSON: while decoding JSON: json: "
+        "cannot unmarshal string into Go struct field .directories.0.contents.0.lazy of type bool"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("directories:\n- path: .\n  contents: []\n",
+         "Validating directory '.' (0): Expected path to not be one of '/', '.', '..', ''"),
+        ("directories:\n- path: v\n  contents:\n  - path: .\n    manual: {}\n  - path: x\n    manual: {}\n",
+         "Validating directory 'v' (0): Expected only one directory contents if path is set to '.'"),
+        ("directories:\n- path: v\n  contents:\n  - path: x\n    git2: {}\n",
+         "Validating directory contents 'x' (0): Expected directory contents type to be specified (one of git, "
+         "manual, etc.)"),
+        ("directories:\n- path: v\n  contents:\n  - path: x\n    image: {url: a/b}\n    imgpkgBundle: {image: a/b}\n",
+         "Expected exactly one directory contents type to be specified (multiple found: image, imgpkgBundle)"),
+        ("directories:\n- path: v\n  contents:\n  - path: ..\n    manual: {}\n",
+         "Validating directory contents '..' (0): Expected path to not be one of '/', '.', '..', ''"),
+        ("directories:\n- path: vendor\n  contents: []\n- path: vendor/foo\n  contents: []\n",
+         "Expected to not manage overlapping paths: 'vendor/foo' and 'vendor'"),
+        ("directories:\n- path: vendor\n  contents: []\n- path: vendor\n  contents: []\n",
+         "Expected to not manage overlapping paths: 'vendor' and 'vendor'"),
+        ("minimumRequiredVersion: v0.1.0\n", "Validating minimum version: Must not have prefix 'v' (e.g. '0.8.0')"),
+        ("minimumRequiredVersion: 9.0.0\n",
+         "vendir version '0.41.0' does not meet the minimum required version '9.0.0'"),
+    ],
+)  # fmt: skip
+def test_validation_uses_vendirs_wording_and_indexes(body: str, message: str) -> None:
+    text = error(HEAD + body)
+    assert text.startswith("Parsing resource config '-': Unmarshaling config: Validating config: ")
+    assert text.endswith(message)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "Expected to find at least one config, but found none"),
+        (HEAD + "---\n" + HEAD, "Expected to find exactly one config, but found multiple"),
+        ("apiVersion: v2\nkind: Thing\n", "Parsing resource config '-': Unknown apiVersion 'v2' or kind 'Thing' for resource"),
+        ("# only a comment\n---\n" + HEAD, "Unknown apiVersion '' or kind '' for resource"),
+        ("directories: [\n", "Parsing resource config '-': Unmarshaling doc: error converting YAML to JSON: yaml: line"),
+    ],
+)  # fmt: skip
+def test_stream_errors(text: str, message: str) -> None:
+    assert message in error(text)
+
+
+def test_secrets_are_deduplicated_when_identical_and_refused_when_not() -> None:
+    secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  username: dXNlcg==\n---\n"
+    stream = parse(secret + secret + HEAD)
+    assert stream.secret("s").data == {"username": "user"}  # type: ignore[attr-defined]
+    other = secret.replace("dXNlcg==", "b3RoZXI=")
+    assert "Expected to find one secret 's', but found multiple" in error(secret + other + HEAD)
+
+
+def test_paths_are_cleaned_after_validation() -> None:
+    stream = parse(HEAD + "directories:\n- path: vendor/foo/..//\n  contents:\n  - path: a/./b\n    manual: {}\n")
+    directory = stream.config.directories[0]  # type: ignore[attr-defined]
+    assert (directory.path, directory.contents[0].path) == ("vendor", "a/b")
+
+
+def test_config_digest_matches_vendirs_for_the_documented_example() -> None:
+    stream = parse(
+        HEAD + "directories:\n- path: v\n  contents:\n  - path: .\n    lazy: true\n    inline:\n      paths:\n"
+        '        a.txt: "line one\\nline two\\n"\n        b.yml: "x: 1"\n'
+    )
+    content = stream.config.directories[0].contents[0]  # type: ignore[attr-defined]
+    expected = (
+        b"inline:\n  paths:\n    a.txt: |\n      line one\n      line two\n    b.yml: 'x: 1'\nlazy: true\npath: .\n"
+    )
+    assert config_digest(content) == hashlib.sha256(expected).hexdigest()
+
+
+def test_lock_dump_read_and_merge() -> None:
+    lock = LockConfig(directories=(
+        LockDirectory(path="0", contents=(LockContent(path=".", source_type="inline"),)),
+        LockDirectory(path="1", contents=(LockContent(path=".", source_type="image",
+                                                      data={"url": "r.io/x@sha256:ab", "tag": "1.0"}),)),
+    ))  # fmt: skip
+    text = lock.dump().decode()
+    assert text == (
+        'apiVersion: vendir.k14s.io/v1alpha1\ndirectories:\n- contents:\n  - inline: {}\n    path: .\n  path: "0"\n'
+        '- contents:\n  - image:\n      tag: "1.0"\n      url: r.io/x@sha256:ab\n    path: .\n  path: "1"\nkind: LockConfig\n'
+    )
+    assert parse_lock(text, "x").dump().decode() == text
+    update = LockConfig(directories=(LockDirectory(path="1", contents=(LockContent(path=".", source_type="manual"),)),
+                                     LockDirectory(path="2", contents=(LockContent(path=".", source_type="manual"),))))  # fmt: skip
+    merged = lock.merged(update)
+    assert [d.path for d in merged.directories] == ["0", "1", "2"]
+    assert merged.directories[1].contents[0].source_type == "manual"
+    with pytest.raises(ConfigError, match="Unknown version"):
+        parse_lock("", "/dev/null")
+    with pytest.raises(ConfigError, match="Expected to find directory 'z' within lock config, but did not"):
+        lock.find("z", ".")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "matches"),
+    [("*.yml", "a.yml", True), ("*.yml", "d/a.yml", False), ("**/*.yml", "a.yml", True),
+     ("**/*.yml", "d/e/a.yml", True), ("d/**", "d/e/f", True), ("d/*", "d/e/f", False), ("a?c", "abc", True),
+     ("[a-c]x", "bx", True), ("[!a-c]x", "dx", True), ("{a,b}/*.txt", "b/x.txt", True), ("LICENSE{,.md}", "LICENSE.md", True),
+     ("config/**/*.yml", "config/x.yml", True), ("**", "anything/at/all", True)],
+)  # fmt: skip
+def test_doublestar_globs(pattern: str, name: str, matches: bool) -> None:
+    assert match(pattern, name) is matches
+
+
+def test_semver_selection() -> None:
+    tags = ["v1.0.0", "1.2.0", "2.0.0-rc.1", "2.0.0-beta.1", "latest", "1.10.0", "3.0.0", "1.2.0+build.2",
+            "1.2.0+build.10"]  # fmt: skip
+    assert select_tag(tags, "", None) == "3.0.0"
+    assert select_tag(tags, "<3.0.0", None) == "1.10.0"
+    assert select_tag(tags, ">=2.0.0-0 <3.0.0", ["rc"]) == "2.0.0-rc.1"
+    assert select_tag(tags, ">1.0.0 <3.0.0", []) == "2.0.0-rc.1"
+    assert select_tag(tags, "1.2.x", None) == "1.2.0+build.10"
+    assert select_tag(tags, "<1.0.0 || >=3.0.0", None) == "3.0.0"
+    with pytest.raises(SyncError) as caught:
+        select_tag(tags, ">5.0.0", None)
+    assert str(caught.value) == (
+        "Determining tag selection: Expected to find at least one version, but did not "
+        "(details: all=8 -> after-prereleases-filter=6 -> after-constraints-filter=0)"
+    )
+    with pytest.raises(ConfigError, match="Parsing version constraint 'nonsense'"):
+        select_tag(tags, "nonsense", None)
