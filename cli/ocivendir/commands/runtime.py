@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ocivendir.cache.index import CacheIndex
-from ocivendir.cache.prune import prune_to_budget
 from ocivendir.cache.store import BlobStore
 from ocivendir.commands.options import flag_values
 from ocivendir.engine.content import ClientSpec, Content
@@ -27,7 +26,6 @@ from ocivendir.errors import CacheError, UsageError
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
 from ocivendir.output import Output, OutputMode, stderr_is_tty
-from ocivendir.registry.auth import Keyring
 from ocivendir.registry.credentials import Credential, CredentialRules
 from ocivendir.settings import Flags, Settings, load_settings, parse_duration
 
@@ -158,7 +156,8 @@ def open_content(
     settings = run.settings
 
     def factory(spec: ClientSpec, index: CacheIndex | None) -> RegistryClient:
-        from ocivendir.registry.client import RegistryClient  # noqa: PLC0415 - the warm path never gets here
+        from ocivendir.registry.auth import Keyring  # noqa: PLC0415 - the warm path never gets here
+        from ocivendir.registry.client import RegistryClient  # noqa: PLC0415
 
         options = _client_options(settings, run.flags, spec.skip_verify, spec.read_timeout)
         keyring = Keyring(_rules(settings, run.flags, spec.credentials), settings.docker_configs)
@@ -192,6 +191,8 @@ def open_content(
         try:
             yield content, lock_dir
             if index is not None and content.counters.stored_new:
+                from ocivendir.cache.prune import prune_to_budget  # noqa: PLC0415 - only after new content
+
                 prune_to_budget(store, index, settings.cache_max_size, content.held_refs)
         finally:
             content.close()

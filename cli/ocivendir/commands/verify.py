@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ocivendir.commands.options import global_options, registry_options
 from ocivendir.errors import UsageError
-from ocivendir.results import BundleReport, ImageStatus, VerifyRelocationResult
+
+if TYPE_CHECKING:
+    from ocivendir.results import BundleReport, VerifyRelocationResult
 
 __all__ = ["verify_relocation"]
 
 
 def _summary(report: BundleReport) -> str:
+    from ocivendir.results import ImageStatus  # noqa: PLC0415 - `--help` stays light
+
     if report.error:
         return f"{report.ref}: undetermined ({report.error})"
     if report.verdict == "relocated":
