@@ -142,8 +142,9 @@ def bench_warm_sync(registry: Registry, work: Path, runs: int) -> None:
         rows.append(measure("ocivendir sync via the console script", [console, *command[3:]], runs=runs * 3))
     vendir = shutil.which("vendir")
     if vendir:
-        rows.append(measure("vendir sync (on PATH), VENDIR_CACHE_DIR set", [vendir, "sync", "--chdir", str(project)],
-                            runs=runs * 3, env={**os.environ, "VENDIR_CACHE_DIR": str(work / "vendir-cache")}))  # fmt: skip
+        env = {**os.environ, "VENDIR_CACHE_DIR": str(work / "vendir-cache")}
+        argv = [vendir, "sync", "--chdir", str(project)]
+        rows.append(measure("vendir sync (on PATH), VENDIR_CACHE_DIR set", argv, runs=runs * 3, env=env))
     report("Warm re-sync (target: 0 requests, under 4x the bare interpreter start-up)", rows, bare)
 
 
