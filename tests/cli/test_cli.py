@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,28 @@ def test_python_dash_m_runs_and_help_imports_no_network_stack() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "Usage: ocivendir" in done.stdout
     assert done.stderr.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sync", "--nope"], "unknown flag: --nope"),
+        (["sync", "-z"], "unknown shorthand flag: 'z' in -z"),
+        (["sync", "extra"], "command 'vendir sync' does not accept extra arguments 'extra'"),
+    ],
+)
+def test_go_flag_errors_keep_pflags_texts_in_vendir_mode(args: list[str], message: str) -> None:
+    result = run_cli(*args, prog="vendir")
+    assert result.exit_code == 1
+    assert result.stderr == f"vendir: Error: {message}\n"
+
+
+def test_go_flag_syntax_is_accepted(tmp_path: Path) -> None:
+    (tmp_path / "vendir.yml").write_text(
+        "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: v\n  contents:\n  - path: .\n"
+        "    lazy: true\n    inline: {paths: {a.txt: a}}\n"
+    )
+    for args in (["--lazy=false", "--locked=false", "--tty=true"], ["-f=vendir.yml", "--lazy=true", "-l=f"]):
+        result = run_cli("sync", f"--chdir={tmp_path}", "--no-cache", *args, prog="vendir")
+        assert result.exit_code == 0, result.stderr
+        assert (tmp_path / "v/a.txt").read_text() == "a"

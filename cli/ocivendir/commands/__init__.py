@@ -69,7 +69,9 @@ def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hi
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
     """Run the CLI and exit with ocivendir's codes (vendir mode: 0 or 1)."""
-    args = sys.argv[1:] if argv is None else argv
+    from ocivendir.commands.goflags import go_error_message, normalize  # noqa: PLC0415 - avoids an import cycle
+
+    args = normalize(sys.argv[1:] if argv is None else list(argv))
     vendir_mode = Path(prog or sys.argv[0]).name == "vendir"
     state: dict[str, Any] = {
         "vendir_mode": vendir_mode,
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
     except click.exceptions.Abort:
         sys.exit(_fail(state, KeyboardInterrupt(), "aborted", "Aborted", None, 1))
     except click.ClickException as exc:
-        sys.exit(_fail(state, exc, "usage", exc.format_message(), None, 2))
+        sys.exit(_fail(state, exc, "usage", go_error_message(exc, prog_name), None, 2))
     except OcivendirError as exc:
         sys.exit(_fail(state, exc, exc.code, exc.message, exc.hint, exc.exit_code))
     except KeyboardInterrupt as exc:
