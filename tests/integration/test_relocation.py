@@ -232,3 +232,25 @@ def test_an_invalid_images_yml_fails_with_imgpkgs_message_before_anything_is_swa
     assert message in " ".join(line.strip() for line in result.stderr.splitlines())
     assert sorted(p.name for p in out.iterdir()) == ["old.txt"]
     assert registry.host in ref
+
+
+def test_verify_relocation_reads_every_imgpkg_bundle_of_a_vendir_yml(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    relocate(pusher, published, f"{repo_prefix}/copy", tag="1.2.0")
+    config = tmp_path / "vendir.yml"
+    config.write_text(
+        "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: v\n  contents:\n"
+        f"  - path: relocated\n    imgpkgBundle:\n      image: {registry.host}/{repo_prefix}/copy\n"
+        "      tagSelection: {semver: {constraints: '>=1.0.0'}}\n"
+        f'  - path: original\n    imgpkgBundle: {{image: "{published.ref(registry)}"}}\n'
+        "  - path: inline\n    inline: {paths: {a: b}}\n"
+    )
+    code, report, _ = verify("-f", str(config), "--no-cache")
+    assert code == 3
+    verdicts = [(b["ref"], b["verdict"]) for b in report["result"]["bundles"]]  # type: ignore[index]
+    assert verdicts == [
+        (published.ref(registry, f"{repo_prefix}/copy"), "relocated"),
+        (published.ref(registry), "not-relocated"),
+    ]

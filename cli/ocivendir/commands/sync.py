@@ -12,17 +12,19 @@ import click
 from ocivendir.commands.options import global_options
 from ocivendir.errors import ConfigError, UsageError
 
-__all__ = ["sync"]
+__all__ = ["read_inputs", "split_values", "sync"]
 
 DEFAULT_FILE = "vendir.yml"
 DEFAULT_HINT = "Did you name your configuration file something different than 'vendir.yml', e.g. wrong extension?"
 
 
-def _split(values: tuple[str, ...]) -> list[str]:
+def split_values(values: tuple[str, ...]) -> list[str]:
+    """Repeatable, comma-separated flag values (pflag's StringSlice)."""
     return [item for value in values for item in value.split(",") if item]
 
 
-def _read_inputs(files: list[str], stdin_text: Any) -> list[tuple[str, str]]:  # noqa: ANN401 - a text stream
+def read_inputs(files: list[str], stdin_text: Any) -> list[tuple[str, str]]:  # noqa: ANN401 - a text stream
+    """`(name, text)` for each `-f` input, `-` being stdin, with vendir's read errors."""
     inputs = []
     for name in files:
         if name == "-":
@@ -136,10 +138,10 @@ def sync(
         except OSError as exc:
             raise ConfigError(f"Running chdir: chdir {chdir}: {(exc.strerror or str(exc)).lower()}") from None
     run = Run.start(ctx, vendir_quiet=True)
-    stream = parse_stream(_read_inputs(_split(files) or [DEFAULT_FILE], sys.stdin))
+    stream = parse_stream(read_inputs(split_values(files) or [DEFAULT_FILE], sys.stdin))
     config, has_local = stream.config, False
     if directories:
-        config, has_local = apply_overrides(config, _split(directories))
+        config, has_local = apply_overrides(config, split_values(directories))
         run.output.block(goyaml.dump(config.to_go()).decode())
     lock_path = Path(lock_file)
     previous = _read_lock(lock_path, locked)

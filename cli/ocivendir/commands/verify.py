@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -73,18 +74,28 @@ def verify_relocation(ctx: click.Context, bundles: tuple[str, ...], files: tuple
       ocivendir verify-relocation -f vendir.yml
     """
     from ocivendir.commands.runtime import Run, open_content  # noqa: PLC0415 - `--help` stays light
-    from ocivendir.engine.verify import VerifyOptions, exit_code  # noqa: PLC0415
+    from ocivendir.engine.content import ClientSpec  # noqa: PLC0415
+    from ocivendir.engine.verify import VerifyOptions, bundles_of, exit_code  # noqa: PLC0415
     from ocivendir.engine.verify import verify_relocation as run_verify  # noqa: PLC0415
     from ocivendir.oci.reference import parse_reference  # noqa: PLC0415
 
-    if files:
-        raise UsageError("verify-relocation -f needs vendir.yml support, which arrives with `sync`")
-    if not bundles:
+    if not bundles and not files:
         raise UsageError("Expected at least one bundle (-b REF) or vendir.yml (-f FILE)")
     references = tuple(parse_reference(b) for b in bundles)
+    stream = None
+    if files:
+        from ocivendir.commands.sync import read_inputs, split_values  # noqa: PLC0415
+        from ocivendir.vendir.config import parse_stream  # noqa: PLC0415
+
+        stream = parse_stream(read_inputs(split_values(files), sys.stdin))
     run = Run.start(ctx)
-    options = VerifyOptions(references=references, recursive=recursive, each_image=each_image, umask=run.settings.umask)
     with open_content(run, target=None) as (content, _):
+        specs = (ClientSpec(),) * len(references)
+        if stream is not None:
+            found, found_specs = bundles_of(stream, content)
+            references, specs = references + found, specs + found_specs
+        options = VerifyOptions(references=references, specs=specs, recursive=recursive, each_image=each_image,
+                                umask=run.settings.umask)  # fmt: skip
         result = run_verify(options, content)
     code = exit_code(result)
     _render(result, run.output)

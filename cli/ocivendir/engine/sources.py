@@ -27,7 +27,7 @@ from ocivendir.vendir.config import InputStream
 from ocivendir.vendir.lockfile import LockContent
 from ocivendir.vendir.semver import select_tag
 
-__all__ = ["SOURCES", "FetchContext", "describe", "source_for"]
+__all__ = ["SOURCES", "FetchContext", "client_spec", "describe", "select_reference", "source_for"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,13 +55,22 @@ def _credentials(stream: InputStream, spec: dict[str, Any]) -> CredentialRules |
     return secret_rules(secret.name, secret.type, secret.data)
 
 
-def _oci_view(ctx: FetchContext, spec: dict[str, Any], url: str) -> Content:
+def client_spec(stream: InputStream, spec: dict[str, Any], url: str) -> ClientSpec:
+    """One content's client: its secretRef's credentials, dangerousSkipTLSVerify, responseHeaderTimeout."""
     skip: frozenset[str] = frozenset()
-    if spec.get("dangerousSkipTLSVerify"):
+    if spec.get("dangerousSkipTLSVerify") and url:
         skip = frozenset({parse_reference(url).repository.registry})
     timeout = float(spec["responseHeaderTimeout"]) if spec.get("responseHeaderTimeout") else None
-    return ctx.content.view(ClientSpec(credentials=_credentials(ctx.stream, spec), skip_verify=skip,
-                                       read_timeout=timeout))  # fmt: skip
+    return ClientSpec(credentials=_credentials(stream, spec), skip_verify=skip, read_timeout=timeout)
+
+
+def _oci_view(ctx: FetchContext, spec: dict[str, Any], url: str) -> Content:
+    return ctx.content.view(client_spec(ctx.stream, spec, url))
+
+
+def select_reference(view: Content, url: str, spec: dict[str, Any]) -> str:
+    """The reference to pull: the url, or `url:<tag>` chosen by tagSelection (one tag listing)."""
+    return _selected(view, url, spec)
 
 
 def _selected(view: Content, url: str, spec: dict[str, Any]) -> str:

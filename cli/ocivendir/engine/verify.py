@@ -9,18 +9,20 @@ from __future__ import annotations
 import secrets as _random
 from dataclasses import dataclass
 
-from ocivendir.engine.content import Content
+from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
 from ocivendir.engine.pull import read_images_lock
 from ocivendir.engine.relocate import check
+from ocivendir.engine.sources import client_spec, select_reference
 from ocivendir.errors import NotABundle, OcivendirError
 from ocivendir.fs.swap import remove_tree
 from ocivendir.oci.imageslock import ImagesLock
-from ocivendir.oci.reference import Digest, Reference
+from ocivendir.oci.reference import Digest, Reference, parse_reference
 from ocivendir.oci.relocation import RelocationVerdict
 from ocivendir.results import BundleReport, ImageReport, ImageStatus, LogEvent, VerifyRelocationResult
+from ocivendir.vendir.config import InputStream
 
-__all__ = ["VerifyOptions", "exit_code", "verify_relocation"]
+__all__ = ["VerifyOptions", "bundles_of", "exit_code", "verify_relocation"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +30,7 @@ class VerifyOptions:
     """Which bundles to audit and how."""
 
     references: tuple[Reference, ...]
+    specs: tuple[ClientSpec, ...] = ()
     recursive: bool = False
     each_image: bool = False
     umask: int = 0o022
@@ -99,8 +102,27 @@ def _nested(content: Content, image: FetchedImage, lock: ImagesLock, relocated: 
 def verify_relocation(options: VerifyOptions, content: Content) -> VerifyRelocationResult:
     """Audit every bundle; never answers from recorded verdicts."""
     seen: set[Digest] = set()
-    bundles = tuple(_report(content, ref, options, seen) for ref in options.references)
+    specs = options.specs or (ClientSpec(),) * len(options.references)
+    bundles = tuple(
+        _report(content.view(spec), ref, options, seen) for ref, spec in zip(options.references, specs, strict=True)
+    )
     return VerifyRelocationResult(bundles=bundles, requests=content.requests, warnings=tuple(content.warnings))
+
+
+def bundles_of(stream: InputStream, content: Content) -> tuple[tuple[Reference, ...], tuple[ClientSpec, ...]]:
+    """Every imgpkgBundle of a vendir.yml, with tags and tagSelection resolved as `sync` does (its secretRef)."""
+    references: list[Reference] = []
+    specs: list[ClientSpec] = []
+    for directory in stream.config.directories:
+        for config in directory.contents:
+            if config.source_type != "imgpkgBundle":
+                continue
+            url = str(config.source.get("image") or "")
+            spec = client_spec(stream, config.source, url)
+            selected = select_reference(content.view(spec), url, config.source)
+            references.append(parse_reference(selected))
+            specs.append(spec)
+    return tuple(references), tuple(specs)
 
 
 def _all(reports: tuple[BundleReport, ...]) -> list[BundleReport]:
