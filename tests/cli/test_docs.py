@@ -1,0 +1,64 @@
+"""Generated docs never drift: man pages and completions match the click tree; the README documents every command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from ocivendir.commands import cli
+from ocivendir.commands._docgen import generate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def all_commands() -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+
+    def walk(group: click.Group, prefix: tuple[str, ...]) -> None:
+        for name, command in group.commands.items():
+            found.append((*prefix, name))
+            if isinstance(command, click.Group):
+                walk(command, (*prefix, name))
+
+    walk(cli, ())
+    return sorted(found)
+
+
+def test_committed_man_pages_and_completions_match_a_fresh_generation(tmp_path: Path) -> None:
+    written = generate(tmp_path)
+    for path in written:
+        committed = ROOT / path.relative_to(tmp_path)
+        assert committed.exists(), f"{committed} is missing: run python -m ocivendir.commands._docgen"
+        assert committed.read_text() == path.read_text(), (
+            f"{committed} drifted: run python -m ocivendir.commands._docgen"
+        )
+    generated = {p.relative_to(tmp_path) for p in written}
+    committed_files = {p.relative_to(ROOT) for d in ("man", "completions") for p in (ROOT / d).iterdir()}
+    assert committed_files == generated
+
+
+@pytest.mark.parametrize("path", all_commands(), ids=" ".join)
+def test_every_command_has_a_man_page_and_a_readme_example(path: tuple[str, ...]) -> None:
+    assert (ROOT / "man" / f"{'-'.join(('ocivendir', *path))}.1").exists()
+    readme = (ROOT / "README.md").read_text()
+    assert f"ocivendir {' '.join(path)}" in readme
+
+
+def test_flags_named_in_the_readme_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    known = {"--help", "--version"}
+    for _, command in [((), cli), *[(p, cli.commands[p[0]]) for p in all_commands() if len(p) == 1]]:
+        stack = [command]
+        while stack:
+            current = stack.pop()
+            for param in current.params:
+                if isinstance(param, click.Option):
+                    known.update(param.opts + param.secondary_opts)
+            if isinstance(current, click.Group):
+                stack.extend(current.commands.values())
+    mentioned = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", readme))
+    foreign = {"--strict", "--to-repo", "--lock-output", "--preserve-permissions", "--repo-based-tags", "--to-tar"}
+    assert mentioned - known - foreign == set()
