@@ -56,8 +56,11 @@ def pull(ctx: click.Context, bundle: str | None, image: str | None, lock: str | 
     from ocivendir.commands.runtime import Run, open_content  # noqa: PLC0415 - `--help` stays light
     from ocivendir.engine.pull import PullOptions  # noqa: PLC0415
     from ocivendir.engine.pull import pull as run_pull  # noqa: PLC0415
+    from ocivendir.oci.reference import parse_reference  # noqa: PLC0415
 
     _check(bundle, image, lock, output, recursive, image_is_bundle_check)
+    if bundle or image:
+        parse_reference(str(bundle or image))  # a bad reference fails before anything is created
     run = Run.start(ctx)
     assert output is not None  # noqa: S101 - checked by _check
     options = PullOptions(
