@@ -68,7 +68,7 @@ def test_global_flags_are_accepted_before_and_after_the_subcommand() -> None:
     assert json.loads(before.stdout)["error"] == json.loads(after.stdout)["error"]
 
 
-@pytest.mark.parametrize("command", sorted(cli.commands))
+@pytest.mark.parametrize("command", sorted(n for n, c in cli.commands.items() if not c.hidden))
 def test_every_command_has_help_with_examples_or_description(command: str) -> None:
     result = run_cli(command, "--help")
     assert result.exit_code == 0
@@ -109,3 +109,9 @@ def test_go_flag_syntax_is_accepted(tmp_path: Path) -> None:
         result = run_cli("sync", f"--chdir={tmp_path}", "--no-cache", *args, prog="vendir")
         assert result.exit_code == 0, result.stderr
         assert (tmp_path / "v/a.txt").read_text() == "a"
+
+
+def test_vendir_tools_are_refused_clearly() -> None:
+    result = run_cli("tools", "sort-semver", "--versions", "1.0.0", prog="vendir")
+    assert result.exit_code == 1
+    assert result.stderr == "vendir: Error: not supported by ocivendir\n"

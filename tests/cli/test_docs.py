@@ -19,6 +19,8 @@ def all_commands() -> list[tuple[str, ...]]:
 
     def walk(group: click.Group, prefix: tuple[str, ...]) -> None:
         for name, command in group.commands.items():
+            if command.hidden:
+                continue
             found.append((*prefix, name))
             if isinstance(command, click.Group):
                 walk(command, (*prefix, name))

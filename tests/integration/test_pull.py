@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.support.builders import Entry, Pusher, make_image, publish_bundle
+from tests.support.faults import Rule, fault_proxy
 from tests.support.registry import PASSWORD, USERNAME, Registry
 
 
@@ -203,3 +204,36 @@ def test_a_failed_pull_leaves_the_previous_output_intact(
     assert doc["error"]["code"] == "not-found"  # type: ignore[index]
     assert (out / "v.txt").read_text() == "good"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_dropped_connection_mid_blob_is_retried_and_5xx_are_retried(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    image = make_image({"data.txt": "x" * 100_000})
+    pusher.image(f"{repo_prefix}/img", image)
+    layer = json.loads(image.manifest)["layers"][0]["digest"]
+    with fault_proxy(registry.host) as proxy:
+        proxy.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, times=1))
+        proxy.rules.append(Rule("GET", "/manifests/", status=503, times=2))
+        ref = f"{proxy.host}/{repo_prefix}/img@{image.digest}"
+        code, doc, stderr = pull("-i", ref, "-o", str(tmp_path / "out"))
+        assert code == 0, stderr
+        assert (tmp_path / "out/data.txt").read_text() == "x" * 100_000
+        statuses = [s for m, p, s in proxy.log if m == "GET"]
+        assert statuses.count(503) == 2
+        assert doc["result"]["requests"]["by_status"].get("503") == 2  # type: ignore[index]
+
+
+def test_stale_if_error_serves_a_tags_last_answer_with_a_warning(own_registry: Registry, tmp_path: Path) -> None:
+    ref = Pusher(own_registry).image("stale/img", make_image({"s.txt": "stale ok"}), tag="v1")
+    tag = f"{own_registry.host}/stale/img:v1"
+    cache = tmp_path / "cache"
+    assert pull("-i", tag, "-o", str(tmp_path / "one"), cache=cache)[0] == 0
+    own_registry.stop()
+    assert pull("-i", tag, "-o", str(tmp_path / "two"), cache=cache)[0] == 1
+    result = run_cli("pull", "-i", tag, "-o", str(tmp_path / "three"), "--cache-dir", str(cache),
+                     "--stale-if-error", "1h")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "ocivendir: Warning: could not resolve" in result.stderr
+    assert ref.split("@")[1] in result.stderr
+    assert (tmp_path / "three/s.txt").read_text() == "stale ok"

@@ -187,6 +187,7 @@ def open_content(
             concurrency=settings.concurrency,
             events=run.output.event,
             offline=settings.offline,
+            stale_if_error=settings.stale_if_error,
         )
         try:
             yield content, lock_dir

@@ -97,6 +97,7 @@ class Content:
         concurrency: int,
         events: EventSink,
         offline: bool = False,
+        stale_if_error: float | None = None,
     ) -> None:
         """Wire a store (the cache or a throwaway one), its index (None without a cache) and a client factory."""
         self.store = store
@@ -108,6 +109,7 @@ class Content:
         self.concurrency = concurrency
         self.events = events
         self.offline = offline
+        self.stale_if_error = stale_if_error
         self.counters = FetchCounters()
         self.warnings: list[str] = []
         self._held = contextlib.ExitStack()
@@ -171,12 +173,27 @@ class Content:
         """A digest reference is its own answer; a tag costs one HEAD."""
         if ref.digest is not None:
             return ref.digest
-        resolved = self.client().resolve(ref)
+        try:
+            resolved = self.client().resolve(ref)
+        except Transient as exc:
+            return self._stale_answer(ref, exc)
         if resolved.raw is not None:
             self.store.admit_bytes(resolved.digest, resolved.raw)
         if self.index is not None:
             self.index.put_tag(str(ref), resolved.digest)
         return resolved.digest
+
+    def _stale_answer(self, ref: Reference, exc: Transient) -> Digest:
+        """--stale-if-error: a tag's last recorded answer, if young enough, when the registry cannot answer."""
+        recorded = self.index.tag(str(ref)) if self.index is not None else None
+        if self.stale_if_error is None or recorded is None or self.index is None:
+            raise exc
+        digest, resolved_at = recorded
+        age = self.index.now - resolved_at
+        if age > self.stale_if_error:
+            raise exc
+        self.warn(f"could not resolve '{ref}' ({exc.message}); using its answer from {age:.0f}s ago: {digest}")
+        return digest
 
     def manifest_bytes(self, repo: Repository, digest: Digest) -> bytes:
         """A manifest's verified bytes from the cache, or fetched once and cached."""

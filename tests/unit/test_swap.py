@@ -1,0 +1,99 @@
+"""Staged swaps, atomic writes and recovery: a target is always its old tree, its new tree, or recoverable."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ocivendir.fs.swap import (
+    OLD,
+    STAGE,
+    atomic_write,
+    new_sibling,
+    recover,
+    scoped_path,
+    swap_in,
+    unswap,
+    write_if_changed,
+)
+
+
+def make_tree(path: Path, marker: str) -> Path:
+    path.mkdir(parents=True)
+    (path / "marker").write_text(marker)
+    return path
+
+
+def test_swap_in_replaces_and_unswap_restores(tmp_path: Path) -> None:
+    target = make_tree(tmp_path / "out", "old")
+    stage = make_tree(new_sibling(target, STAGE), "new")
+    old = swap_in(stage, target)
+    assert (target / "marker").read_text() == "new"
+    assert old is not None
+    assert (old / "marker").read_text() == "old"
+    unswap(target, old, stage)
+    assert (target / "marker").read_text() == "old"
+    assert (stage / "marker").read_text() == "new"
+
+
+def test_swap_into_a_missing_target_is_a_plain_rename(tmp_path: Path) -> None:
+    stage = make_tree(new_sibling(tmp_path / "out", STAGE), "new")
+    assert swap_in(stage, tmp_path / "out") is None
+    assert (tmp_path / "out/marker").read_text() == "new"
+
+
+def test_recover_restores_an_old_tree_left_by_a_kill_and_removes_stages(tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    make_tree(new_sibling(target, OLD), "old")
+    make_tree(new_sibling(target, STAGE), "half")
+    recover(target)
+    assert (target / "marker").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    make_tree(new_sibling(target, OLD), "older")
+    recover(target)
+    assert (target / "marker").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_atomic_write_keeps_the_mode_and_new_files_are_0600(tmp_path: Path) -> None:
+    path = tmp_path / "lock.yml"
+    atomic_write(path, b"one")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.chmod(0o644)
+    atomic_write(path, b"two")
+    assert path.read_bytes() == b"two"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lock.yml"]
+
+
+def test_write_if_changed_keeps_the_mtime_and_writes_devices_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "lock.yml"
+    assert write_if_changed(path, b"same") is True
+    before = path.stat().st_mtime_ns
+    assert write_if_changed(path, b"same") is False
+    assert path.stat().st_mtime_ns == before
+    assert write_if_changed(Path("/dev/null"), b"anything") is True
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert write_if_changed(fifo, b"through the fifo") is True
+        assert os.read(reader, 100) == b"through the fifo"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    link = tmp_path / "link.yml"
+    link.symlink_to(path)
+    write_if_changed(link, b"via link")
+    assert link.is_symlink()
+    assert path.read_bytes() == b"via link"
+
+
+def test_scoped_path_refuses_escapes(tmp_path: Path) -> None:
+    assert scoped_path(tmp_path, "a/b") == tmp_path / "a/b"
+    for bad in ("../x", "a/../../x", "/etc/passwd"):
+        with pytest.raises(ValueError, match="leaves"):
+            scoped_path(tmp_path, bad)
