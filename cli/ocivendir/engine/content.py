@@ -250,19 +250,33 @@ class Content:
             for future in [pool.submit(self._fetch, client, repo, b) for b in missing]:
                 future.result()
 
-    def _fetch(self, client: RegistryClient, repo: Repository, blob: Descriptor) -> None:
+    def fetch_blob(self, repo: Repository, blob: Descriptor, on_chunk: Callable[[int, bytes], None]) -> bool:
+        """Fetch one blob into the store, showing each chunk to `on_chunk`.
+
+        False if it was already there (or another process fetched it while this one waited for the digest's lock).
+        """
+        return self._fetch(self.client(), repo, blob, on_chunk)
+
+    def _fetch(
+        self,
+        client: RegistryClient,
+        repo: Repository,
+        blob: Descriptor,
+        on_chunk: Callable[[int, bytes], None] | None = None,
+    ) -> bool:
         label = f"{blob.digest.hex[:12]}"
 
         def progress(done: int) -> None:
             self.events(ProgressEvent(key=str(blob.digest), label=label, done=done, total=blob.size))
 
         def fill(tmp: Path) -> None:
-            client.fetch_blob_to(repo, blob.digest, blob.size, tmp, progress)
+            client.fetch_blob_to(repo, blob.digest, blob.size, tmp, progress, on_chunk)
 
         if self.store.admit(blob.digest, blob.size, fill):
             self.counters.fetch(blob.size)
-        else:
-            self.counters.hit()
+            return True
+        self.counters.hit()
+        return False
 
     def refetch(self, repo: Repository, blob: Descriptor) -> None:
         """A blob failed its check on read: it was deleted; fetch it again (if the network is allowed)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib
 import shutil
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from ocivendir.engine.content import Content
+from ocivendir.engine.stream import TeeExtractor
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
 from ocivendir.fs.extract import ExtractStats, apply_layer
 from ocivendir.oci.manifest import LAYER_GZIP, LAYER_ZSTD, Descriptor, ImageConfig, Index, Manifest, layer_compression
@@ -86,11 +88,33 @@ def _clear(directory: Path) -> None:
             child.unlink()
 
 
+def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Path, umask: int,
+              stats: ExtractStats, what: str) -> bool:  # fmt: skip
+    """Fetch a missing layer while applying it; False when the caller must apply it from the store."""
+    if content.offline or content.store.has(layer.digest, layer.size):
+        return False
+
+    def apply(pipe: object) -> None:
+        stream = _decompressed(pipe, layer.media_type)  # type: ignore[arg-type]
+        apply_layer(stream, dest, umask=umask, stats=stats, what=what)
+
+    tee = TeeExtractor(apply, dest)
+    try:
+        fetched = content.fetch_blob(image.repo, layer, tee.feed)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            tee.finish(complete=False)
+        raise
+    return tee.finish(complete=fetched)
+
+
 def extract_layers(content: Content, image: FetchedImage, dest: Path, *, umask: int, indent: int = 0) -> ExtractStats:
-    """Apply every layer first to last into `dest`; a blob that fails its check on read is fetched again once."""
+    """Apply every layer first to last into `dest`, streaming the ones not yet cached as they download.
+
+    A blob that fails its check when read from the cache is fetched again once.
+    """
     for layer in image.manifest.layers:
         layer_compression(layer.media_type)
-    content.ensure_blobs(image.repo, image.manifest.layers)
     total = len(image.manifest.layers)
     for attempt in range(2):
         stats = ExtractStats()
@@ -99,7 +123,10 @@ def extract_layers(content: Content, image: FetchedImage, dest: Path, *, umask: 
                 content.events(
                     LogEvent(message=f"Extracting layer '{layer.digest}' ({position}/{total})", indent=indent)
                 )
-                _apply(content, layer, dest, umask, stats, f"layer '{layer.digest}' of '{image.ref}'")
+                what = f"layer '{layer.digest}' of '{image.ref}'"
+                if not _streamed(content, image, layer, dest, umask, stats, what):
+                    content.ensure_blobs(image.repo, (layer,))
+                    _apply(content, layer, dest, umask, stats, what)
         except DigestMismatch as exc:
             if attempt:
                 raise

@@ -62,6 +62,7 @@ class SchemeMemory(Protocol):
 
 CredentialLookup = Callable[[str, str], Credential]
 ProgressCallback = Callable[[int], None]
+ChunkCallback = Callable[[int, bytes], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -484,14 +485,24 @@ class RegistryClient:
         return raw, _content_type(response), actual
 
     def fetch_blob_to(
-        self, repo: Repository, digest: Digest, size: int, target: Path, progress: ProgressCallback | None = None
+        self,
+        repo: Repository,
+        digest: Digest,
+        size: int,
+        target: Path,
+        progress: ProgressCallback | None = None,
+        on_chunk: ChunkCallback | None = None,
     ) -> None:
-        """Stream a blob into `target`, verifying size and sha256; on a mismatch the file is deleted."""
+        """Stream a blob into `target`, verifying size and sha256; on a mismatch the file is deleted.
+
+        `on_chunk(offset, chunk)` sees every chunk as it is written (offset 0 again means a retry started over); the
+        bytes it saw are verified only when this call returns.
+        """
         what = f"Fetching blob '{repo}@{digest}'"
         policy = self._options.retry
         for attempt in range(policy.attempts):
             try:
-                self._fetch_blob_once(repo, digest, size, target, progress, what)
+                self._fetch_blob_once(repo, digest, size, target, (progress, on_chunk), what)
             except _ShortRead as exc:
                 target.unlink(missing_ok=True)
                 if attempt + 1 >= policy.attempts:
@@ -504,15 +515,25 @@ class RegistryClient:
                 return
 
     def _fetch_blob_once(
-        self, repo: Repository, digest: Digest, size: int, target: Path, progress: ProgressCallback | None, what: str
+        self,
+        repo: Repository,
+        digest: Digest,
+        size: int,
+        target: Path,
+        callbacks: tuple[ProgressCallback | None, ChunkCallback | None],
+        what: str,
     ) -> None:
+        progress, on_chunk = callbacks
         response = self._send("GET", repo, f"/v2/{repo.path}/blobs/{digest}", {}, stream=True, what=what)
         self._raise_for(response, what)
         with contextlib.closing(response), target.open("wb") as handle:
             writer = DigestingWriter(handle)
             try:
                 for chunk in response.iter_content(_CHUNK):
+                    offset = writer.size
                     writer.write(chunk)
+                    if on_chunk is not None:
+                        on_chunk(offset, chunk)
                     self._stats.received(len(chunk))
                     if writer.size > size:
                         break

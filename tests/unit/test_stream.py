@@ -1,0 +1,56 @@
+"""The tee extractor: a layer applied while it downloads, stepping aside on a restart, never blocking a download."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from ocivendir.engine.stream import TeeExtractor
+from ocivendir.errors import UnsafeArchive
+from ocivendir.fs.extract import ExtractStats, apply_layer
+from tests.support.builders import Entry, tar_bytes
+
+
+def extractor(dest: Path) -> TeeExtractor:
+    def apply(pipe: io.RawIOBase) -> None:
+        apply_layer(pipe, dest, umask=0o022, stats=ExtractStats(), what="layer")  # type: ignore[arg-type]
+
+    return TeeExtractor(apply, dest)
+
+
+def feed(tee: TeeExtractor, data: bytes, size: int = 1000) -> None:
+    for offset in range(0, len(data), size):
+        tee.feed(offset, data[offset : offset + size])
+
+
+def test_a_layer_is_applied_as_its_chunks_arrive(tmp_path: Path) -> None:
+    data = tar_bytes([Entry("a.txt", b"a" * 5000), Entry("d/b.txt", b"b")])
+    tee = extractor(tmp_path)
+    feed(tee, data)
+    assert tee.finish(complete=True) is True
+    assert (tmp_path / "a.txt").read_bytes() == b"a" * 5000
+    assert (tmp_path / "d/b.txt").read_bytes() == b"b"
+
+
+def test_a_download_that_starts_over_makes_the_tee_step_aside(tmp_path: Path) -> None:
+    data = tar_bytes([Entry("a.txt", b"a" * 50_000)])
+    tee = extractor(tmp_path)
+    feed(tee, data[:20_000])
+    feed(tee, data)  # offset 0 again: a retry
+    assert tee.finish(complete=True) is False
+
+
+def test_an_unsafe_layer_fails_after_the_download_without_blocking_it(tmp_path: Path) -> None:
+    data = tar_bytes([Entry("../evil", b"x"), *[Entry(f"f{n}", b"y" * 10_000) for n in range(50)]])
+    tee = extractor(tmp_path / "stage")
+    (tmp_path / "stage").mkdir()
+    feed(tee, data, size=512)
+    with pytest.raises(UnsafeArchive):
+        tee.finish(complete=True)
+    assert not (tmp_path / "evil").exists()
+
+
+def test_nothing_fed_means_the_caller_extracts(tmp_path: Path) -> None:
+    assert extractor(tmp_path).finish(complete=False) is False
