@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +125,8 @@ def _rules(settings: Settings, flags: dict[str, Any], extra: CredentialRules | N
 
 
 def _private_lock_dir() -> Path:
+    import tempfile  # noqa: PLC0415 - only without a cache
+
     path = Path(tempfile.gettempdir()) / f"ocivendir-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     return path

@@ -6,7 +6,6 @@ A one-content config with the secrets it references, run in a scratch dir inside
 from __future__ import annotations
 
 import base64
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +64,8 @@ def delegate_content(vendir: Path, config: ContentConfig, context: FetchContext,
     remove_tree(scratch)
     scratch.mkdir(parents=True, mode=0o700)
     lock_path = scratch / "vendir.lock.yml"
+    import subprocess  # noqa: PLC0415 - only when delegating
+
     argv = [str(vendir), "sync", "-f", "-", "--lock-file", str(lock_path)]
     try:
         done = subprocess.run(argv, input=_stream(config, context), cwd=scratch, capture_output=True,

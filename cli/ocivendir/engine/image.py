@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import importlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +61,8 @@ def _decompressed(stream: IO[bytes], media_type: str) -> IO[bytes]:
     if compression == LAYER_GZIP:
         return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
     if compression == LAYER_ZSTD:
+        import importlib  # noqa: PLC0415 - only for zstd layers
+
         try:
             zstandard = importlib.import_module("zstandard")
         except ImportError:

@@ -8,8 +8,6 @@ restores; leftovers of stages and blob directories are removed by `recover` too.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import secrets as _random
 import shutil
@@ -107,6 +105,9 @@ def write_if_changed(path: Path, data: bytes) -> bool:
 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths in one step with renameat2(RENAME_EXCHANGE) where the kernel and libc have it."""
+    import ctypes  # noqa: PLC0415 - only when a swap replaces a tree
+    import ctypes.util  # noqa: PLC0415
+
     libc_name = ctypes.util.find_library("c")
     if not libc_name:
         return False

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import fnmatch
 import json
 import re
 from collections.abc import Mapping
@@ -81,6 +80,8 @@ def _split_pattern(text: str) -> tuple[str, str, str]:
 
 def host_match_score(pattern: str, repository: str) -> tuple[int, int, int] | None:
     """Kubernetes URLsMatchStr: None if `pattern` does not cover `repository`, else a specificity (higher wins)."""
+    import fnmatch  # noqa: PLC0415 - only when hostname credentials exist
+
     p_host, p_port, p_path = _split_pattern(pattern)
     r_host, r_port, r_path = _split_pattern(repository)
     p_parts, r_parts = p_host.split("."), r_host.split(".")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import re
 
@@ -45,6 +44,8 @@ def _split_top(text: str) -> list[str]:
 
 @functools.lru_cache(maxsize=1024)
 def _segment(pattern: str) -> re.Pattern[str]:
+    import fnmatch  # noqa: PLC0415 - only when filters are used
+
     return re.compile(fnmatch.translate(pattern.replace("[^", "[!")))
 
 
