@@ -237,3 +237,20 @@ def test_stale_if_error_serves_a_tags_last_answer_with_a_warning(own_registry: R
     assert "ocivendir: Warning: could not resolve" in result.stderr
     assert ref.split("@")[1] in result.stderr
     assert (tmp_path / "three/s.txt").read_text() == "stale ok"
+
+
+def test_pull_by_bundle_lock_file(registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    lock = tmp_path / "bundle.lock.yml"
+    lock.write_text(
+        "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nbundle:\n"
+        f"  image: {published.ref(registry)}\n  tag: v1\nkind: BundleLock\n"
+    )
+    code, doc, _ = pull("--lock", str(lock), "-o", str(tmp_path / "out"))
+    assert code == 0
+    assert doc["result"]["kind"] == "bundle"  # type: ignore[index]
+    assert (tmp_path / "out/.imgpkg/images.yml").exists()
+    lock.write_text("apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: BundleLock\nbundle:\n  image: r.io/some/app:v1\n")
+    code, doc, _ = pull("--lock", str(lock), "-o", str(tmp_path / "bad"))
+    assert code == 1
+    assert "Expected ref to be in digest form, got 'r.io/some/app:v1'" in doc["error"]["message"]  # type: ignore[index]

@@ -298,3 +298,42 @@ def test_a_failed_second_directory_changes_nothing_on_disk(
     assert (work / "a/new.txt").read_text() == "changed locally"
     assert not (work / "b").exists()
     assert sorted(p.name for p in work.iterdir()) == ["a", "vendir.lock.yml", "vendir.yml"]
+
+
+def test_other_source_types_are_synced_by_a_delegate_vendir(
+    work: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "fake-vendir"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "# a stand-in for vendir: records its input, writes the content and a lock entry\n"
+        'while [ "$#" -gt 0 ]; do case "$1" in --lock-file) lock="$2"; shift;; esac; shift; done\n'
+        "cat > input.yml\n"
+        "mkdir -p out && echo 'from git' > out/README.md\n"
+        'printf "apiVersion: vendir.k14s.io/v1alpha1\\ndirectories:\\n- contents:\\n  - git:\\n'
+        '      commitTitle: initial\\n      sha: abc123\\n    path: .\\n  path: out\\nkind: LockConfig\\n" > "$lock"\n'
+        'cp input.yml "$OUTPUT_COPY"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("OUTPUT_COPY", str(tmp_path / "delegate-input.yml"))
+    secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: git-creds}\ndata: {username: dQ==}\n---\n"
+    config = (
+        secret
+        + HEAD
+        + textwrap.dedent("""\
+        directories:
+        - path: vendor
+          contents:
+          - path: repo
+            git: {url: https://example.com/repo.git, ref: main, secretRef: {name: git-creds}}
+          - path: local
+            inline: {paths: {a.txt: a}}
+        """)
+    )
+    result = sync(work, config, "--delegate-vendir", str(fake))
+    assert result.exit_code == 0, result.stderr
+    assert (work / "vendor/repo/README.md").read_text() == "from git\n"
+    assert "  - git:\n      commitTitle: initial\n      sha: abc123\n    path: repo\n" in result.stdout
+    given = (tmp_path / "delegate-input.yml").read_text()
+    assert "name: git-creds" in given
+    assert "url: https://example.com/repo.git" in given

@@ -1,0 +1,106 @@
+"""Docker config files and credential helpers, and the keyring's lookup order."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import responses
+
+from ocivendir.errors import ConfigError
+from ocivendir.oci.reference import parse_reference
+from ocivendir.registry.auth import DockerConfig, Keyring
+from ocivendir.registry.client import ClientOptions, RegistryClient
+from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
+
+
+def write_config(path: Path, doc: dict[str, object]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def helper(bin_dir: Path, name: str, answer: dict[str, str] | None) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / f"docker-credential-{name}"
+    body = f"echo '{json.dumps(answer)}'" if answer else "echo 'credentials not found in native keychain'; exit 1"
+    script.write_text(f"#!/bin/sh\nread server\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+def test_auths_entries_decode_auth_and_docker_hub_aliases(tmp_path: Path) -> None:
+    auth = base64.b64encode(b"alice:pw").decode()
+    config = DockerConfig.load(write_config(tmp_path / "config.json", {"auths": {
+        "r.io:5000": {"auth": auth}, "https://index.docker.io/v1/": {"username": "hub", "password": "x"},
+    }}))  # fmt: skip
+    assert config is not None
+    assert config.lookup("r.io:5000") == Credential(username="alice", password="pw")
+    assert config.lookup("index.docker.io") == Credential(username="hub", password="x")
+    assert config.lookup("other.io") is None
+    assert DockerConfig.load(tmp_path / "absent.json") is None
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(ConfigError, match=r"bad\.json"):
+        DockerConfig.load(tmp_path / "bad.json")
+
+
+def test_cred_helpers_and_creds_store_are_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    helper(tmp_path / "bin", "pass", {"Username": "bob", "Secret": "s3"})
+    helper(tmp_path / "bin", "token", {"Username": "<token>", "Secret": "refresh"})
+    helper(tmp_path / "bin", "empty", None)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    config = DockerConfig.load(write_config(tmp_path / "config.json", {
+        "credHelpers": {"ecr.example.com": "token", "none.io": "empty"}, "credsStore": "pass",
+    }))  # fmt: skip
+    assert config is not None
+    assert config.lookup("ecr.example.com") == Credential(identity_token="refresh")
+    assert config.lookup("anything.io") == Credential(username="bob", password="s3")
+    assert config.lookup("none.io") is None
+
+
+def test_keyring_order_rules_then_config_files_then_anonymous(tmp_path: Path) -> None:
+    first = write_config(tmp_path / "a/config.json", {"auths": {"r.io": {"username": "from-docker", "password": "p"}}})
+    second = write_config(tmp_path / "b/auth.json", {"auths": {"s.io": {"username": "from-podman", "password": "p"}}})
+    env_rules = rules_from_env({"IMGPKG_REGISTRY_HOSTNAME": "r.io/team", "IMGPKG_REGISTRY_USERNAME": "env",
+                                "IMGPKG_REGISTRY_PASSWORD": "e"})  # fmt: skip
+    keyring = Keyring(env_rules, (first, second))
+    assert keyring("r.io", "team/app") == Credential(username="env", password="e")
+    assert keyring("r.io", "other/app") == Credential(username="from-docker", password="p")
+    assert keyring("s.io", "x/y") == Credential(username="from-podman", password="p")
+    assert keyring("t.io", "x/y") == Credential()
+    anonymous = Keyring(CredentialRules(default=Credential()), (first,))
+    assert anonymous("r.io", "team/app") == Credential()
+
+
+def test_an_identity_token_is_exchanged_with_a_refresh_token_post() -> None:
+    registry = "id.example.com"
+    digest = "sha256:" + "0" * 64
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
+        mock.head(
+            f"https://{registry}/v2/team/app/manifests/v1",
+            status=401,
+            headers={"WWW-Authenticate": 'Bearer realm="https://auth.example.com/oauth2/token",service="svc"'},
+        )
+        mock.post(
+            "https://auth.example.com/oauth2/token",
+            json={"access_token": "at"},
+            match=[
+                responses.matchers.urlencoded_params_matcher(
+                    {
+                        "grant_type": "refresh_token",
+                        "refresh_token": "rt",
+                        "service": "svc",
+                        "scope": "repository:team/app:pull",
+                        "client_id": "ocivendir",
+                    }
+                )
+            ],
+        )
+        mock.head(f"https://{registry}/v2/team/app/manifests/v1", headers={"Docker-Content-Digest": digest},
+                  match=[responses.matchers.header_matcher({"Authorization": "Bearer at"})])  # fmt: skip
+        client = RegistryClient(ClientOptions(), lambda _r, _p: Credential(identity_token="rt"))
+        assert str(client.resolve(parse_reference(f"{registry}/team/app:v1")).digest) == digest
+        assert client.stats.auth == 2
