@@ -159,3 +159,27 @@ def test_cache_ls_and_prune_through_the_cli(registry: Registry, pusher: Pusher, 
     assert list((cache / "blobs/sha256").iterdir()) == []
     assert json.loads((cache / "index.json").read_text())["manifests"] == []
     assert run_cli("cache", "prune", "--all", "--max-size", "1Gi", "--cache-dir", str(cache)).exit_code == 2
+
+
+def test_prune_running_alongside_syncs_never_breaks_them(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    refs = [pusher.image(f"{repo_prefix}/img{n}", make_image({f"f{n}.txt": str(n) * 50_000})) for n in range(4)]
+    cache = tmp_path / "cache"
+    config = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n" + "".join(
+        f'- path: d{n}\n  contents:\n  - path: .\n    image: {{url: "{ref}"}}\n' for n, ref in enumerate(refs)
+    )
+    syncs = []
+    for n in range(4):
+        work = tmp_path / f"work{n}"
+        work.mkdir()
+        (work / "vendir.yml").write_text(config)
+        syncs.append(ocivendir("sync", "--chdir", str(work), "--cache-dir", str(cache)))
+    pruners = [ocivendir("cache", "prune", "--all", "--cache-dir", str(cache)) for _ in range(6)]
+    for process in syncs + pruners:
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr
+    for n in range(4):
+        for m in range(4):
+            assert (tmp_path / f"work{n}/d{m}/f{m}.txt").read_text() == str(m) * 50_000
+    assert run_cli("cache", "verify", "--cache-dir", str(cache)).exit_code == 0

@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,18 @@ class SyncOutcome:
     lock: LockConfig
     fetched: int
     skipped: int
+
+
+@dataclass
+class _Task:
+    """One content to fetch: where it goes in the stage and where its current copy is."""
+
+    directory: Directory
+    config: ContentConfig
+    dest: Path
+    existing: Path
+    digest: str = ""
+    reuse: LockContent | None = None
 
 
 @dataclass
@@ -215,27 +228,38 @@ class _Syncer:
             return None
         return entry
 
-    def fill(self, directory: Directory, config: ContentConfig, dest: Path, existing: Path) -> LockContent:
-        """Fetch one content into `dest` (the content root inside a stage); return its lock entry."""
-        digest = config_digest(config) if config.lazy else ""
-        reused = self._lazy_entry(directory, config, digest)
-        if reused is not None:
+    def _reuse(self, task: _Task, entry: LockContent) -> LockContent:
+        """A lazy content whose config has not changed: the on-disk copy and the old lock entry, as they are."""
+        try:
+            shutil.copytree(task.existing, task.dest, symlinks=True, dirs_exist_ok=True)
+        except OSError as exc:
+            msg = f"Lazy content missing. Run sync with --lazy=false to fix. '{task.directory.path}': {exc}"
+            raise SyncError(msg) from None
+        return entry
+
+    def announce(self, task: _Task) -> None:
+        """In config order: decide lazy skips and print vendir's `Fetching:` / `Skipping fetch:` line."""
+        config, directory = task.config, task.directory
+        task.digest = config_digest(config) if config.lazy else ""
+        task.reuse = self._lazy_entry(directory, config, task.digest)
+        if task.reuse is not None:
+            self.skipped += 1
             self.content.events(LogEvent(message=(
                 f"Skipping fetch: {directory.path} + {config.path} (flagged as lazy, config has not changed since "
                 "last sync)")))  # fmt: skip
-            try:
-                shutil.copytree(existing, dest, symlinks=True, dirs_exist_ok=True)
-            except OSError as exc:
-                msg = f"Lazy content missing. Run sync with --lazy=false to fix. '{directory.path}': {exc}"
-                raise SyncError(msg) from None
-            self.skipped += 1
-            return reused
-        log_fetch(self.content, directory.path, config)
+            return
         self.fetched += 1
+        log_fetch(self.content, directory.path, config)
+
+    def fill(self, task: _Task) -> LockContent:
+        """Fetch one content into its place in the stage (threads run several at once); return its lock entry."""
+        if task.reuse is not None:
+            return self._reuse(task, task.reuse)
+        config, dest = task.config, task.dest
         context = FetchContext(content=self.content, stream=self.options.stream, cwd=self.options.cwd,
                                umask=self.options.umask, relocation_recheck=self.options.relocation_recheck,
-                               directory_path=directory.path, existing=existing,
-                               preresolved_tag=self.tags.get((directory.path, config.path)))  # fmt: skip
+                               directory_path=task.directory.path, existing=task.existing,
+                               preresolved_tag=self.tags.get((task.directory.path, config.path)))  # fmt: skip
         native = source_for(config.source_type)
         if native is None:
             assert self.options.delegate_vendir is not None  # noqa: S101 - checked before any fetch
@@ -249,8 +273,8 @@ class _Syncer:
         if config.source_type != "manual":
             _filter(config, dest)
             _new_root(config, dest)
-        _keep_ignored(config, existing, dest)
-        return lock_entry(config, data, digest)
+        _keep_ignored(config, task.existing, dest)
+        return lock_entry(config, data, task.digest)
 
     def stage_target(self, target: Path) -> _Staged:
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -259,32 +283,50 @@ class _Syncer:
         self.staged.append(staged)
         return staged
 
-    def directory(self, directory: Directory) -> LockDirectory:
-        entries = []
+    def plan(self, directory: Directory) -> list[_Task]:
+        """The stage(s) for one directory and one task per content (under -d, each content is its own target)."""
         root = self.options.cwd / directory.path
-        whole = not self.options.partial
-        staged = self.stage_target(root) if whole else None
+        staged = None if self.options.partial else self.stage_target(root)
         if staged is not None:
             staged.stage.mkdir(mode=0o700)
+            if directory.permissions is not None:
+                staged.chmods.append((staged.stage, directory.permissions))
+        tasks = []
         for config in directory.contents:
-            try:
-                if staged is None:
-                    own = self.stage_target(root / config.path)
-                    dest, existing = own.stage, own.target
-                else:
-                    own = staged
-                    dest = staged.stage if config.path == "." else staged.stage / config.path
-                    existing = root if config.path == "." else root / config.path
-                    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                entries.append(self.fill(directory, config, dest, existing))
-            except OcivendirError as exc:
-                raise _frame(exc, directory.path, config) from exc
+            if staged is None:
+                own = self.stage_target(root / config.path)
+                dest, existing = own.stage, own.target
+            else:
+                own = staged
+                dest = staged.stage if config.path == "." else staged.stage / config.path
+                existing = root if config.path == "." else root / config.path
+                dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             permissions = config.permissions if config.permissions is not None else directory.permissions
             if permissions is not None:
-                own.chmods.append((dest, permissions))
-        if staged is not None and directory.permissions is not None:
-            staged.chmods.append((staged.stage, directory.permissions))
-        return LockDirectory(path=directory.path, contents=tuple(entries))
+                own.chmods.insert(0, (dest, permissions))
+            tasks.append(_Task(directory=directory, config=config, dest=dest, existing=existing))
+        return tasks
+
+    def run(self, tasks: list[_Task]) -> list[LockContent]:
+        """Fetch every content, independent ones at the same time; the first failure in config order is raised."""
+        for task in tasks:
+            self.announce(task)
+        workers = max(1, min(self.content.concurrency, len(tasks)))
+        if workers == 1:
+            return [self._framed(task) for task in tasks]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(self._framed, task) for task in tasks]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+
+    def _framed(self, task: _Task) -> LockContent:
+        try:
+            return self.fill(task)
+        except OcivendirError as exc:
+            raise _frame(exc, task.directory.path, task.config) from exc
 
     def finish(self) -> None:
         """Validate symlinks, apply permissions, then swap every target in; roll back all on failure."""
@@ -341,7 +383,12 @@ def sync(options: SyncOptions, config: Config, content: Content, lock_dir: Path,
     syncer = _Syncer(options, content, lock_dir, tags)
     with _target_locks(lock_dir, targets):
         try:
-            directories = tuple(syncer.directory(d) for d in config.directories)
+            plans = [syncer.plan(d) for d in config.directories]
+            entries = iter(syncer.run([task for tasks in plans for task in tasks]))
+            directories = tuple(
+                LockDirectory(path=d.path, contents=tuple(next(entries) for _ in tasks))
+                for d, tasks in zip(config.directories, plans, strict=True)
+            )
             syncer.finish()
         finally:
             syncer.discard()
