@@ -24,7 +24,7 @@ from ocivendir.oci.reference import Digest, Reference, Repository, parse_referen
 from ocivendir.oci.relocation import locations_ref, rewrite
 from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutcome
 
-__all__ = ["PullOptions", "pull", "settle_bundle", "target_lock"]
+__all__ = ["BundlePuller", "PullOptions", "PullTally", "pull", "read_images_lock", "settle_bundle", "target_lock"]
 
 RELOCATED_MESSAGE = (
     "The bundle repo ({repo}) is hosting every image specified in the bundle's Images Lock file (.imgpkg/images.yml)"
@@ -47,7 +47,7 @@ class PullOptions:
 
 
 @dataclass
-class _Pulled:
+class PullTally:
     """What a bundle pull produced, for the result."""
 
     layers: int = 0
@@ -145,15 +145,17 @@ def _bundle_hints(content: Content, repo: Repository, digest: Digest) -> dict[Di
     return hints
 
 
-class _Puller:
+class BundlePuller:
     """One pull: the root and, under -r, every nested bundle flattened under the root's `.imgpkg/bundles/`."""
 
     def __init__(self, content: Content, options: PullOptions) -> None:
+        """A puller for one root bundle; `seen` holds the digests already pulled (duplicates are pulled once)."""
         self.content = content
         self.options = options
         self.seen: set[Digest] = set()
 
-    def bundle(self, image: FetchedImage, dest: Path, pulled: _Pulled, depth: int, root: Path) -> None:
+    def bundle(self, image: FetchedImage, dest: Path, pulled: PullTally, depth: int, root: Path) -> None:
+        """Extract a bundle into `dest`, settle its images.yml against its own repository, then its nested ones."""
         stats = extract_layers(self.content, image, dest, umask=self.options.umask, indent=depth * 2)
         pulled.layers += len(image.manifest.layers)
         pulled.skipped += stats.skipped
@@ -165,8 +167,9 @@ class _Puller:
         self.content.record(image.repo, image.digest, image.raw, image.manifest, "bundle")
 
     def nested(
-        self, image: FetchedImage, lock: ImagesLock, decision: Decision, pulled: _Pulled, depth: int, root: Path
+        self, image: FetchedImage, lock: ImagesLock, decision: Decision, pulled: PullTally, depth: int, root: Path
     ) -> None:
+        """Pull the bundles a lock names (found by locations hints or IsBundle probes) under the root's bundles/."""
         hints = _bundle_hints(self.content, image.repo, image.digest) if decision.method == "locations" else {}
         found = []
         for entry in lock.images:
@@ -204,16 +207,16 @@ def _relocation_lines(content: Content, outcome: RelocationOutcome) -> None:
         content.events(LogEvent(message=f"denied: {image}", indent=2))
 
 
-def _fill(content: Content, options: PullOptions, stage: Path) -> tuple[FetchedImage, _Pulled]:
+def _fill(content: Content, options: PullOptions, stage: Path) -> tuple[FetchedImage, PullTally]:
     ref = _reference(options)
     image = fetch_image(content, ref)
     _check_kind(image, options)
-    pulled = _Pulled()
+    pulled = PullTally()
     as_bundle = options.mode == "bundle"
     noun = "bundle" if as_bundle else "image"
     content.events(LogEvent(message=f"Pulling {noun} '{image.ref}'"))
     if as_bundle:
-        puller = _Puller(content, options)
+        puller = BundlePuller(content, options)
         puller.seen.add(image.digest)
         puller.bundle(image, stage, pulled, 0, stage)
         if pulled.relocation is not None:

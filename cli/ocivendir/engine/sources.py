@@ -16,7 +16,7 @@ from typing import Any
 
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import extract_layers, fetch_image
-from ocivendir.engine.pull import PullOptions, _Pulled, _Puller
+from ocivendir.engine.pull import BundlePuller, PullOptions, PullTally
 from ocivendir.errors import ConfigError, IndexNotSupported, NotABundle, SyncError
 from ocivendir.fs.swap import scoped_path
 from ocivendir.oci.reference import parse_reference, vendir_tag
@@ -92,14 +92,18 @@ def _tag(ctx: FetchContext, pulled_url: str) -> dict[str, Any]:
     return {"tag": tag} if tag else {}
 
 
+def _target(config: ContentConfig, ctx: FetchContext, key: str, empty: str) -> tuple[Content, str]:
+    """The content's client view and the reference to pull (after tagSelection), or vendir's empty-field error."""
+    url = str(config.source.get(key) or "")
+    if not url:
+        raise SyncError(empty)
+    view = _oci_view(ctx, config.source, url)
+    return view, _selected(view, url, config.source)
+
+
 def fetch_image_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> dict[str, Any]:
     """`image`: one image manifest, every layer applied (a bundle is taken as a plain image)."""
-    spec = config.source
-    url = str(spec.get("url") or "")
-    if not url:
-        raise SyncError("Expected non-empty URL")
-    view = _oci_view(ctx, spec, url)
-    pulled = _selected(view, url, spec)
+    view, pulled = _target(config, ctx, "url", "Expected non-empty URL")
     image = fetch_image(view, parse_reference(pulled))
     extract_layers(view, image, dest, umask=ctx.umask)
     view.record(image.repo, image.digest, image.raw, image.manifest, image.kind)
@@ -108,12 +112,7 @@ def fetch_image_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> 
 
 def fetch_bundle_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> dict[str, Any]:
     """`imgpkgBundle`: a bundle pulled as `imgpkg pull -b` does, relocation and nested bundles included."""
-    spec = config.source
-    url = str(spec.get("image") or "")
-    if not url:
-        raise SyncError("Expected non-empty image")
-    view = _oci_view(ctx, spec, url)
-    pulled = _selected(view, url, spec)
+    view, pulled = _target(config, ctx, "image", "Expected non-empty image")
     try:
         image = fetch_image(view, parse_reference(pulled), index_message="The provided image is not a bundle")
     except IndexNotSupported as exc:
@@ -121,11 +120,11 @@ def fetch_bundle_source(config: ContentConfig, ctx: FetchContext, dest: Path) ->
     if not image.config.is_bundle:
         raise NotABundle("The provided image is not a bundle")
     options = PullOptions(reference=pulled, lock_file=None, mode="bundle", output=dest,
-                          recursive=bool(spec.get("recursive")), umask=ctx.umask,
+                          recursive=bool(config.source.get("recursive")), umask=ctx.umask,
                           relocation_recheck=ctx.relocation_recheck)  # fmt: skip
-    puller = _Puller(view, options)
+    puller = BundlePuller(view, options)
     puller.seen.add(image.digest)
-    puller.bundle(image, dest, _Pulled(), 0, dest)
+    puller.bundle(image, dest, PullTally(), 0, dest)
     return {"image": image.ref, **_tag(ctx, pulled)}
 
 

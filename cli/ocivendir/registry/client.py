@@ -118,6 +118,11 @@ class _Stats:
             if auth:
                 self.auth += count
 
+    def challenge(self) -> None:
+        """A request answered with a 401 challenge was already counted; it is an auth request too."""
+        with self._lock:
+            self.auth += 1
+
     def connect_error(self) -> None:
         with self._lock:
             self.connect_errors += 1
@@ -385,8 +390,7 @@ class RegistryClient:
         response = self._raw(method, repo, path, sent, stream=stream, what=what)
         if response.status_code != 401:  # noqa: PLR2004
             return response
-        with self._stats._lock:  # noqa: SLF001 - the challenge answer is also an auth request
-            self._stats.auth += 1
+        self._stats.challenge()
         challenge = response.headers.get("WWW-Authenticate", "")
         response.close()
         if auth:
