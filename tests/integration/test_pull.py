@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.support.builders import Entry, Pusher, make_image, publish_bundle
+from tests.support.builders import Entry, Pusher, make_bundle, make_image, publish_bundle
 from tests.support.faults import Rule, fault_proxy
 from tests.support.registry import PASSWORD, USERNAME, Registry
 
@@ -254,3 +254,30 @@ def test_pull_by_bundle_lock_file(registry: Registry, pusher: Pusher, repo_prefi
     code, doc, _ = pull("--lock", str(lock), "-o", str(tmp_path / "bad"))
     assert code == 1
     assert "Expected ref to be in digest form, got 'r.io/some/app:v1'" in doc["error"]["message"]  # type: ignore[index]
+
+
+def test_layers_apply_first_to_last_with_whiteouts_as_vendir_does(pusher: Pusher, repo_prefix: str,
+                                                                  tmp_path: Path) -> None:  # fmt: skip
+    image = make_image(entries=[Entry("a.txt", b"one"), Entry("b.txt", b"b")],
+                       extra_layers=[[Entry("a.txt", b"two"), Entry(".wh.b.txt")]])  # fmt: skip
+    ref = pusher.image(f"{repo_prefix}/layers", image)
+    code, doc, _ = pull("-i", ref, "-o", str(tmp_path / "out"))
+    assert code == 0
+    assert doc["result"]["layers"] == 2  # type: ignore[index]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.txt"]
+    assert (tmp_path / "out/a.txt").read_text() == "two"
+
+
+def test_a_bundle_without_images_counts_as_relocated_and_gets_the_empty_form(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    bundle = make_bundle({"a.yml": "a"}, [])
+    ref = pusher.image(f"{repo_prefix}/empty", bundle)
+    code, doc, _ = pull("-b", ref, "-o", str(tmp_path / "out"))
+    assert code == 0
+    assert doc["result"]["relocation"]["relocated"] is True  # type: ignore[index]
+    assert doc["result"]["requests"]["total"] == 3  # type: ignore[index]  (manifest, config, layer: no probe at all)
+    assert (tmp_path / "out/.imgpkg/images.yml").read_text() == (
+        "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\n"
+    )
+    assert registry.host in ref
