@@ -61,6 +61,10 @@ def bench_pull(registry: Registry, work: Path, size_mib: int, runs: int) -> None
             runs=runs, before=reset(skopeo_dir),
         )  # fmt: skip
         rows.append(baseline)
+    imgpkg = shutil.which("imgpkg")
+    if imgpkg:
+        rows.append(measure(f"imgpkg pull -b ({size_mib} MiB)", [imgpkg, "pull", "-b", ref, "-o", str(work / "imgpkg")],
+                            runs=runs, before=reset(work / "imgpkg")))  # fmt: skip
     pull = [*OCIVENDIR, "pull", "-b", ref, "-o", str(out), "--cache-dir", str(cache), "--json", "-q"]
     rows.append(measure(f"ocivendir pull, cold ({size_mib} MiB: fetch, verify, extract)", pull, runs=runs,
                         before=cold))  # fmt: skip

@@ -259,3 +259,16 @@ def test_a_kill_at_any_moment_leaves_the_old_tree_or_the_new_one(
         assert run(new).wait(60) == 0
         assert (work / "vendor/version.txt").read_text() == "new"
         assert [p.name for p in work.iterdir()] == ["vendor"]
+
+
+def test_dangerous_skip_tls_verify_skips_verification_for_that_content_only(
+    tls_registry: Registry, controller: Controller
+) -> None:
+    ref = Pusher(tls_registry).image("kc/skip", make_image({"s.txt": "skipped"}))
+    skipping = config("image", ref, secret=None).replace(
+        f"      url: {ref}\n", f"      dangerousSkipTLSVerify: true\n      url: {ref}\n"
+    )
+    done, cwd = controller.fetch(skipping)
+    assert done.returncode == 0, done.stderr
+    assert (cwd / "0/s.txt").read_text() == "skipped"
+    assert done.stdout == lock("image", ref)
