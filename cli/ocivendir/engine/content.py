@@ -160,12 +160,15 @@ class Content:
 
     def hold(self, ref: str) -> None:
         """Hold a shared entry lock on a ref until the run ends, so prune leaves it alone."""
-        if self.index is None or ref in self._held_refs:
+        if self.index is None:
             return
-        lock = self.store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
-        with contextlib.suppress(LockBusy):
-            self._held.enter_context(file_lock(lock, shared=True, timeout=30))
-            self._held_refs.add(ref)
+        with self._client_lock:  # shared by every view; contents are fetched from several threads
+            if ref in self._held_refs:
+                return
+            lock = self.store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
+            with contextlib.suppress(LockBusy):
+                self._held.enter_context(file_lock(lock, shared=True, timeout=30))
+                self._held_refs.add(ref)
 
     # --- resolution and manifests ---------------------------------------------------------------------------
 
