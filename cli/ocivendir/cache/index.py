@@ -171,11 +171,6 @@ class CacheIndex:
         )
         self._write(statements)
 
-    def touch_refs(self, refs: Iterable[str]) -> None:
-        """Mark refs as used now."""
-        now = self.now
-        self._write(("UPDATE refs SET last_used = ? WHERE ref = ?", (now, ref)) for ref in refs)
-
     def ref(self, ref: str) -> RefRow | None:
         """A cached ref, if recorded."""
         rows = self._rows(

@@ -281,10 +281,6 @@ class Content:
         self.counters.hit()
         return False
 
-    def refetch(self, repo: Repository, blob: Descriptor) -> None:
-        """A blob failed its check on read: it was deleted; fetch it again (if the network is allowed)."""
-        self._fetch(self.client(), repo, blob)
-
     # --- bookkeeping ----------------------------------------------------------------------------------------
 
     def record(self, repo: Repository, digest: Digest, raw: bytes, manifest: Manifest, kind: str) -> None:

@@ -28,7 +28,6 @@ class ChunkPipe:
         self._current = b""
         self._offset = 0
         self._ended = False
-        self.closed = False
 
     def put(self, chunk: bytes | None, timeout: float | None = None) -> None:
         """Feed a chunk (or the end), waiting while the reader is behind (queue.Full after `timeout`)."""

@@ -47,11 +47,6 @@ class Credential:
     identity_token: str = field(default="", repr=False)
     registry_token: str = field(default="", repr=False)
 
-    @property
-    def anonymous(self) -> bool:
-        """True when there is nothing to authenticate with."""
-        return not (self.username or self.password or self.identity_token or self.registry_token)
-
 
 ANONYMOUS = Credential()
 

@@ -10,7 +10,7 @@ import base64
 import binascii
 import hashlib
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -416,10 +416,3 @@ def parse_stream(sources: Sequence[tuple[str, str]]) -> InputStream:
 def config_digest(content: Content) -> str:
     """Vendir's configDigest: sha256 of the marshalled content (set fields only, sorted)."""
     return hashlib.sha256(goyaml.dump(content.to_go())).hexdigest()
-
-
-def secret_data(stream: InputStream, ref: Mapping[str, Any] | None) -> Secret | None:
-    """The Secret a `secretRef` names, if any."""
-    if not ref or not ref.get("name"):
-        return None
-    return stream.secret(str(ref["name"]))
