@@ -16,7 +16,7 @@ from pathlib import Path
 
 __all__ = ["ChunkPipe", "TeeExtractor"]
 
-_DEPTH = 16
+_DEPTH = 8
 
 
 class ChunkPipe:

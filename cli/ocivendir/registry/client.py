@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["ClientOptions", "RegistryClient", "Resolved", "SchemeMemory"]
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
-_CHUNK = 1 << 20
+_CHUNK = 1 << 22
 _HEAD_REFUSED = frozenset({405, 501})
 
 
