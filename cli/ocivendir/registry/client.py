@@ -8,7 +8,9 @@ listing, and the request counter every result reports (design §4.1).
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.cookiejar
+import socket
 import ssl
 import threading
 from collections import Counter
@@ -216,6 +218,36 @@ def _tls_message(exc: Exception, url: str) -> str | None:
     return f'Get "{url}": tls: failed to verify certificate: {reason}'
 
 
+_ERRNO_TEXT = {
+    errno.ECONNREFUSED: "connect: connection refused",
+    errno.ECONNRESET: "read: connection reset by peer",
+    errno.EHOSTUNREACH: "connect: no route to host",
+    errno.ENETUNREACH: "connect: network is unreachable",
+    errno.ETIMEDOUT: "i/o timeout",
+}
+
+
+def _reason(exc: BaseException) -> str:
+    """The root cause of a connection failure in a short, Go-like form (no urllib3 pool internals)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, requests.exceptions.Timeout | TimeoutError | socket.timeout):
+            return "i/o timeout"
+        if isinstance(current, socket.gaierror):
+            return "dial tcp: lookup failed: no such host"
+        if isinstance(current, ssl.SSLError):
+            return f"tls: {current.reason or current}".lower()
+        if isinstance(current, OSError) and current.errno in _ERRNO_TEXT:
+            return _ERRNO_TEXT[current.errno]
+        nested = [a for a in getattr(current, "args", ()) if isinstance(a, BaseException)]
+        current = (
+            nested[0] if nested else (current.__cause__ or current.__context__ or getattr(current, "reason", None))
+        )
+    return str(exc)
+
+
 def _registry_error_text(response: Response) -> str:
     with contextlib.suppress(ValueError, AttributeError, KeyError, IndexError, TypeError):
         first = response.json()["errors"][0]
@@ -287,7 +319,7 @@ class RegistryClient:
     ) -> Response:
         host = repo.api_host
         session = self._session(repo.registry)
-        last: Exception | None = None
+        failures: list[str] = []
         for scheme in self._schemes_for(host):
             url = f"{scheme}://{host}{path}"
             timeout = (self._options.connect_timeout, min(self._options.read_timeout, self._deadline.remaining(what)))
@@ -301,16 +333,16 @@ class RegistryClient:
                 if message is not None:
                     raise TLSVerifyError(f"{what}: {message}") from None
                 self._stats.connect_error()
-                last = exc
+                failures.append(f'{method.capitalize()} "{url}": {_reason(exc)}')
                 continue
             except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
                 self._stats.connect_error()
-                last = exc
+                failures.append(f'{method.capitalize()} "{url}": {_reason(exc)}')
                 continue
             self._stats.request(method, response.status_code, count=1 + len(response.history))
             self._note_scheme(host, scheme)
             return response
-        raise _ConnectFailure(f"{what}: {last}")
+        raise _ConnectFailure(f"{what}: {'; '.join(failures)}")
 
     def _proxy(self, scheme: str, host: str) -> dict[str, str]:
         name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
