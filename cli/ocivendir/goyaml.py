@@ -91,11 +91,17 @@ def _printable(char: str) -> bool:
     return code != _BOM and any(low <= code <= high for low, high in _PRINTABLE_RANGES)
 
 
+def _all_printable(text: str) -> bool:
+    """Every character printable for libyaml (tab excluded); plain ASCII takes a fast path."""
+    return (text.isascii() and text.isprintable()) or all(_printable(c) and c != "\t" for c in text)
+
+
 def _analyse(text: str) -> tuple[bool, bool]:
     """(plain allowed in block context, single quotes allowed), as libyaml's scalar analysis decides."""
     if text.startswith(("---", "...")) and (len(text) == 3 or text[3] in " \t\n"):  # noqa: PLR2004
         return False, True
-    block_indicators = special = False
+    special = not _all_printable(text)
+    block_indicators = False
     for position, char in enumerate(text):
         following = text[position + 1] if position + 1 < len(text) else ""
         blank_after = following in {"", " ", "\t", "\n"}
@@ -106,8 +112,6 @@ def _analyse(text: str) -> tuple[bool, bool]:
                 block_indicators = block_indicators or blank_after or char == "?"
         elif (char == ":" and blank_after) or (char == "#" and text[position - 1] in " \t"):
             block_indicators = True
-        if not _printable(char) or char == "\t":
-            special = True
     if text[0] == " " or text[-1] == " ":
         return False, not special
     return not (block_indicators or special), not special
@@ -170,7 +174,9 @@ def scalar(value: object, column: int = 0, indent: int = 0) -> str:  # noqa: PLR
     text = str(value)
     if text == "":
         return '""'
-    literal_ok = all(_printable(c) for c in text) and not any(line.endswith(" ") for line in text.split("\n"))
+    literal_ok = all(_all_printable(line) for line in text.split("\n")) and not any(
+        line.endswith(" ") for line in text.split("\n")
+    )
     if "\n" in text and literal_ok:
         return _literal(text, indent)
     if "\n" in text or _resolves_to_non_string(text) or _BASE60.fullmatch(text):
