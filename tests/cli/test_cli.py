@@ -115,3 +115,21 @@ def test_vendir_tools_are_refused_clearly() -> None:
     result = run_cli("tools", "sort-semver", "--versions", "1.0.0", prog="vendir")
     assert result.exit_code == 1
     assert result.stderr == "vendir: Error: not supported by ocivendir\n"
+
+
+def test_an_unexpected_failure_is_one_error_line_and_a_traceback_only_with_debug(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
+        msg = "disk vanished"
+        raise RuntimeError(msg)
+
+    monkeypatch.setattr("ocivendir.engine.pull.pull", broken)
+    args = ["pull", "-i", "r.io/some/app:v1", "-o", str(tmp_path / "o"), "--no-cache"]
+    result = run_cli(*args)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "ocivendir: Error: RuntimeError: disk vanished (hint: run again with --debug for a traceback)\n"
+    )
+    debug = run_cli(*args, "--debug")
+    assert "Traceback (most recent call last)" in debug.stderr

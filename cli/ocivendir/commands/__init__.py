@@ -94,5 +94,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
         sys.exit(_fail(state, exc, "interrupted", "Interrupted", None, 130))
     except OSError as exc:
         sys.exit(_fail(state, exc, "os-error", str(exc), None, 1))
+    except Exception as exc:  # noqa: BLE001 - the one place every failure becomes a message and an exit code
+        hint = "run again with --debug for a traceback"
+        sys.exit(_fail(state, exc, "internal-error", f"{type(exc).__name__}: {exc}", hint, 1))
     code = result if isinstance(result, int) else 0
     sys.exit((1 if code else 0) if vendir_mode else code)
