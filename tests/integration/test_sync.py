@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -337,3 +340,33 @@ def test_other_source_types_are_synced_by_a_delegate_vendir(
     given = (tmp_path / "delegate-input.yml").read_text()
     assert "name: git-creds" in given
     assert "url: https://example.com/repo.git" in given
+
+
+def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
+    registry: Registry, pusher: Pusher, repo_prefix: str, work: Path, cache: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    relocate(pusher, published, f"{repo_prefix}/copy")
+    image = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    config = HEAD + textwrap.dedent(f"""\
+        directories:
+        - path: vendor
+          contents:
+          - path: bundle
+            imgpkgBundle: {{image: "{published.ref(registry, f"{repo_prefix}/copy")}"}}
+          - path: image
+            image: {{url: "{image}"}}
+        """)
+    assert sync(work, config).exit_code == 0
+    probe = (
+        "import sys\nfrom ocivendir.commands import main\n"
+        f"sys.argv = ['ocivendir', 'sync', '--chdir', {str(work)!r}, '-q']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "loaded = sorted(m for m in ('requests', 'urllib3', 'oras', 'rich') if m in sys.modules)\n"
+        "sys.stderr.write(f'{code} {loaded}')\n"
+    )
+    mark = registry.mark()
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False,
+                          env={**os.environ, "OCIVENDIR_CACHE_DIR": str(cache)})  # fmt: skip
+    assert done.stderr.strip().endswith("0 []"), done.stderr
+    assert registry.since(mark) == []
