@@ -106,14 +106,11 @@ def write_if_changed(path: Path, data: bytes) -> bool:
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths in one step with renameat2(RENAME_EXCHANGE) where the kernel and libc have it."""
     import ctypes  # noqa: PLC0415 - only when a swap replaces a tree
-    import ctypes.util  # noqa: PLC0415
 
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return False
-    libc = ctypes.CDLL(libc_name, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library already loaded into this process
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
         return False
     result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
     return bool(result == 0)
