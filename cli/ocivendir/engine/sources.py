@@ -25,7 +25,6 @@ from ocivendir.results import LogEvent
 from ocivendir.vendir.config import Content as ContentConfig
 from ocivendir.vendir.config import InputStream
 from ocivendir.vendir.lockfile import LockContent
-from ocivendir.vendir.semver import select_tag
 
 __all__ = ["SOURCES", "FetchContext", "client_spec", "describe", "select_reference", "source_for"]
 
@@ -84,6 +83,8 @@ def _selected(view: Content, url: str, spec: dict[str, Any]) -> str:
     tags = view.client().list_tags(repository)
     prereleases = semver.get("prereleases")
     identifiers = None if prereleases is None else list(prereleases.get("identifiers") or [])
+    from ocivendir.vendir.semver import select_tag  # noqa: PLC0415 - only for tagSelection
+
     return f"{url}:{select_tag(tags, str(semver.get('constraints') or ''), identifiers)}"
 
 

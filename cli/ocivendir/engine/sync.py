@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ocivendir.engine.content import Content
-from ocivendir.engine.delegate import delegate_content
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
 from ocivendir.errors import ConfigError, OcivendirError, SyncError
 from ocivendir.fs.locks import file_lock
@@ -263,6 +262,8 @@ class _Syncer:
         native = source_for(config.source_type)
         if native is None:
             assert self.options.delegate_vendir is not None  # noqa: S101 - checked before any fetch
+            from ocivendir.engine.delegate import delegate_content  # noqa: PLC0415 - only for delegated types
+
             return delegate_content(self.options.delegate_vendir, config, context, dest)
         if config.source_type in {"image", "imgpkgBundle"}:
             dest.mkdir(parents=True, exist_ok=True, mode=0o777 & ~self.options.umask)
