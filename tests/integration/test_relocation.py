@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.support.builders import Pusher, make_bundle, make_image, publish_bundle, relocate
+from tests.support.builders import (
+    Pusher,
+    make_bundle,
+    make_image,
+    publish_bundle,
+    publish_outer_bundle,
+    relocate,
+    relocate_tree,
+)
 from tests.support.faults import Rule, fault_proxy
 from tests.support.registry import Registry
 
@@ -254,3 +262,26 @@ def test_verify_relocation_reads_every_imgpkg_bundle_of_a_vendir_yml(
         (published.ref(registry, f"{repo_prefix}/copy"), "relocated"),
         (published.ref(registry), "not-relocated"),
     ]
+
+
+def test_a_relocated_tree_finds_nested_bundles_from_the_locations_hints(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    inner = publish_bundle(pusher, f"{repo_prefix}/inner", images=2, files={"inner.yml": "inner\n"})
+    outer = publish_outer_bundle(pusher, repo_prefix, inner, images=3)
+    relocate_tree(pusher, outer, inner, f"{repo_prefix}/mirror")
+    ref = outer.ref(registry, f"{repo_prefix}/mirror")
+    mark = registry.mark()
+    code, doc, stderr = pull_bundle(ref, tmp_path / "out", tmp_path / "cache", "-r")
+    assert code == 0, stderr
+    nested = tmp_path / "out/.imgpkg/bundles" / f"sha256-{inner.bundle.hex}"
+    assert (nested / "inner.yml").read_text() == "inner\n"
+    assert f"{repo_prefix}/mirror@" in (tmp_path / "out/.imgpkg/images.yml").read_text()
+    assert f"{repo_prefix}/mirror@" in (nested / ".imgpkg/images.yml").read_text()
+    plain_manifest_gets = [
+        p for m, p, _ in registry.since(mark)
+        if m == "GET" and "/manifests/sha256:" in p and any(i.digest in p for i in outer.images.values()
+                                                             if i is not inner.bundle)
+    ]  # fmt: skip
+    assert plain_manifest_gets == []  # isBundle hints: plain images are never fetched to find nested bundles
+    assert doc["result"]["nested"] == [f"{registry.host}/{repo_prefix}/mirror@{inner.bundle.digest}"]  # type: ignore[index]

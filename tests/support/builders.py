@@ -257,6 +257,7 @@ class Published:
     bundle_repo: str
     images: dict[str, Image]  # original ref -> image
     image_repos: dict[str, str]  # original ref -> repo path
+    bundles: frozenset[str] = frozenset()  # the original refs among `images` that are bundles themselves
 
     def ref(self, registry: Registry, repo: str | None = None) -> str:
         return f"{registry.host}/{repo or self.bundle_repo}@{self.bundle.digest}"
@@ -280,6 +281,24 @@ def publish_bundle(pusher: Pusher, prefix: str, *, images: int = 1, files: Mappi
     return Published(bundle=bundle, bundle_repo=f"{prefix}/bundle", images=built, image_repos=repos)
 
 
+def publish_outer_bundle(pusher: Pusher, prefix: str, inner: Published, images: int = 1) -> Published:
+    """A bundle naming another bundle (nested) and plain images, as kbld and imgpkg leave it."""
+    plain = publish_bundle(pusher, f"{prefix}/side", images=images)
+    inner_ref = f"{pusher.registry.host}/{inner.bundle_repo}@{inner.bundle.digest}"
+    members = {inner_ref: inner.bundle, **plain.images}
+    repos = {inner_ref: inner.bundle_repo, **plain.image_repos}
+    outer = make_bundle({"outer.yml": "outer: true\n"}, list(members))
+    pusher.image(f"{prefix}/outer", outer, "v1")
+    return Published(bundle=outer, bundle_repo=f"{prefix}/outer", images=members, image_repos=repos,
+                     bundles=frozenset({inner_ref}))  # fmt: skip
+
+
+def relocate_tree(pusher: Pusher, outer: Published, inner: Published, dest_repo: str) -> None:
+    """`imgpkg copy -b <outer>` of a bundle with a nested one: everything in one repository, a locations image each."""
+    relocate(pusher, inner, dest_repo, tag=None)
+    relocate(pusher, outer, dest_repo)
+
+
 def relocate(pusher: Pusher, published: Published, dest_repo: str, *, with_locations: bool = True,
              skip: Iterable[str] = (), tag: str | None = "v1") -> None:  # fmt: skip
     """Reproduce `imgpkg copy -b <bundle> --to-repo <dest>`; `skip` leaves images out (a partial copy)."""
@@ -291,4 +310,4 @@ def relocate(pusher: Pusher, published: Published, dest_repo: str, *, with_locat
     if tag:
         pusher.manifest(dest_repo, tag, published.bundle.manifest)
     if with_locations:
-        pusher.locations_image(dest_repo, published.bundle, dict.fromkeys(published.images, False))
+        pusher.locations_image(dest_repo, published.bundle, {ref: ref in published.bundles for ref in published.images})
