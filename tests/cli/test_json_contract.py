@@ -1,0 +1,35 @@
+"""The --json envelope is a contract: its keys and each command's result keys are pinned here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ocivendir import results
+
+PINNED = {
+    results.PullResult: {"bytes_fetched", "cache_hits", "digest", "kind", "layers", "nested", "output", "ref",
+                         "relocation", "requests", "skipped_entries", "warnings"},
+    results.SyncResult: {"fetched", "lock", "requests", "skipped", "warnings"},
+    results.VerifyRelocationResult: {"bundles", "requests", "warnings"},
+    results.BundleReport: {"digest", "error", "images", "method", "nested", "ref", "repository", "verdict"},
+    results.ImageReport: {"digest", "image", "status"},
+    results.CacheLsResult: {"entries", "root", "totals"},
+    results.CacheEntry: {"created", "digest", "kind", "last_used", "ref", "size", "verdict"},
+    results.CacheTotals: {"bytes", "entries"},
+    results.CachePruneResult: {"bytes_freed", "dry_run", "removed", "skipped_in_use"},
+    results.CacheVerifyResult: {"checked", "consistent", "dry_run", "repairs"},
+    results.RequestStats: {"auth", "by_method", "by_status", "bytes_received", "connect_errors", "total"},
+    results.RelocationOutcome: {"bundle_repo", "denied", "from_cache", "method", "missing", "relocated", "rewritten"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(PINNED), ids=lambda k: k.__name__)
+def test_result_keys_are_pinned(kind: type) -> None:
+    assert {f.name for f in dataclasses.fields(kind)} == PINNED[kind]
+
+
+def test_schema_version_and_statuses() -> None:
+    assert results.RESULT_SCHEMA_VERSION == 1
+    assert {s.value for s in results.ImageStatus} == {"present", "missing", "denied", "error", "unchecked"}
