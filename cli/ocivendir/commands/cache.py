@@ -5,11 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
 from ocivendir.commands.options import global_options
 from ocivendir.errors import UsageError
+
+if TYPE_CHECKING:
+    from ocivendir.cache.index import CacheIndex
+    from ocivendir.cache.store import BlobStore
+    from ocivendir.commands.runtime import Run
 
 __all__ = ["cache"]
 
@@ -28,7 +34,7 @@ def _when(timestamp: float) -> str:
 
 
 @contextmanager
-def _opened(ctx: click.Context) -> Iterator[tuple[object, object, object]]:
+def _opened(ctx: click.Context) -> Iterator[tuple[Run, BlobStore, CacheIndex]]:
     from ocivendir.cache.index import CacheIndex  # noqa: PLC0415 - `--help` stays light
     from ocivendir.cache.store import BlobStore  # noqa: PLC0415
     from ocivendir.commands.runtime import Run  # noqa: PLC0415
@@ -71,11 +77,10 @@ def ls(ctx: click.Context, sort: str, kinds: tuple[str, ...]) -> None:
       ocivendir cache ls --sort size --kind bundle --json
     """
     from ocivendir.cache.prune import list_entries  # noqa: PLC0415
-    from ocivendir.output import Output  # noqa: PLC0415
 
     with _opened(ctx) as (run, store, index):
-        result = list_entries(store, index, sort=sort, kinds=kinds)  # type: ignore[arg-type]
-    output: Output = run.output  # type: ignore[attr-defined]
+        result = list_entries(store, index, sort=sort, kinds=kinds)
+    output = run.output
     rows = [[e.ref, e.digest[7:19], e.kind, _human(e.size), _when(e.created), _when(e.last_used), e.verdict or "-"]
             for e in result.entries]  # fmt: skip
     output.table(["REF", "DIGEST", "KIND", "SIZE", "CREATED", "LAST USED", "VERDICT"], rows)
@@ -104,21 +109,20 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
     """
     from ocivendir.cache.prune import PrunePlan  # noqa: PLC0415
     from ocivendir.cache.prune import prune as run_prune  # noqa: PLC0415
-    from ocivendir.output import Output  # noqa: PLC0415
     from ocivendir.settings import parse_duration, parse_size  # noqa: PLC0415
 
     if everything and (older_than or max_size):
         raise UsageError("--all excludes --older-than and --max-size")
     with _opened(ctx) as (run, store, index):
-        budget = run.settings.cache_max_size  # type: ignore[attr-defined]
+        budget = run.settings.cache_max_size
         plan = PrunePlan(
             older_than=parse_duration(older_than, "--older-than") if older_than else None,
             max_size=parse_size(max_size, "--max-size") if max_size else (None if older_than else budget),
             everything=everything,
             dry_run=dry_run,
         )
-        result = run_prune(store, index, plan)  # type: ignore[arg-type]
-    output: Output = run.output  # type: ignore[attr-defined]
+        result = run_prune(store, index, plan)
+    output = run.output
     verb = "would remove" if dry_run else "removed"
     for entry in result.removed:
         output.block(f"{verb} {entry.ref} ({_human(entry.size)})\n")
@@ -143,11 +147,10 @@ def verify_cache(ctx: click.Context, dry_run: bool) -> int:
       ocivendir cache verify --dry-run --json
     """
     from ocivendir.cache.prune import verify  # noqa: PLC0415
-    from ocivendir.output import Output  # noqa: PLC0415
 
     with _opened(ctx) as (run, store, index):
-        result = verify(store, index, dry_run=dry_run)  # type: ignore[arg-type]
-    output: Output = run.output  # type: ignore[attr-defined]
+        result = verify(store, index, dry_run=dry_run)
+    output = run.output
     for repair in result.repairs:
         output.block(repair + "\n")
     output.block(f"{result.checked} blobs checked, {len(result.repairs)} problems\n")

@@ -7,10 +7,10 @@ import gzip
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol, cast
 
 from ocivendir.engine.content import Content
-from ocivendir.engine.stream import TeeExtractor
+from ocivendir.engine.stream import ChunkPipe, TeeExtractor
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
 from ocivendir.fs.extract import ExtractStats, apply_layer
 from ocivendir.oci.manifest import LAYER_GZIP, LAYER_ZSTD, Descriptor, ImageConfig, Index, Manifest, layer_compression
@@ -56,10 +56,19 @@ def fetch_image(content: Content, ref: Reference, *, index_message: str | None =
     return FetchedImage(repo=ref.repository, digest=digest, raw=raw, manifest=manifest, config=config)
 
 
-def _decompressed(stream: IO[bytes], media_type: str) -> IO[bytes]:
+class Readable(Protocol):
+    """Anything with `read(n)`: a cached blob's verifying reader, or the pipe of a download being teed."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to `size` bytes."""
+
+
+def _decompressed(stream: Readable, media_type: str) -> IO[bytes]:
+    """The tar stream of a layer: gunzipped, zstd-decoded, or as it is. Readers are duck-typed file objects."""
+    raw = cast("IO[bytes]", stream)
     compression = layer_compression(media_type)
     if compression == LAYER_GZIP:
-        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw, mode="rb")
     if compression == LAYER_ZSTD:
         import importlib  # noqa: PLC0415 - only for zstd layers
 
@@ -70,14 +79,14 @@ def _decompressed(stream: IO[bytes], media_type: str) -> IO[bytes]:
                 f"unsupported layer media type '{media_type}': no zstd decoder installed",
                 hint="pip install zstandard",
             ) from None
-        reader: IO[bytes] = zstandard.ZstdDecompressor().stream_reader(stream)
+        reader: IO[bytes] = zstandard.ZstdDecompressor().stream_reader(raw)
         return reader
-    return stream
+    return raw
 
 
 def _apply(content: Content, layer: Descriptor, dest: Path, umask: int, stats: ExtractStats, what: str) -> None:
     with content.store.open_verified(layer.digest, layer.size, what) as reader:
-        stream = _decompressed(reader, layer.media_type)  # type: ignore[arg-type]
+        stream = _decompressed(reader, layer.media_type)
         apply_layer(stream, dest, umask=umask, stats=stats, what=what)
 
 
@@ -95,8 +104,8 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Pa
     if content.offline or content.store.has(layer.digest, layer.size):
         return False
 
-    def apply(pipe: object) -> None:
-        stream = _decompressed(pipe, layer.media_type)  # type: ignore[arg-type]
+    def apply(pipe: ChunkPipe) -> None:
+        stream = _decompressed(pipe, layer.media_type)
         apply_layer(stream, dest, umask=umask, stats=stats, what=what)
 
     tee = TeeExtractor(apply, dest)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["ChunkPipe", "TeeExtractor"]
@@ -66,7 +67,7 @@ class ChunkPipe:
 class TeeExtractor:
     """Runs `apply(stream)` in a thread on the chunks a download feeds it."""
 
-    def __init__(self, apply: object, dest: Path) -> None:
+    def __init__(self, apply: Callable[[ChunkPipe], None], dest: Path) -> None:
         """`apply` is called with a ChunkPipe; `dest` is where it writes (for the caller's fallback)."""
         self.dest = dest
         self.pipe = ChunkPipe()
@@ -77,9 +78,9 @@ class TeeExtractor:
         self._thread = threading.Thread(target=self._run, args=(apply,), daemon=True)
         self._thread.start()
 
-    def _run(self, apply: object) -> None:
+    def _run(self, apply: Callable[[ChunkPipe], None]) -> None:
         try:
-            apply(self.pipe)  # type: ignore[operator]
+            apply(self.pipe)
             self.pipe.read()  # consume what the extractor left (tar padding), so the feeder never blocks
         except BaseException as exc:  # noqa: BLE001 - reported by finish()
             self.error = exc
