@@ -68,7 +68,7 @@ def _decompressed(stream: Readable, media_type: str) -> IO[bytes]:
     raw = cast("IO[bytes]", stream)
     compression = layer_compression(media_type)
     if compression == LAYER_GZIP:
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return cast("IO[bytes]", gzip.GzipFile(fileobj=raw, mode="rb"))
     if compression == LAYER_ZSTD:
         import importlib  # noqa: PLC0415 - only for zstd layers
 
