@@ -190,12 +190,14 @@ class Registry:
 
     def settled_requests(self) -> list[tuple[str, str, int]]:
         """The access log once it has stopped growing for a moment."""
-        previous = -1
+        # the registry writes an access-log line after it answers: wait until the log is still for 0.4 s
         current = self.requests()
-        while len(current) != previous:
-            previous = len(current)
-            time.sleep(0.15)
-            current = self.requests()
+        still = 0
+        while still < 2:  # noqa: PLR2004 - two quiet reads in a row
+            time.sleep(0.2)
+            latest = self.requests()
+            still = still + 1 if len(latest) == len(current) else 0
+            current = latest
         return current
 
     def since(self, mark: int) -> list[tuple[str, str, int]]:
