@@ -193,7 +193,7 @@ class Registry:
         # the registry writes an access-log line after it answers: wait until the log is still for 0.4 s
         current = self.requests()
         still = 0
-        while still < 2:  # noqa: PLR2004 - two quiet reads in a row
+        while still < 2:
             time.sleep(0.2)
             latest = self.requests()
             still = still + 1 if len(latest) == len(current) else 0
