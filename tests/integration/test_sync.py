@@ -370,3 +370,15 @@ def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
                           env={**os.environ, "OCIVENDIR_CACHE_DIR": str(cache)})  # fmt: skip
     assert done.stderr.strip().endswith("0 []"), done.stderr
     assert registry.since(mark) == []
+
+
+def test_locked_needs_an_entry_for_every_content(work: Path, cache: Path) -> None:
+    config = HEAD + "directories:\n- path: v\n  contents:\n  - path: a\n    inline: {paths: {a: a}}\n"
+    (work / "vendir.lock.yml").write_text(
+        "apiVersion: vendir.k14s.io/v1alpha1\ndirectories:\n- contents: []\n  path: v\nkind: LockConfig\n"
+    )
+    result = sync(work, config, "--locked")
+    assert result.exit_code == 2
+    assert "Expected to find contents 'a' within directory 'v' in lock config, but did not" in result.stderr
+    assert sync(work, config).exit_code == 0
+    assert sync(work, config, "--locked").exit_code == 0

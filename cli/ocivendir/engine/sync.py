@@ -98,8 +98,8 @@ def apply_lock(config: Config, lock: LockConfig) -> tuple[Config, dict[tuple[str
     for directory in config.directories:
         contents = []
         for content in directory.contents:
+            entry = lock.find(directory.path, content.path)  # every content needs its entry, as in vendir
             if content.source_type in {"image", "imgpkgBundle"}:
-                entry = lock.find(directory.path, content.path)
                 key = "url" if content.source_type == "image" else "image"
                 if entry.source_type != content.source_type or not entry.data:
                     raise ConfigError("Expected image lock configuration to be non-empty")
