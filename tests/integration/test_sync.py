@@ -382,3 +382,25 @@ def test_locked_needs_an_entry_for_every_content(work: Path, cache: Path) -> Non
     assert "Expected to find contents 'a' within directory 'v' in lock config, but did not" in result.stderr
     assert sync(work, config).exit_code == 0
     assert sync(work, config, "--locked").exit_code == 0
+
+
+def test_symlinks_leaving_the_directory_are_refused_before_the_swap(work: Path, cache: Path, tmp_path: Path) -> None:
+    (work / "local").mkdir()
+    (work / "local/inside.txt").write_text("x")
+    (work / "local/ok-link").symlink_to("inside.txt")
+    (work / "local/escape").symlink_to(tmp_path)
+    (work / "v").mkdir()
+    (work / "v/old.txt").write_text("old")
+    config = HEAD + "directories:\n- path: v\n  contents:\n  - path: .\n    directory: {path: local}\n"
+    result = sync(work, config)
+    assert result.exit_code == 1
+    assert f'Invalid symlink found to outside parent directory: "{tmp_path}"' in result.stderr
+    assert sorted(p.name for p in (work / "v").iterdir()) == ["old.txt"]
+    allowed = sync(work, config, "--dangerous-allow-all-symlink-destinations")
+    assert allowed.exit_code == 0, allowed.stderr
+    assert (work / "v/ok-link").is_symlink()
+    (work / "local/escape").unlink()
+    (work / "local/dangling").symlink_to("nowhere")
+    dangling = sync(work, config)
+    assert dangling.exit_code == 1
+    assert "Unable to resolve symlink:" in dangling.stderr
