@@ -15,7 +15,7 @@ from tests.support.builders import Pusher, make_image
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 FIXTURES: dict[str, Callable[[Pusher], dict[str, str]]] = {
-    "kapp-controller-inline": lambda pusher: {},
+    "kapp-controller-inline": lambda _pusher: {},
     "quoting": lambda pusher: {"quoting": _push(pusher, "golden/quoting", {"version.txt": "1.0"}, tag="1.0")},
     "filters": lambda pusher: {"filters": _push(pusher, "golden/filters", {
         "LICENSE": "mit", "config/app.yml": "a: 1\n", "config/skip.txt": "s", "config/deep/b.yml": "b"})},
