@@ -285,3 +285,16 @@ def test_a_relocated_tree_finds_nested_bundles_from_the_locations_hints(
     ]  # fmt: skip
     assert plain_manifest_gets == []  # isBundle hints: plain images are never fetched to find nested bundles
     assert doc["result"]["nested"] == [f"{registry.host}/{repo_prefix}/mirror@{inner.bundle.digest}"]  # type: ignore[index]
+
+
+def test_offline_with_a_due_recheck_uses_the_last_verdict_with_a_warning(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    cache = tmp_path / "cache"
+    assert pull_bundle(published.ref(registry), tmp_path / "one", cache)[0] == 0
+    code, doc, stderr = pull_bundle(published.ref(registry), tmp_path / "two", cache, "--offline",
+                                    "--relocation-recheck", "0")  # fmt: skip
+    assert code == 0, stderr
+    assert doc["result"]["requests"]["total"] == 0  # type: ignore[index]
+    assert "Warning: could not re-check relocation" in stderr

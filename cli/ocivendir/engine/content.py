@@ -305,6 +305,13 @@ class Content:
             for r in self.index.refs()
         )
 
+    def probe_tag(self, ref: Reference) -> ImageStatus:
+        """Presence of a tag (the locations image), one HEAD; `error` when the network is off."""
+        try:
+            return self.client().tag_exists(ref)
+        except Offline:
+            return ImageStatus.ERROR
+
     def probe(self, repo: Repository, digest: Digest) -> ImageStatus:
         """Presence of a manifest digest in a repository (one HEAD)."""
         try:

@@ -72,7 +72,7 @@ def check(
     if not probes:
         return RelocationVerdict.RELOCATED, "empty", {}, probes
     if use_locations:
-        found = content.client().tag_exists(locations_ref(bundle_repo, digest))
+        found = content.probe_tag(locations_ref(bundle_repo, digest))
         if found is ImageStatus.PRESENT:
             return RelocationVerdict.RELOCATED, "locations", {}, probes
     statuses = _probe_all(content, probes) if full else _probe_until_miss(content, probes)
