@@ -281,3 +281,18 @@ def test_a_bundle_without_images_counts_as_relocated_and_gets_the_empty_form(
         "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\n"
     )
     assert registry.host in ref
+
+
+def test_the_scheme_that_worked_is_remembered_so_later_runs_make_no_failed_attempt(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    pusher.image(f"{repo_prefix}/img", make_image({"a": "a"}), tag="v1")
+    tag = f"{registry.host}/{repo_prefix}/img:v1"
+    cache = tmp_path / "cache"
+    code, first, _ = pull("-i", tag, "-o", str(tmp_path / "one"), cache=cache)
+    assert code == 0
+    code, second, _ = pull("-i", tag, "-o", str(tmp_path / "two"), cache=cache)
+    assert code == 0
+    assert second["result"]["requests"]["connect_errors"] == 0  # type: ignore[index]
+    assert second["result"]["requests"]["total"] == 1  # type: ignore[index]
+    assert first["result"]["requests"]["connect_errors"] in {0, 1}  # type: ignore[index]  (https tried once at most)
