@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,13 +147,8 @@ def _open_cache(settings: Settings) -> tuple[BlobStore, CacheIndex] | None:
     return store, index
 
 
-@contextlib.contextmanager
-def open_content(
-    run: Run,
-    *,
-    target: Path | None,
-) -> Iterator[tuple[Content, Path]]:
-    """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
+def _client_factory(run: Run) -> Callable[[ClientSpec, CacheIndex | None], RegistryClient]:
+    """Builds a registry client per credential set, importing the network stack only then."""
     settings = run.settings
 
     def factory(spec: ClientSpec, index: CacheIndex | None) -> RegistryClient:
@@ -164,32 +159,37 @@ def open_content(
         keyring = Keyring(_rules(settings, run.flags, spec.credentials), settings.docker_configs)
         return RegistryClient(options, keyring, index)
 
+    return factory
+
+
+def _throwaway_store(target: Path | None) -> BlobStore:
+    """Without a cache: blobs go to a sibling of the target (or a private temp dir), removed when the run ends."""
+    if target is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        root = new_sibling(target, BLOBS)
+    else:
+        root = new_sibling(_private_lock_dir() / "run", BLOBS)
+    store = BlobStore(root)
+    store.ensure_layout()
+    return store
+
+
+@contextlib.contextmanager
+def open_content(run: Run, *, target: Path | None) -> Iterator[tuple[Content, Path]]:
+    """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
+    settings = run.settings
     opened = _open_cache(settings)
-    throwaway: Path | None = None
     with contextlib.ExitStack() as stack:
         if opened is not None:
             store, index = opened
             stack.enter_context(file_lock(store.lock_path("root"), shared=True))
-            lock_dir: Path = store.locks
+            lock_dir = store.locks
         else:
-            index = None
-            if target is not None:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                throwaway = new_sibling(target, BLOBS)
-            else:
-                throwaway = new_sibling(_private_lock_dir() / "run", BLOBS)
-            store = BlobStore(throwaway)
-            store.ensure_layout()
-            lock_dir = _private_lock_dir()
-        content = Content(
-            store=store,
-            index=index,
-            client_factory=factory,
-            concurrency=settings.concurrency,
-            events=run.output.event,
-            offline=settings.offline,
-            stale_if_error=settings.stale_if_error,
-        )
+            store, index, lock_dir = _throwaway_store(target), None, _private_lock_dir()
+            stack.callback(remove_tree, store.root)
+        content = Content(store=store, index=index, client_factory=_client_factory(run),
+                          concurrency=settings.concurrency, events=run.output.event, offline=settings.offline,
+                          stale_if_error=settings.stale_if_error)  # fmt: skip
         try:
             yield content, lock_dir
             if index is not None and content.counters.stored_new:
@@ -199,5 +199,3 @@ def open_content(
         finally:
             content.close()
             run.output.finish_progress()
-            if throwaway is not None:
-                remove_tree(throwaway)

@@ -5,12 +5,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ocivendir.commands.options import global_options
 from ocivendir.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from ocivendir.commands.runtime import Run
+    from ocivendir.vendir.config import Config
+    from ocivendir.vendir.lockfile import LockConfig
 
 __all__ = ["read_inputs", "split_values", "sync"]
 
@@ -123,52 +128,71 @@ def sync(
       ocivendir sync -d vendor/app=../app-checkout
       vendir sync -f - --lock-file /dev/null < config.yml
     """  # fmt: skip
-    from ocivendir import goyaml  # noqa: PLC0415 - `--help` stays light
-    from ocivendir.commands.overrides import apply_overrides  # noqa: PLC0415
-    from ocivendir.commands.runtime import Run, open_content  # noqa: PLC0415
-    from ocivendir.engine.sync import SyncOptions, apply_lock  # noqa: PLC0415
+    from ocivendir.commands.runtime import Run, open_content  # noqa: PLC0415 - `--help` stays light
+    from ocivendir.engine.sync import SyncOptions  # noqa: PLC0415
     from ocivendir.engine.sync import sync as run_sync  # noqa: PLC0415
-    from ocivendir.fs.swap import write_if_changed  # noqa: PLC0415
     from ocivendir.vendir.config import parse_stream  # noqa: PLC0415
 
     del yes, column  # accepted for vendir compatibility, no effect
-    if chdir:
-        try:
-            os.chdir(chdir)
-        except OSError as exc:
-            raise ConfigError(f"Running chdir: chdir {chdir}: {(exc.strerror or str(exc)).lower()}") from None
+    _chdir(chdir)
     run = Run.start(ctx, vendir_quiet=True)
     stream = parse_stream(read_inputs(split_values(files) or [DEFAULT_FILE], sys.stdin))
-    config, has_local = stream.config, False
-    if directories:
-        config, has_local = apply_overrides(config, split_values(directories))
-        run.output.block(goyaml.dump(config.to_go()).decode())
-    lock_path = Path(lock_file)
-    previous = _read_lock(lock_path, locked)
-    tags: dict[tuple[str, str], str | None] = {}
-    if locked:
-        if previous is None:
-            raise UsageError(f"Reading lock config '{lock_file}': no lock")
-        config, tags = apply_lock(config, previous)
-        run.output.block(goyaml.dump(config.to_go()).decode())
+    config, has_local, previous, tags = _prepare(run, stream.config, split_values(directories), Path(lock_file), locked)
     delegate = Path(delegate_vendir) if delegate_vendir else None
     options = SyncOptions(stream=stream, cwd=Path.cwd(), previous_lock=previous, locked=locked, lazy=lazy,
                           partial=bool(directories), allow_all_symlinks=allow_symlinks, umask=run.settings.umask,
                           relocation_recheck=run.settings.relocation_recheck, delegate_vendir=delegate)  # fmt: skip
     with open_content(run, target=Path.cwd() / ".ocivendir") as (content, lock_dir):
         outcome = run_sync(options, config, content, lock_dir, tags)
-        requests = content.requests
-        warnings = tuple(content.warnings)
+        requests, warnings = content.requests, tuple(content.warnings)
     lock = outcome.lock.merged_into(previous) if directories and previous is not None else outcome.lock
-    run.output.block(lock.dump().decode())
-    if has_local:
-        run.output.line(f"Lock config is not saved to '{lock_file}' due to command line overrides")
-    else:
-        write_if_changed(lock_path, lock.dump())
-    run.output.line("")
-    run.output.line("Succeeded")
+    _finish(run, lock, lock_file, has_local)
     from ocivendir.results import SyncResult  # noqa: PLC0415
 
     result = SyncResult(lock=lock.dump().decode(), fetched=outcome.fetched, skipped=outcome.skipped,
                         requests=requests, warnings=warnings)  # fmt: skip
     run.output.envelope("sync", "ok", result)
+
+
+def _chdir(chdir: str | None) -> None:
+    if not chdir:
+        return
+    try:
+        os.chdir(chdir)
+    except OSError as exc:
+        raise ConfigError(f"Running chdir: chdir {chdir}: {(exc.strerror or str(exc)).lower()}") from None
+
+
+def _prepare(run: Run, config: Config, directories: list[str], lock_path: Path, locked: bool) -> tuple[
+    Config, bool, LockConfig | None, dict[tuple[str, str], str | None]
+]:  # fmt: skip
+    """Apply `-d` and `--locked` (printing vendir's `Config with …` blocks); read the previous lock."""
+    from ocivendir import goyaml  # noqa: PLC0415
+    from ocivendir.commands.overrides import apply_overrides  # noqa: PLC0415
+    from ocivendir.engine.sync import apply_lock  # noqa: PLC0415
+
+    has_local = False
+    if directories:
+        config, has_local = apply_overrides(config, directories)
+        run.output.block(goyaml.dump(config.to_go()).decode())
+    previous = _read_lock(lock_path, locked)
+    tags: dict[tuple[str, str], str | None] = {}
+    if locked:
+        if previous is None:
+            raise UsageError(f"Reading lock config '{lock_path}': no lock")
+        config, tags = apply_lock(config, previous)
+        run.output.block(goyaml.dump(config.to_go()).decode())
+    return config, has_local, previous, tags
+
+
+def _finish(run: Run, lock: LockConfig, lock_file: str, has_local: bool) -> None:
+    """Print the lock (vendir's last block) and write it when its bytes changed, unless `=local` was used."""
+    from ocivendir.fs.swap import write_if_changed  # noqa: PLC0415
+
+    run.output.block(lock.dump().decode())
+    if has_local:
+        run.output.line(f"Lock config is not saved to '{lock_file}' due to command line overrides")
+    else:
+        write_if_changed(Path(lock_file), lock.dump())
+    run.output.line("")
+    run.output.line("Succeeded")
