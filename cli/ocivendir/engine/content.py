@@ -11,7 +11,6 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -249,6 +248,8 @@ class Content:
             for blob in missing:
                 self._fetch(client, repo, blob)
             return
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only when fetching in parallel
+
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(missing))) as pool:
             for future in [pool.submit(self._fetch, client, repo, b) for b in missing]:
                 future.result()

@@ -7,7 +7,6 @@ then the recorded missing image first).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ocivendir.engine.content import Content
@@ -39,6 +38,8 @@ def _probe_all(content: Content, probes: Iterable[Probe]) -> dict[Digest, ImageS
     todo = list(probes)
     if content.concurrency == 1 or len(todo) <= 1:
         return {p.digest: content.probe(p.candidate.repository, p.digest) for p in todo}
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only when fetching in parallel
+
     with ThreadPoolExecutor(max_workers=min(content.concurrency, len(todo))) as pool:
         answers = pool.map(lambda p: content.probe(p.candidate.repository, p.digest), todo)
         return {p.digest: status for p, status in zip(todo, answers, strict=True)}

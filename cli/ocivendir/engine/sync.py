@@ -13,7 +13,6 @@ import os
 import shutil
 import stat
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_
 from ocivendir.errors import ConfigError, OcivendirError, SyncError
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, scoped_path, swap_in, unswap
+from ocivendir.oci.reference import parse_reference
 from ocivendir.results import LogEvent
 from ocivendir.vendir import globs
 from ocivendir.vendir.config import (
@@ -312,9 +312,12 @@ class _Syncer:
         """Fetch every content, independent ones at the same time; the first failure in config order is raised."""
         for task in tasks:
             self.announce(task)
-        workers = max(1, min(self.content.concurrency, len(tasks)))
-        if workers == 1:
+        cold = sum(1 for task in tasks if not self._served_locally(task))
+        workers = max(1, min(self.content.concurrency, cold))
+        if workers == 1:  # nothing to wait on in parallel: no thread pool to start
             return [self._framed(task) for task in tasks]
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only when fetching in parallel
+
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(self._framed, task) for task in tasks]
             try:
@@ -322,6 +325,17 @@ class _Syncer:
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
+
+    def _served_locally(self, task: _Task) -> bool:
+        """True when a content needs no registry: a lazy skip, a local source, or a digest already in the cache."""
+        if task.reuse is not None or task.config.source_type in {"inline", "directory", "manual"}:
+            return True
+        url = str(task.config.source.get("url") or task.config.source.get("image") or "")
+        try:
+            ref = parse_reference(url)
+        except OcivendirError:
+            return False
+        return ref.digest is not None and self.content.store.has(ref.digest)
 
     def _framed(self, task: _Task) -> LockContent:
         try:
