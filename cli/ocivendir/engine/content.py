@@ -309,7 +309,7 @@ class Content:
     def probe_tag(self, ref: Reference) -> ImageStatus:
         """Presence of a tag (the locations image), one HEAD; `error` when the network is off."""
         try:
-            return self.client().tag_exists(ref)
+            return self.client().presence(ref)
         except Offline:
             return ImageStatus.ERROR
 

@@ -583,26 +583,22 @@ class RegistryClient:
             writer.verify(digest, size, what)
 
     def exists(self, repo: Repository, digest: Digest) -> ImageStatus:
-        """Is this manifest digest in this repository? One HEAD (GET only if HEAD is refused)."""
-        what = f"Checking '{repo}@{digest}'"
-        path = f"/v2/{repo.path}/manifests/{digest}"
-        try:
-            response = self._send("HEAD", repo, path, {"Accept": ACCEPT_MANIFESTS}, stream=False, what=what)
-            if response.status_code in _HEAD_REFUSED:
-                response = self._send("GET", repo, path, {"Accept": ACCEPT_MANIFESTS}, stream=True, what=what)
-                response.close()
-        except (Unauthorized, Denied):
-            return ImageStatus.DENIED
-        except (Transient, RateLimited, RegistryError):
-            return ImageStatus.ERROR
-        return _presence(response.status_code)
+        """Is this manifest digest in this repository?"""
+        return self.presence(repo.at(digest))
 
-    def tag_exists(self, ref: Reference) -> ImageStatus:
-        """Is this tag in its repository? One HEAD, same statuses as `exists`."""
+    def presence(self, ref: Reference) -> ImageStatus:
+        """Is this digest or tag in its repository? One HEAD (a GET only if HEAD is refused).
+
+        401/403 after authenticating is `denied`, 404 `missing`, anything left after the retries `error`.
+        """
         what = f"Checking '{ref}'"
         path = f"/v2/{ref.repository.path}/manifests/{ref.identifier}"
+        headers = {"Accept": ACCEPT_MANIFESTS}
         try:
-            response = self._send("HEAD", ref.repository, path, {"Accept": ACCEPT_MANIFESTS}, stream=False, what=what)
+            response = self._send("HEAD", ref.repository, path, headers, stream=False, what=what)
+            if response.status_code in _HEAD_REFUSED:
+                response = self._send("GET", ref.repository, path, headers, stream=True, what=what)
+                response.close()
         except (Unauthorized, Denied):
             return ImageStatus.DENIED
         except (Transient, RateLimited, RegistryError):
