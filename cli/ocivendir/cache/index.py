@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from ocivendir.cache.store import LayoutEntry
 from ocivendir.errors import CacheError
 from ocivendir.oci.reference import Digest, parse_digest
 
@@ -185,6 +186,12 @@ class CacheIndex:
             "ORDER BY last_used DESC, ref"
         )
         return [_ref_row(r) for r in rows]
+
+    def layout_entries(self) -> list[LayoutEntry]:
+        """What index.json lists: one descriptor per cached ref."""
+        return [
+            LayoutEntry(ref=r.ref, digest=r.manifest_digest, media_type=r.media_type, size=r.size) for r in self.refs()
+        ]
 
     def blob(self, digest: Digest) -> BlobRow | None:
         """A recorded blob."""

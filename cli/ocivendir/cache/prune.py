@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ocivendir.cache.index import CacheIndex, RefRow
-from ocivendir.cache.store import BlobStore, LayoutEntry
+from ocivendir.cache.store import BlobStore
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.oci.reference import Digest
 from ocivendir.results import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals, CacheVerifyResult
@@ -129,7 +129,7 @@ def prune(store: BlobStore, index: CacheIndex, plan: PrunePlan) -> CachePruneRes
                 store.delete(digest)
             removed.append(_entry(row, size, verdict))
     if removed:
-        _rewrite_layout(store, index)
+        store.write_index_json(index.layout_entries())
     return CachePruneResult(removed=tuple(removed), skipped_in_use=tuple(skipped), bytes_freed=freed, dry_run=False)
 
 
@@ -138,12 +138,6 @@ def prune_to_budget(store: BlobStore, index: CacheIndex, budget: int, keep: Iter
     if index.unique_bytes() <= budget:
         return None
     return prune(store, index, PrunePlan(max_size=int(budget * HYSTERESIS), keep=frozenset(keep)))
-
-
-def _rewrite_layout(store: BlobStore, index: CacheIndex) -> None:
-    store.write_index_json(
-        LayoutEntry(ref=r.ref, digest=r.manifest_digest, media_type=r.media_type, size=r.size) for r in index.refs()
-    )
 
 
 def _blob_ok(store: BlobStore, digest: Digest, size: int) -> str | None:
@@ -177,6 +171,6 @@ def verify(store: BlobStore, index: CacheIndex, *, dry_run: bool = False) -> Cac
         refs = index.forget_blob(blob.digest)
         repairs.append(f"removed blob {blob.digest}: {problem}" + (f"; dropped {', '.join(refs)}" if refs else ""))
     if repairs and not dry_run:
-        _rewrite_layout(store, index)
+        store.write_index_json(index.layout_entries())
     consistent = not dry_run or not repairs
     return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=consistent, dry_run=dry_run)

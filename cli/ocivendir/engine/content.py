@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocivendir.cache.index import BlobRow, CacheIndex
-from ocivendir.cache.store import BlobStore, LayoutEntry
+from ocivendir.cache.store import BlobStore
 from ocivendir.errors import DigestMismatch, Transient
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.oci.manifest import Descriptor, ImageConfig, Index, Manifest, parse_config, parse_manifest
@@ -295,16 +295,7 @@ class Content:
         top = BlobRow(digest=digest, size=len(raw), media_type=manifest.media_type)
         self.index.record_ref(ref, top, kind, rows)
         if known is None:
-            self.rewrite_layout_index()
-
-    def rewrite_layout_index(self) -> None:
-        """Rewrite index.json from the refs in the index."""
-        if self.index is None:
-            return
-        self.store.write_index_json(
-            LayoutEntry(ref=r.ref, digest=r.manifest_digest, media_type=r.media_type, size=r.size)
-            for r in self.index.refs()
-        )
+            self.store.write_index_json(self.index.layout_entries())
 
     def probe_tag(self, ref: Reference) -> ImageStatus:
         """Presence of a tag (the locations image), one HEAD; `error` when the network is off."""

@@ -16,7 +16,7 @@ from ocivendir.oci.reference import Digest, Repository
 from ocivendir.oci.relocation import Probe, RelocationVerdict, evaluate, locations_ref, plan
 from ocivendir.results import ImageStatus
 
-__all__ = ["Decision", "check", "decide"]
+__all__ = ["Decision", "check", "decide", "record_verdict"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +80,23 @@ def check(
     return evaluate(statuses), "probes", statuses, probes
 
 
+def record_verdict(
+    content: Content,
+    key: str,
+    verdict: RelocationVerdict,
+    method: str,
+    statuses: dict[Digest, ImageStatus],
+    probes: tuple[Probe, ...],
+) -> None:
+    """Record a reached verdict for `registry/repo@digest`, with the images that were missing or denied."""
+    if content.index is None or verdict is RelocationVerdict.UNDETERMINED:
+        return
+    absent = {ImageStatus.MISSING, ImageStatus.DENIED}
+    missing = [str(p.candidate) for p in probes if statuses.get(p.digest) in absent]
+    relocated = verdict is RelocationVerdict.RELOCATED
+    content.index.put_verdict(key, relocated=relocated, method=method, missing=missing)
+
+
 def decide(
     content: Content, bundle_repo: Repository, digest: Digest, lock: ImagesLock, *, recheck_seconds: float
 ) -> Decision:
@@ -113,11 +130,7 @@ def decide(
         statuses=statuses,
         probes=probes,
     )
-    if index is not None:
-        missing = [
-            str(p.candidate) for p in probes if statuses.get(p.digest) in {ImageStatus.MISSING, ImageStatus.DENIED}
-        ]
-        index.put_verdict(key, relocated=decision.relocated, method=method, missing=missing)
+    record_verdict(content, key, verdict, method, statuses, probes)
     denied = decision.images_with(ImageStatus.DENIED)
     if denied:
         content.warn(f"access denied to {', '.join(denied)} in {bundle_repo}; treated as not relocated")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
 from ocivendir.engine.pull import read_images_lock
-from ocivendir.engine.relocate import check
+from ocivendir.engine.relocate import check, record_verdict
 from ocivendir.engine.sources import client_spec, select_reference
 from ocivendir.errors import NotABundle, OcivendirError
 from ocivendir.fs.swap import remove_tree
@@ -61,12 +61,7 @@ def _report(content: Content, ref: Reference, options: VerifyOptions, seen: set[
     verdict, method, statuses, probes = check(
         content, image.repo, image.digest, lock, full=True, use_locations=not options.each_image
     )
-    if content.index is not None and verdict is not RelocationVerdict.UNDETERMINED:
-        missing = [
-            str(p.candidate) for p in probes if statuses.get(p.digest) in {ImageStatus.MISSING, ImageStatus.DENIED}
-        ]
-        content.index.put_verdict(image.ref, relocated=verdict is RelocationVerdict.RELOCATED, method=method,
-                                  missing=missing)  # fmt: skip
+    record_verdict(content, image.ref, verdict, method, statuses, probes)
     images = tuple(
         ImageReport(image=p.image, digest=str(p.digest), status=statuses.get(p.digest, ImageStatus.UNCHECKED))
         for p in probes
