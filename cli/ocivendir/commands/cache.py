@@ -35,18 +35,14 @@ def _when(timestamp: float) -> str:
 
 @contextmanager
 def _opened(ctx: click.Context) -> Iterator[tuple[Run, BlobStore, CacheIndex]]:
-    from ocivendir.cache.index import CacheIndex  # noqa: PLC0415 - `--help` stays light
-    from ocivendir.cache.store import BlobStore  # noqa: PLC0415
-    from ocivendir.commands.runtime import Run  # noqa: PLC0415
+    from ocivendir.commands.runtime import Run, open_cache  # noqa: PLC0415 - `--help` stays light
     from ocivendir.fs.locks import file_lock  # noqa: PLC0415
 
     run = Run.start(ctx)
-    root = run.settings.cache_dir
-    if root is None:
+    opened = open_cache(run.settings, required=True)
+    if opened is None:
         raise UsageError("the cache commands need a cache (remove --no-cache)")
-    store = BlobStore(root)
-    store.ensure_layout()
-    index = CacheIndex(root / "index.db")
+    store, index = opened
     try:
         with file_lock(store.lock_path("root"), shared=True):
             yield run, store, index

@@ -31,7 +31,7 @@ from ocivendir.settings import Flags, Settings, load_settings, parse_duration
 if TYPE_CHECKING:
     from ocivendir.registry.client import RegistryClient
 
-__all__ = ["Run", "open_content", "prog_name", "settings_for"]
+__all__ = ["Run", "open_cache", "open_content", "prog_name", "settings_for"]
 
 _log = logging.getLogger("ocivendir.runtime")
 _FLAG_FIELDS = {f.name for f in dataclasses.fields(Flags)}
@@ -132,7 +132,11 @@ def _private_lock_dir() -> Path:
     return path
 
 
-def _open_cache(settings: Settings) -> tuple[BlobStore, CacheIndex] | None:
+def open_cache(settings: Settings, *, required: bool = False) -> tuple[BlobStore, CacheIndex] | None:
+    """The cache's store and index; None with --no-cache or when the default directory is unusable.
+
+    With `required`, an unusable default directory is a CacheError, as a directory named by a flag or variable is.
+    """
     if settings.cache_dir is None:
         return None
     store = BlobStore(settings.cache_dir)
@@ -140,7 +144,7 @@ def _open_cache(settings: Settings) -> tuple[BlobStore, CacheIndex] | None:
         store.ensure_layout()
         index = CacheIndex(settings.cache_dir / "index.db")
     except CacheError:
-        if settings.cache_dir_explicit:
+        if settings.cache_dir_explicit or required:
             raise
         _log.debug("default cache directory %s is not usable; running without a cache", settings.cache_dir)
         return None
@@ -178,7 +182,7 @@ def _throwaway_store(target: Path | None) -> BlobStore:
 def open_content(run: Run, *, target: Path | None) -> Iterator[tuple[Content, Path]]:
     """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
     settings = run.settings
-    opened = _open_cache(settings)
+    opened = open_cache(settings)
     with contextlib.ExitStack() as stack:
         if opened is not None:
             store, index = opened
