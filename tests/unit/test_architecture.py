@@ -13,11 +13,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "ocivendir"
 
 # floor of every module (a new module without a floor fails the suite)
 FLOORS: dict[str, int] = {
-    "__init__": 0, "errors": 0, "results": 0, "goyaml": 0,
+    "__init__": 0, "errors": 0, "results": 0, "goyaml": 0, "goyaml.emit": 0, "goyaml.load": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
     "registry.credentials": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
-    "vendir.goyamlload": 1,
     "registry": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
     "cache": 2, "cache.store": 2, "cache.index": 2, "cache.prune": 2,
     "fs": 2, "fs.locks": 2, "fs.swap": 2, "fs.extract": 2,

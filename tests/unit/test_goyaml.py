@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocivendir import goyaml
+from ocivendir.goyaml import emit as goyaml
 
 
 @pytest.mark.parametrize(

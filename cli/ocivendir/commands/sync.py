@@ -167,21 +167,21 @@ def _prepare(run: Run, config: Config, directories: list[str], lock_path: Path, 
     Config, bool, LockConfig | None, dict[tuple[str, str], str | None]
 ]:  # fmt: skip
     """Apply `-d` and `--locked` (printing vendir's `Config with …` blocks); read the previous lock."""
-    from ocivendir import goyaml  # noqa: PLC0415
     from ocivendir.commands.overrides import apply_overrides  # noqa: PLC0415
     from ocivendir.engine.sync import apply_lock  # noqa: PLC0415
+    from ocivendir.goyaml import emit  # noqa: PLC0415
 
     has_local = False
     if directories:
         config, has_local = apply_overrides(config, directories)
-        run.output.block(goyaml.dump(config.to_go()).decode())
+        run.output.block(emit.dump(config.to_go()).decode())
     previous = _read_lock(lock_path, locked)
     tags: dict[tuple[str, str], str | None] = {}
     if locked:
         if previous is None:
             raise UsageError(f"Reading lock config '{lock_path}': no lock")
         config, tags = apply_lock(config, previous)
-        run.output.block(goyaml.dump(config.to_go()).decode())
+        run.output.block(emit.dump(config.to_go()).decode())
     return config, has_local, previous, tags
 
 

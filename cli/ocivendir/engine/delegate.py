@@ -9,9 +9,9 @@ import base64
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ocivendir import goyaml
 from ocivendir.errors import SyncError
 from ocivendir.fs.swap import remove_tree
+from ocivendir.goyaml import emit
 from ocivendir.vendir.lockfile import LockContent, parse_lock
 
 if TYPE_CHECKING:
@@ -42,15 +42,15 @@ def _stream(config: ContentConfig, context: FetchContext) -> bytes:
     for name in sorted(_referenced(config.source, "secretRef")):
         secret = context.stream.secret(name)
         data = {k: base64.b64encode(v.encode()).decode() for k, v in secret.data.items()}
-        documents.append(goyaml.dump({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+        documents.append(emit.dump({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
                                       "type": secret.type or "Opaque", "data": data}))  # fmt: skip
     for name in sorted(_referenced(config.source, "configMapRef")):
         config_map = context.stream.config_map(name)
-        documents.append(goyaml.dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+        documents.append(emit.dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
                                       "data": config_map.data}))  # fmt: skip
     one = {**config.to_go(), "path": "."}
     one.pop("lazy", None)
-    documents.append(goyaml.dump({"apiVersion": "vendir.k14s.io/v1alpha1", "kind": "Config",
+    documents.append(emit.dump({"apiVersion": "vendir.k14s.io/v1alpha1", "kind": "Config",
                                   "directories": [{"path": "out", "contents": [one]}]}))  # fmt: skip
     return b"---\n".join(documents)
 

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ocivendir import goyaml
+from ocivendir.goyaml import emit
 from ocivendir.oci.imageslock import API_VERSION, ImagesLock
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.results import ImageStatus
@@ -74,4 +74,4 @@ def rewrite(lock: ImagesLock, bundle_repo: Repository) -> bytes:
     doc: dict[str, object] = {"apiVersion": API_VERSION, "kind": "ImagesLock"}
     if images:
         doc["images"] = images
-    return b"---\n" + goyaml.dump(doc)
+    return b"---\n" + emit.dump(doc)

@@ -1,6 +1,6 @@
 """Owns: decoding YAML into strict Go structs the way imgpkg's sigs.k8s.io/yaml UnmarshalStrict does.
 
-Scalars resolve, and duplicate keys are refused, exactly as vendir's config reading does (`vendir/goyamlload.py`,
+Scalars resolve, and duplicate keys are refused, exactly as vendir's config reading does (`goyaml/load.py`,
 go-yaml v2 rules); on top of that, unknown fields are errors with Go's JSON message.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ocivendir.vendir.goyamlload import DecodeError, go_string_field, load_documents
+from ocivendir.goyaml.load import DecodeError, go_string_field, load_documents
 
 __all__ = ["StrictYAMLError", "check_fields", "go_string", "load_document"]
 

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ocivendir import VENDIR_COMPAT_VERSION, goyaml
+from ocivendir import VENDIR_COMPAT_VERSION
 from ocivendir.errors import ConfigError
-from ocivendir.vendir.goyamlload import DecodeError, go_bool, go_int, go_string_field, load_documents
-from ocivendir.vendir.goyamlload import field as get
+from ocivendir.goyaml import emit
+from ocivendir.goyaml.load import DecodeError, go_bool, go_int, go_string_field, load_documents
+from ocivendir.goyaml.load import field as get
 
 __all__ = [
     "API_VERSION",
@@ -415,4 +416,4 @@ def parse_stream(sources: Sequence[tuple[str, str]]) -> InputStream:
 
 def config_digest(content: Content) -> str:
     """Vendir's configDigest: sha256 of the marshalled content (set fields only, sorted)."""
-    return hashlib.sha256(goyaml.dump(content.to_go())).hexdigest()
+    return hashlib.sha256(emit.dump(content.to_go())).hexdigest()

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocivendir import goyaml
 from ocivendir.errors import ConfigError
+from ocivendir.goyaml import emit
+from ocivendir.goyaml.load import DecodeError, load_documents
+from ocivendir.goyaml.load import field as get
 from ocivendir.vendir.config import API_VERSION
-from ocivendir.vendir.goyamlload import DecodeError, load_documents
-from ocivendir.vendir.goyamlload import field as get
 
 __all__ = ["LockConfig", "LockContent", "LockDirectory", "parse_lock"]
 
@@ -58,7 +58,7 @@ class LockConfig:
             ]
             or None,
         }
-        return goyaml.dump(doc)
+        return emit.dump(doc)
 
     def find(self, directory: str, content: str) -> LockContent:
         """The entry for `(dir.path, content.path)`, with vendir's `--locked` messages."""
