@@ -1,0 +1,355 @@
+"""Owns: HTTP transport to registries — the only importer of requests/urllib3.
+
+Sessions and their connection pools, TLS contexts (system CAs plus added ones, or none for skip-verify registries),
+proxies from Settings, https-then-http for the hosts where plain HTTP is allowed with the scheme that worked
+remembered, the run's network deadline, and the request counter every result reports (design §4.1). It knows
+hosts and paths, not the distribution protocol: `registry/client.py` builds on it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import errno
+import http.cookiejar
+import socket
+import ssl
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import requests
+import urllib3
+from requests import Response
+from requests.adapters import HTTPAdapter
+
+from ocivendir import __version__
+from ocivendir.errors import TLSVerifyError, Transient
+from ocivendir.oci.reference import is_plain_http_host
+from ocivendir.registry.proxy import ProxyConfig
+from ocivendir.registry.retry import Deadline, RetryPolicy
+from ocivendir.results import RequestStats
+
+__all__ = [
+    "BodyBroken",
+    "ClientOptions",
+    "ConnectFailure",
+    "Response",
+    "SchemeMemory",
+    "Transport",
+    "basic_auth",
+]
+
+
+class SchemeMemory(Protocol):
+    """Where the scheme that worked for a host is remembered across runs (the cache index)."""
+
+    def scheme_for(self, host: str) -> str | None:
+        """The remembered scheme, if any."""
+
+    def remember_scheme(self, host: str, scheme: str) -> None:
+        """Record the scheme that worked."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOptions:
+    """Everything the client needs from settings; nothing here is read from the environment."""
+
+    insecure_all: bool = False
+    insecure_hosts: frozenset[str] = frozenset()
+    verify_certs: bool = True
+    skip_verify_hosts: frozenset[str] = frozenset()
+    ca_files: tuple[Path, ...] = ()
+    system_ca_file: Path | None = None
+    system_ca_dirs: tuple[Path, ...] = ()
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    connect_timeout: float = 10.0
+    read_timeout: float = 30.0
+    timeout_seconds: float = 300.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    pool_size: int = 8
+
+
+class ConnectFailure(Exception):
+    """No scheme could open a connection (or the connection broke before an answer)."""
+
+
+class BodyBroken(Exception):
+    """The connection dropped while a response body was being read."""
+
+
+class _Stats:
+    """Thread-safe request counters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = 0
+        self.auth = 0
+        self.connect_errors = 0
+        self.by_method: Counter[str] = Counter()
+        self.by_status: Counter[str] = Counter()
+        self.bytes_received = 0
+
+    def request(self, method: str, status: int, *, auth: bool = False, count: int = 1) -> None:
+        with self._lock:
+            self.total += count
+            self.by_method[method] += count
+            self.by_status[str(status)] += count
+            if auth:
+                self.auth += count
+
+    def challenge(self) -> None:
+        """A request answered with a 401 challenge was already counted; it is an auth request too."""
+        with self._lock:
+            self.auth += 1
+
+    def connect_error(self) -> None:
+        with self._lock:
+            self.connect_errors += 1
+
+    def received(self, size: int) -> None:
+        with self._lock:
+            self.bytes_received += size
+
+    def snapshot(self) -> RequestStats:
+        with self._lock:
+            return RequestStats(
+                total=self.total,
+                auth=self.auth,
+                connect_errors=self.connect_errors,
+                by_method=dict(sorted(self.by_method.items())),
+                by_status=dict(sorted(self.by_status.items())),
+                bytes_received=self.bytes_received,
+            )
+
+
+class _ContextAdapter(HTTPAdapter):
+    """An adapter whose TLS trust is our SSLContext (system CAs plus added ones), never certifi's bundle."""
+
+    def __init__(self, context: ssl.SSLContext, pool_size: int) -> None:
+        self._context = context
+        super().__init__(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401 - urllib3's signature
+        kwargs["ssl_context"] = self._context
+        super().init_poolmanager(*args, **kwargs)
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:  # noqa: ANN401 - urllib3's signature
+        kwargs["ssl_context"] = self._context
+        return super().proxy_manager_for(proxy, **kwargs)
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:  # noqa: ANN401 - requests' signature
+        """Trust comes from the SSLContext; requests must not add its own CA bundle."""
+
+
+def _ssl_context(options: ClientOptions, *, verify: bool) -> ssl.SSLContext:
+    context = ssl.create_default_context(purpose=ssl.Purpose.SERVER_AUTH, cafile=None, capath=None)
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if options.system_ca_file is not None:
+        with contextlib.suppress(OSError, ssl.SSLError):
+            context.load_verify_locations(cafile=str(options.system_ca_file))
+    for directory in options.system_ca_dirs:
+        with contextlib.suppress(OSError, ssl.SSLError):
+            context.load_verify_locations(capath=str(directory))
+    for extra in options.ca_files:
+        try:
+            context.load_verify_locations(cafile=str(extra))
+        except (OSError, ssl.SSLError) as exc:
+            raise TLSVerifyError(f"Loading CA certificate '{extra}': {exc}") from None
+    return context
+
+
+def _new_session(options: ClientOptions, *, verify: bool) -> requests.Session:
+    session = requests.Session()
+    session.trust_env = False
+    session.headers["User-Agent"] = f"ocivendir/{__version__}"
+    session.cookies.set_policy(_NoCookies())
+    adapter = _ContextAdapter(_ssl_context(options, verify=verify), options.pool_size)
+    session.mount("https://", adapter)
+    session.mount("http://", HTTPAdapter(pool_connections=options.pool_size, pool_maxsize=options.pool_size))
+    session.verify = verify
+    return session
+
+
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """Registries get no cookies back."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:  # noqa: ARG002, ANN401 - policy signature
+        return False
+
+
+def _tls_message(exc: Exception, url: str) -> str | None:
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" not in text:
+        return None
+    if "unable to get local issuer" in text or "self-signed" in text or "self signed" in text:
+        reason = "x509: certificate signed by unknown authority"
+    elif "Hostname mismatch" in text or "doesn't match" in text:
+        reason = "x509: certificate is valid for another host name"
+    elif "expired" in text:
+        reason = "x509: certificate has expired or is not yet valid"
+    else:
+        reason = f"x509: {text}"
+    return f'Get "{url}": tls: failed to verify certificate: {reason}'
+
+
+_ERRNO_TEXT = {
+    errno.ECONNREFUSED: "connect: connection refused",
+    errno.ECONNRESET: "read: connection reset by peer",
+    errno.EHOSTUNREACH: "connect: no route to host",
+    errno.ENETUNREACH: "connect: network is unreachable",
+    errno.ETIMEDOUT: "i/o timeout",
+}
+
+
+def _reason(exc: BaseException) -> str:
+    """The root cause of a connection failure in a short, Go-like form (no urllib3 pool internals)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, requests.exceptions.Timeout | TimeoutError | socket.timeout):
+            return "i/o timeout"
+        if isinstance(current, socket.gaierror):
+            return "dial tcp: lookup failed: no such host"
+        if isinstance(current, ssl.SSLError):
+            return f"tls: {current.reason or current}".lower()
+        if isinstance(current, OSError) and current.errno in _ERRNO_TEXT:
+            return _ERRNO_TEXT[current.errno]
+        nested = [a for a in getattr(current, "args", ()) if isinstance(a, BaseException)]
+        current = (
+            nested[0] if nested else (current.__cause__ or current.__context__ or getattr(current, "reason", None))
+        )
+    return str(exc)
+
+
+def basic_auth(username: str, password: str) -> str:
+    """The `Authorization` value for HTTP Basic (latin-1, as requests and Go's net/http encode it)."""
+    pair = f"{username}:{password}".encode("latin1")
+    return "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+def iter_body(response: Response, chunk_size: int) -> Iterator[bytes]:
+    """A streamed body's chunks; a dropped connection is `BodyBroken`."""
+    try:
+        yield from response.iter_content(chunk_size)
+    except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+        raise BodyBroken(str(exc)) from None
+
+
+class Transport:
+    """One run's HTTP to registries: sessions per TLS mode, scheme choice and memory, proxies, counting."""
+
+    def __init__(self, options: ClientOptions, schemes: SchemeMemory | None = None) -> None:
+        """Prepare; no session or connection is made until the first request."""
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        self._options = options
+        self._schemes = schemes
+        self.deadline = Deadline(options.timeout_seconds)
+        self.counter = _Stats()
+        self._lock = threading.Lock()
+        self._sessions: dict[bool, requests.Session] = {}
+        self._run_schemes: dict[str, str] = {}
+
+    @property
+    def stats(self) -> RequestStats:
+        """The requests sent so far."""
+        return self.counter.snapshot()
+
+    def close(self) -> None:
+        """Close the sessions."""
+        for session in self._sessions.values():
+            session.close()
+
+    def _session(self, registry: str) -> requests.Session:
+        verify = self._options.verify_certs and registry not in self._options.skip_verify_hosts
+        with self._lock:
+            if verify not in self._sessions:
+                self._sessions[verify] = _new_session(self._options, verify=verify)
+            return self._sessions[verify]
+
+    def _schemes_for(self, host: str) -> list[str]:
+        with self._lock:
+            known = self._run_schemes.get(host)
+        if known is None and self._schemes is not None:
+            known = self._schemes.scheme_for(host)
+        if known is not None:
+            return [known]
+        plain_ok = self._options.insecure_all or host in self._options.insecure_hosts or is_plain_http_host(host)
+        return ["https", "http"] if plain_ok else ["https"]
+
+    def _note_scheme(self, host: str, scheme: str) -> None:
+        with self._lock:
+            if self._run_schemes.get(host) == scheme:
+                return
+            self._run_schemes[host] = scheme
+        if self._schemes is not None:
+            self._schemes.remember_scheme(host, scheme)
+
+    def _timeout(self, what: str) -> tuple[float, float]:
+        return (self._options.connect_timeout, min(self._options.read_timeout, self.deadline.remaining(what)))
+
+    def send(
+        self, method: str, registry: str, host: str, path: str, headers: dict[str, str], *, stream: bool, what: str
+    ) -> Response:
+        """One request to `host` (scheme chosen here), TLS as configured for `registry`; counted.
+
+        A connection that could not be opened on any allowed scheme is `ConnectFailure`; an unknown CA is
+        `TLSVerifyError`.
+        """
+        session = self._session(registry)
+        failures: list[str] = []
+        for scheme in self._schemes_for(host):
+            url = f"{scheme}://{host}{path}"
+            try:
+                response = session.request(
+                    method,
+                    url,
+                    headers=headers,
+                    stream=stream,
+                    timeout=self._timeout(what),
+                    proxies=self._proxy(scheme, host),
+                    allow_redirects=True,
+                )
+            except requests.exceptions.SSLError as exc:
+                message = _tls_message(exc, url)
+                if message is not None:
+                    raise TLSVerifyError(f"{what}: {message}") from None
+                self.counter.connect_error()
+                failures.append(f'{method.capitalize()} "{url}": {_reason(exc)}')
+                continue
+            except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+                self.counter.connect_error()
+                failures.append(f'{method.capitalize()} "{url}": {_reason(exc)}')
+                continue
+            self.counter.request(method, response.status_code, count=1 + len(response.history))
+            self._note_scheme(host, scheme)
+            return response
+        raise ConnectFailure(f"{what}: {'; '.join(failures)}")
+
+    def _proxy(self, scheme: str, host: str) -> dict[str, str]:
+        name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
+        chosen = self._options.proxy.for_url(scheme, name, int(port) if port.isdigit() else 443)
+        return {scheme: chosen} if chosen else {}
+
+    def token_request(
+        self, registry: str, realm: str, form: dict[str, str], *, basic: tuple[str, str] | None, post: bool, what: str
+    ) -> Response:
+        """A token endpoint request (a form POST or a GET with the form as query), counted as an auth request."""
+        session = self._session(registry)
+        try:
+            if post:
+                response = session.post(realm, data=form, timeout=self._timeout(what))
+            else:
+                response = session.get(realm, params=form, auth=basic, timeout=self._timeout(what))
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            self.counter.connect_error()
+            raise Transient(f"{what}: fetching a token from {realm}: {exc}") from None
+        self.counter.request(response.request.method or "GET", response.status_code, auth=True)
+        return response
