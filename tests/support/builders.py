@@ -311,3 +311,18 @@ def relocate(pusher: Pusher, published: Published, dest_repo: str, *, with_locat
         pusher.manifest(dest_repo, tag, published.bundle.manifest)
     if with_locations:
         pusher.locations_image(dest_repo, published.bundle, {ref: ref in published.bundles for ref in published.images})
+
+
+def publish_two_level(pusher: Pusher, prefix: str) -> list[Published]:
+    """An outer bundle naming a middle bundle naming an inner bundle (each with plain images): innermost first."""
+    inner = publish_bundle(pusher, f"{prefix}/inner", images=1, files={"inner.yml": "inner: true\n"})
+    middle = publish_outer_bundle(pusher, f"{prefix}/middle", inner)
+    outer = publish_outer_bundle(pusher, f"{prefix}/top", middle)
+    return [inner, middle, outer]
+
+
+def relocate_chain(pusher: Pusher, chain: list[Published], dest_repo: str) -> None:
+    """`imgpkg copy -b <outermost>` of a nesting chain (innermost first): one repository, a locations image each."""
+    for published in chain[:-1]:
+        relocate(pusher, published, dest_repo, tag=None)
+    relocate(pusher, chain[-1], dest_repo)

@@ -86,6 +86,7 @@ class Verdict:
     method: str
     missing: tuple[str, ...]
     checked_at: float
+    locations_digest: Digest | None = None
 
 
 class CacheIndex:
@@ -265,23 +266,30 @@ class CacheIndex:
     def verdict(self, bundle_ref: str) -> Verdict | None:
         """The last recorded relocation verdict for a fully qualified bundle ref."""
         rows = self._rows(
-            "SELECT relocated, method, missing_json, checked_at FROM verdicts WHERE bundle_ref = ?", (bundle_ref,)
+            "SELECT relocated, method, missing_json, checked_at, locations_digest FROM verdicts WHERE bundle_ref = ?",
+            (bundle_ref,),
         )
         if not rows:
             return None
-        relocated, method, missing_json, checked_at = rows[0]
+        relocated, method, missing_json, checked_at, locations = rows[0]
         return Verdict(
             bundle_ref=bundle_ref,
             relocated=bool(relocated),
             method=str(method),
             missing=tuple(json.loads(str(missing_json))),
             checked_at=float(str(checked_at)),
+            locations_digest=parse_digest(str(locations)) if locations else None,
         )
 
     def put_verdict(self, bundle_ref: str, *, relocated: bool, method: str, missing: Iterable[str]) -> None:
         """Record a verdict reached now."""
         params = (bundle_ref, int(relocated), method, None, json.dumps(list(missing)), self.now)
         self._write([(_PUT_VERDICT, params)])
+
+    def put_locations(self, bundle_ref: str, digest: Digest) -> None:
+        """Record the digest of the locations image behind a bundle's verdict (its nested-bundle hints, offline)."""
+        sql = "UPDATE verdicts SET locations_digest = ? WHERE bundle_ref = ?"
+        self._write([(sql, (str(digest), bundle_ref))])
 
     def verdicts(self) -> dict[str, Verdict]:
         """Every recorded verdict by bundle ref."""

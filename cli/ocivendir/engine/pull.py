@@ -116,10 +116,20 @@ def _outcome(image: FetchedImage, decision: Decision) -> RelocationOutcome:
     )
 
 
-def _bundle_hints(content: Content, repo: Repository, digest: Digest) -> dict[Digest, bool]:
+def _locations_image(content: Content, repo: Repository, digest: Digest, known: Digest | None) -> FetchedImage:
+    """The locations image: by its recorded digest (from the cache), else by its tag, recording the digest it has."""
+    if known is not None:
+        return fetch_image(content, repo.at(known))
+    located = fetch_image(content, locations_ref(repo, digest))
+    if content.index is not None and content.index.verdict(str(repo.at(digest))) is not None:
+        content.index.put_locations(str(repo.at(digest)), located.digest)
+    return located
+
+
+def _bundle_hints(content: Content, repo: Repository, digest: Digest, known: Digest | None) -> dict[Digest, bool]:
     """IsBundle hints from the locations image, if it exists and follows imgpkg's rules; else none."""
     try:
-        located = fetch_image(content, locations_ref(repo, digest))
+        located = _locations_image(content, repo, digest, known)
     except Exception:  # noqa: BLE001 - any failure means no hints; nested bundles are then probed
         return {}
     content.record(located.repo, located.digest, located.raw, located.manifest, "locations")
@@ -170,7 +180,9 @@ class BundlePuller:
         self, image: FetchedImage, lock: ImagesLock, decision: Decision, pulled: PullTally, depth: int, root: Path
     ) -> None:
         """Pull the bundles a lock names (found by locations hints or IsBundle probes) under the root's bundles/."""
-        hints = _bundle_hints(self.content, image.repo, image.digest) if decision.method == "locations" else {}
+        hints = {}
+        if decision.method == "locations":
+            hints = _bundle_hints(self.content, image.repo, image.digest, decision.locations)
         found = []
         for entry in lock.images:
             digest = entry.reference.digest

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ocivendir.cache.index import Verdict
 from ocivendir.engine.content import Content
 from ocivendir.errors import RelocationUndetermined
 from ocivendir.oci.imageslock import ImagesLock
@@ -28,6 +29,7 @@ class Decision:
     from_cache: bool
     statuses: dict[Digest, ImageStatus] = field(default_factory=dict)
     probes: tuple[Probe, ...] = ()
+    locations: Digest | None = None  # the locations image's digest, when recorded with the verdict
 
     def images_with(self, status: ImageStatus) -> tuple[str, ...]:
         """The images (as written in the lock) that have a status."""
@@ -97,6 +99,12 @@ def record_verdict(
     content.index.put_verdict(key, relocated=relocated, method=method, missing=missing)
 
 
+def _recorded(previous: Verdict) -> Decision:
+    return Decision(
+        relocated=previous.relocated, method=previous.method, from_cache=True, locations=previous.locations_digest
+    )
+
+
 def decide(
     content: Content, bundle_repo: Repository, digest: Digest, lock: ImagesLock, *, recheck_seconds: float
 ) -> Decision:
@@ -110,7 +118,7 @@ def decide(
     if previous is not None and (
         previous.relocated or (index is not None and index.now - previous.checked_at < recheck_seconds)
     ):
-        return Decision(relocated=previous.relocated, method=previous.method, from_cache=True)
+        return _recorded(previous)
     verdict, method, statuses, probes = check(
         content, bundle_repo, digest, lock, full=False, use_locations=True, first=previous.missing if previous else ()
     )
@@ -122,7 +130,7 @@ def decide(
                 hint="the registry could not answer; try again when it is reachable",
             )
         content.warn(f"could not re-check relocation of '{key}'; using the verdict recorded earlier")
-        return Decision(relocated=previous.relocated, method=previous.method, from_cache=True)
+        return _recorded(previous)
     decision = Decision(
         relocated=verdict is RelocationVerdict.RELOCATED,
         method=method,
