@@ -8,21 +8,28 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ocivendir.errors import UsageError
+from ocivendir.errors import ConfigError, UsageError
 from ocivendir.registry.credentials import CredentialRules, rules_from_env
 from ocivendir.registry.proxy import ProxyConfig
 
+if TYPE_CHECKING:
+    from ocivendir.registry.mirrors import MirrorPlan
+
 __all__ = [
     "DEFAULT_CACHE_MAX_SIZE",
+    "DEFAULT_REGISTRY_CONCURRENCY",
     "Flags",
     "Settings",
+    "load_registry_plan",
     "load_settings",
     "parse_duration",
     "parse_size",
 ]
 
 DEFAULT_CACHE_MAX_SIZE = 1 << 30
+DEFAULT_REGISTRY_CONCURRENCY = 4
 _GO_CA_FILES = (
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
@@ -79,6 +86,8 @@ class Flags:
     concurrency: int | None = None
     offline: bool | None = None
     stale_if_error: str | None = None
+    registry_config: str | None = None
+    registry_concurrency: int | None = None
     json: bool = False
     quiet: bool = False
     debug: bool = False
@@ -110,6 +119,8 @@ class Settings:
     system_ca_file: Path | None
     system_ca_dirs: tuple[Path, ...]
     insecure_registries: frozenset[str] = field(default_factory=frozenset)
+    registry_config: Path | None = None
+    registry_concurrency: int = DEFAULT_REGISTRY_CONCURRENCY
 
 
 def _env(environ: Mapping[str, str], *names: str) -> str | None:
@@ -163,14 +174,42 @@ def _proxy(environ: Mapping[str, str]) -> ProxyConfig:
     return ProxyConfig(http_proxy=pick("http_proxy"), https_proxy=pick("https_proxy"), no_proxy=pick("no_proxy"))
 
 
-def _concurrency(flags: Flags, environ: Mapping[str, str]) -> int:
-    if flags.concurrency is not None:
-        value, what = str(flags.concurrency), "--concurrency"
+def _count(given: int | None, flag: str, environ: Mapping[str, str], variable: str, default: int) -> int:
+    if given is not None:
+        value, what = str(given), flag
     else:
-        value, what = _env(environ, "OCIVENDIR_CONCURRENCY") or "8", "OCIVENDIR_CONCURRENCY"
+        value, what = _env(environ, variable) or str(default), variable
     if not value.isdigit() or not 1 <= int(value) <= 64:  # noqa: PLR2004 - a sane pool bound
         raise UsageError(f"invalid value '{value}' for {what}: expected a whole number from 1 to 64")
     return int(value)
+
+
+def _registry_config(flags: Flags, environ: Mapping[str, str]) -> Path | None:
+    given = flags.registry_config or _env(environ, "OCIVENDIR_REGISTRY_CONFIG")
+    return Path(given).expanduser().absolute() if given else None
+
+
+def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
+    """registries.yaml: `--registry-config`, else OCIVENDIR_REGISTRY_CONFIG, else `<user config dir>/registries.yaml`.
+
+    Read only when a registry is about to be asked (a warm cached run never reads it). A file named by the flag or
+    variable must exist; the default one is optional. Returns the plan and its warnings (unknown keys).
+    """
+    from ocivendir.registry.mirrors import MirrorPlan, parse_registries  # noqa: PLC0415 - not on the warm path
+
+    path = settings.registry_config
+    if path is None:
+        import platformdirs  # noqa: PLC0415 - only when the network is needed
+
+        path = Path(platformdirs.user_config_dir("ocivendir")) / "registries.yaml"
+        if not path.is_file():
+            return MirrorPlan(), []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"Reading registry config '{path}': {reason}") from None
+    return parse_registries(text, str(path))
 
 
 def _truthy(value: str | None, what: str) -> bool:
@@ -203,7 +242,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         cache_max_size=parse_size(size_text, "--cache-max-size") if size_text else DEFAULT_CACHE_MAX_SIZE,
         relocation_recheck=parse_duration(recheck, "--relocation-recheck"),
         timeout=parse_duration(timeout, "--timeout") or 300.0,
-        concurrency=_concurrency(flags, env),
+        concurrency=_count(flags.concurrency, "--concurrency", env, "OCIVENDIR_CONCURRENCY", 8),
         offline=offline,
         stale_if_error=parse_duration(stale, "--stale-if-error") if stale else None,
         json=flags.json,
@@ -218,4 +257,12 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         system_ca_file=ca_file,
         system_ca_dirs=ca_dirs,
         insecure_registries=frozenset(h.strip() for h in insecure.split(",") if h.strip()),
+        registry_config=_registry_config(flags, env),
+        registry_concurrency=_count(
+            flags.registry_concurrency,
+            "--registry-concurrency",
+            env,
+            "OCIVENDIR_REGISTRY_CONCURRENCY",
+            DEFAULT_REGISTRY_CONCURRENCY,
+        ),
     )

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "ocivendir"
 FLOORS: dict[str, int] = {
     "__init__": 0, "errors": 0, "results": 0, "goyaml": 0, "goyaml.emit": 0, "goyaml.load": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
-    "registry.credentials": 1,
+    "registry.credentials": 1, "registry.mirrors": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
     "registry.transport": 2,
