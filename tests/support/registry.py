@@ -2,6 +2,9 @@
 
 Modes: `plain` (HTTP, anonymous), `htpasswd` (HTTP with Basic auth from a committed bcrypt file) and `tls` (HTTPS with
 a CA and server certificate made with openssl at start-up). Request counts come from the registry's access log.
+
+With `proxy_remote` set, the registry runs in Distribution's proxy mode (a pull-through cache of that URL, logging in
+there with `proxy_credentials`), as fleets put one in front of the origin.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from pathlib import Path
 FIXTURES = Path(__file__).parent / "fixtures"
 USERNAME = "tester"
 PASSWORD = "s3cret-pass"  # matches fixtures/htpasswd (bcrypt)
+MIRROR_USERNAME = "mirroruser"
+MIRROR_PASSWORD = "m1rror-pass"  # matches fixtures/htpasswd-mirror (bcrypt)
 _ACCESS = re.compile(r'"(GET|HEAD|POST|PUT|PATCH|DELETE) (\S+) HTTP/[0-9.]+" (\d{3})')
 
 
@@ -68,6 +73,10 @@ class Registry:
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
     ca_cert: Path | None = None
+    proxy_remote: str | None = None
+    proxy_credentials: tuple[str, str] | None = None
+    htpasswd: Path = FIXTURES / "htpasswd"
+    credentials: tuple[str, str] = (USERNAME, PASSWORD)
     log_path: Path = field(init=False)
     storage: Path = field(init=False)
 
@@ -90,7 +99,8 @@ class Registry:
     def auth_header(self) -> dict[str, str]:
         if self.mode != "htpasswd":
             return {}
-        token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+        username, password = self.credentials
+        token = base64.b64encode(f"{username}:{password}".encode()).decode()
         return {"Authorization": f"Basic {token}"}
 
     def ssl_context(self) -> ssl.SSLContext | None:
@@ -122,7 +132,11 @@ class Registry:
             self.ca_cert = ca
             lines += ["  tls:", f"    certificate: {crt}", f"    key: {key}"]
         if self.mode == "htpasswd":
-            lines += ["auth:", "  htpasswd:", "    realm: ocivendir-test", f"    path: {FIXTURES / 'htpasswd'}"]
+            lines += ["auth:", "  htpasswd:", "    realm: ocivendir-test", f"    path: {self.htpasswd}"]
+        if self.proxy_remote is not None:
+            lines += ["proxy:", f"  remoteurl: {self.proxy_remote}"]
+            if self.proxy_credentials is not None:
+                lines += [f"  username: {self.proxy_credentials[0]}", f"  password: {self.proxy_credentials[1]}"]
         return "\n".join(lines) + "\n"
 
     def start(self) -> Registry:

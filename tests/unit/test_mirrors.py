@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from ocivendir.errors import ConfigError
+from ocivendir.errors import ConfigError, UsageError
 from ocivendir.oci.reference import Repository, parse_reference
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.mirrors import Endpoint, parse_registries
+from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings
 
 SOURCE = "/etc/ocivendir/registries.yaml"
 
@@ -169,3 +172,49 @@ def test_secrets_never_show_in_a_repr() -> None:
     )
     assert "hunter2" not in repr(plan)
     assert "hunter2" not in repr(endpoint)
+
+
+# --- where the file comes from (settings.py) ---------------------------------------------------------------------
+
+
+def _write(path: Path, quay_mirror: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"mirrors:\n  quay.io:\n    endpoint: ['{quay_mirror}']\n")
+    return path
+
+
+def _first_mirror(settings: Settings) -> str:
+    plan, _ = load_registry_plan(settings)
+    return plan.endpoints(Repository("quay.io", "a/b"))[0].name
+
+
+def test_the_flag_wins_over_the_variable_which_wins_over_the_user_config_dir(isolated_env: Path) -> None:
+    default = _write(isolated_env / ".config" / "ocivendir" / "registries.yaml", "https://from-default")
+    from_env = _write(isolated_env / "env.yaml", "https://from-env")
+    from_flag = _write(isolated_env / "flag.yaml", "https://from-flag")
+    env = {"OCIVENDIR_REGISTRY_CONFIG": str(from_env)}
+    assert _first_mirror(load_settings(Flags(registry_config=str(from_flag)), env)) == "https://from-flag"
+    assert _first_mirror(load_settings(Flags(), env)) == "https://from-env"
+    assert _first_mirror(load_settings(Flags(), {})) == "https://from-default"
+    default.unlink()
+    assert _first_mirror(load_settings(Flags(), {})) == "quay.io"  # no file: the origin alone
+
+
+def test_a_named_file_must_exist(isolated_env: Path) -> None:
+    settings = load_settings(Flags(registry_config=str(isolated_env / "missing.yaml")), {})
+    with pytest.raises(ConfigError, match=r"Reading registry config '.*missing.yaml': No such file"):
+        load_registry_plan(settings)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "expected"),
+    [(Flags(), {}, 4), (Flags(), {"OCIVENDIR_REGISTRY_CONCURRENCY": "2"}, 2),
+     (Flags(registry_concurrency=6), {"OCIVENDIR_REGISTRY_CONCURRENCY": "2"}, 6)],
+)  # fmt: skip
+def test_the_per_endpoint_cap_comes_from_flag_then_variable(flags: Flags, env: dict[str, str], expected: int) -> None:
+    assert load_settings(flags, env).registry_concurrency == expected
+
+
+def test_a_bad_per_endpoint_cap_names_its_source() -> None:
+    with pytest.raises(UsageError, match="OCIVENDIR_REGISTRY_CONCURRENCY"):
+        load_settings(Flags(), {"OCIVENDIR_REGISTRY_CONCURRENCY": "0"})
