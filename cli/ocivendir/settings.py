@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ocivendir.errors import ConfigError, UsageError
-from ocivendir.registry.credentials import CredentialRules, rules_from_env
+from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
 from ocivendir.registry.proxy import ProxyConfig
 
 if TYPE_CHECKING:
@@ -20,8 +22,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CACHE_MAX_SIZE",
     "DEFAULT_REGISTRY_CONCURRENCY",
+    "OPTION_ENV",
     "Flags",
     "Settings",
+    "choose",
     "load_registry_plan",
     "load_settings",
     "parse_duration",
@@ -30,6 +34,27 @@ __all__ = [
 
 DEFAULT_CACHE_MAX_SIZE = 1 << 30
 DEFAULT_REGISTRY_CONCURRENCY = 4
+# Each option's environment variables (the first one set counts), by the option's parameter name. A flag given on the
+# command line, before or after the subcommand, always wins over them (`choose`); the CLI's parsers only collect what
+# is on the command line and never read the environment themselves.
+OPTION_ENV: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "cache_dir": ("OCIVENDIR_CACHE_DIR", "VENDIR_CACHE_DIR"),
+    "cache_max_size": ("OCIVENDIR_CACHE_MAX_SIZE",),
+    "relocation_recheck": ("OCIVENDIR_RELOCATION_RECHECK",),
+    "timeout": ("OCIVENDIR_TIMEOUT",),
+    "concurrency": ("OCIVENDIR_CONCURRENCY",),
+    "offline": ("OCIVENDIR_OFFLINE",),
+    "stale_if_error": ("OCIVENDIR_STALE_IF_ERROR",),
+    "registry_config": ("OCIVENDIR_REGISTRY_CONFIG",),
+    "registry_concurrency": ("OCIVENDIR_REGISTRY_CONCURRENCY",),
+    "color": ("NO_COLOR",),
+    "delegate_vendir": ("OCIVENDIR_DELEGATE_VENDIR",),
+    "insecure_hosts": ("OCIVENDIR_INSECURE_REGISTRIES",),
+    "registry_username": ("IMGPKG_USERNAME",),
+    "registry_password": ("IMGPKG_PASSWORD",),
+    "registry_token": ("IMGPKG_TOKEN",),
+    "registry_anon": ("IMGPKG_ANON",),
+})  # fmt: skip
 _GO_CA_FILES = (
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
@@ -93,6 +118,12 @@ class Flags:
     debug: bool = False
     tty: bool = False
     color: bool | None = None
+    delegate_vendir: str | None = None
+    insecure_hosts: tuple[str, ...] = ()
+    registry_username: str | None = None
+    registry_password: str | None = field(default=None, repr=False)
+    registry_token: str | None = field(default=None, repr=False)
+    registry_anon: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +152,7 @@ class Settings:
     insecure_registries: frozenset[str] = field(default_factory=frozenset)
     registry_config: Path | None = None
     registry_concurrency: int = DEFAULT_REGISTRY_CONCURRENCY
+    delegate_vendir: Path | None = None
 
 
 def _env(environ: Mapping[str, str], *names: str) -> str | None:
@@ -129,6 +161,22 @@ def _env(environ: Mapping[str, str], *names: str) -> str | None:
         if value:
             return value
     return None
+
+
+def choose(name: str, given: object, environ: Mapping[str, str]) -> object:
+    """The precedence rule, the same for every option: command line, then environment, then the default (None).
+
+    A value given on the command line, before or after the subcommand, wins; else the option's first set environment
+    variable (an empty one counts as unset); else None, and the caller applies the default.
+    """
+    if given is not None and given != ():
+        return given
+    return _env(environ, *OPTION_ENV.get(name, ()))
+
+
+def _text(name: str, given: object, environ: Mapping[str, str]) -> str | None:
+    chosen = choose(name, given, environ)
+    return None if chosen is None else str(chosen)
 
 
 def _read_umask() -> int:
@@ -140,7 +188,7 @@ def _read_umask() -> int:
 def _cache_dir(flags: Flags, environ: Mapping[str, str]) -> tuple[Path | None, bool]:
     if flags.no_cache:
         return None, False
-    given = flags.cache_dir or _env(environ, "OCIVENDIR_CACHE_DIR", "VENDIR_CACHE_DIR")
+    given = _text("cache_dir", flags.cache_dir, environ)
     if given:
         return Path(given).expanduser().absolute(), True
     import platformdirs  # noqa: PLC0415 - only when no directory is named
@@ -174,18 +222,16 @@ def _proxy(environ: Mapping[str, str]) -> ProxyConfig:
     return ProxyConfig(http_proxy=pick("http_proxy"), https_proxy=pick("https_proxy"), no_proxy=pick("no_proxy"))
 
 
-def _count(given: int | None, flag: str, environ: Mapping[str, str], variable: str, default: int) -> int:
-    if given is not None:
-        value, what = str(given), flag
-    else:
-        value, what = _env(environ, variable) or str(default), variable
+def _count(name: str, given: int | None, flag: str, environ: Mapping[str, str], default: int) -> int:
+    value = _text(name, given, environ) or str(default)
+    what = flag if given is not None else OPTION_ENV[name][0]
     if not value.isdigit() or not 1 <= int(value) <= 64:  # noqa: PLR2004 - a sane pool bound
         raise UsageError(f"invalid value '{value}' for {what}: expected a whole number from 1 to 64")
     return int(value)
 
 
 def _registry_config(flags: Flags, environ: Mapping[str, str]) -> Path | None:
-    given = flags.registry_config or _env(environ, "OCIVENDIR_REGISTRY_CONFIG")
+    given = _text("registry_config", flags.registry_config, environ)
     return Path(given).expanduser().absolute() if given else None
 
 
@@ -223,46 +269,73 @@ def _truthy(value: str | None, what: str) -> bool:
     raise UsageError(f"invalid value '{value}' for {what}: expected true or false")
 
 
+def _switch(name: str, given: bool | None, environ: Mapping[str, str], parse: str = "bool") -> bool:
+    """A boolean option by the rule; its variable is read as true/false, or (`parse="imgpkg"`) true only if "true"."""
+    if given is not None:
+        return given
+    text = _text(name, None, environ)
+    if parse == "imgpkg":
+        return (text or "").lower() == "true"
+    return _truthy(text, OPTION_ENV[name][0])
+
+
+def _insecure_hosts(flags: Flags, env: Mapping[str, str]) -> frozenset[str]:
+    chosen = choose("insecure_hosts", flags.insecure_hosts, env)
+    hosts = chosen.split(",") if isinstance(chosen, str) else flags.insecure_hosts
+    return frozenset(h.strip() for h in hosts if h.strip())
+
+
+def _credentials(flags: Flags, env: Mapping[str, str]) -> CredentialRules:
+    """The environment's credential rules, with the every-registry default from imgpkg's flags by the rule."""
+    rules, default = rules_from_env(env), None
+    username = _text("registry_username", flags.registry_username, env) or ""
+    password = _text("registry_password", flags.registry_password, env) or ""
+    token = _text("registry_token", flags.registry_token, env) or ""
+    if _switch("registry_anon", flags.registry_anon, env, parse="imgpkg"):
+        default = Credential()
+    elif username or password or token:
+        default = Credential(username=username, password=password, registry_token=token)
+    return dataclasses.replace(rules, default=default)
+
+
 def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Settings:
-    """Build Settings from flags and the environment (os.environ unless given)."""
+    """Build Settings from flags and the environment (os.environ unless given), by `choose`'s rule."""
     env = dict(os.environ if environ is None else environ)
     cache_dir, explicit = _cache_dir(flags, env)
-    size_text = flags.cache_max_size or _env(env, "OCIVENDIR_CACHE_MAX_SIZE")
-    recheck = flags.relocation_recheck or _env(env, "OCIVENDIR_RELOCATION_RECHECK") or "1h"
-    timeout = flags.timeout or _env(env, "OCIVENDIR_TIMEOUT") or "5m"
-    stale = flags.stale_if_error or _env(env, "OCIVENDIR_STALE_IF_ERROR")
-    offline = (
-        flags.offline if flags.offline is not None else _truthy(_env(env, "OCIVENDIR_OFFLINE"), "OCIVENDIR_OFFLINE")
-    )
+    size_text = _text("cache_max_size", flags.cache_max_size, env)
+    recheck = _text("relocation_recheck", flags.relocation_recheck, env) or "1h"
+    timeout = _text("timeout", flags.timeout, env) or "5m"
+    stale = _text("stale_if_error", flags.stale_if_error, env)
+    delegate = _text("delegate_vendir", flags.delegate_vendir, env)
     ca_file, ca_dirs = _system_cas(env)
-    insecure = _env(env, "OCIVENDIR_INSECURE_REGISTRIES") or ""
     return Settings(
         cache_dir=cache_dir,
         cache_dir_explicit=explicit,
         cache_max_size=parse_size(size_text, "--cache-max-size") if size_text else DEFAULT_CACHE_MAX_SIZE,
         relocation_recheck=parse_duration(recheck, "--relocation-recheck"),
         timeout=parse_duration(timeout, "--timeout") or 300.0,
-        concurrency=_count(flags.concurrency, "--concurrency", env, "OCIVENDIR_CONCURRENCY", 8),
-        offline=offline,
+        concurrency=_count("concurrency", flags.concurrency, "--concurrency", env, 8),
+        offline=_switch("offline", flags.offline, env),
         stale_if_error=parse_duration(stale, "--stale-if-error") if stale else None,
         json=flags.json,
         quiet=flags.quiet,
         debug=flags.debug,
         tty=flags.tty,
-        color=flags.color if flags.color is not None else not env.get("NO_COLOR"),
+        color=flags.color if flags.color is not None else choose("color", None, env) is None,
         umask=_read_umask(),
         proxy=_proxy(env),
-        credentials=rules_from_env(env),
+        credentials=_credentials(flags, env),
         docker_configs=_docker_configs(env),
         system_ca_file=ca_file,
         system_ca_dirs=ca_dirs,
-        insecure_registries=frozenset(h.strip() for h in insecure.split(",") if h.strip()),
+        insecure_registries=_insecure_hosts(flags, env),
+        delegate_vendir=Path(delegate) if delegate else None,
         registry_config=_registry_config(flags, env),
         registry_concurrency=_count(
+            "registry_concurrency",
             flags.registry_concurrency,
             "--registry-concurrency",
             env,
-            "OCIVENDIR_REGISTRY_CONCURRENCY",
             DEFAULT_REGISTRY_CONCURRENCY,
         ),
     )

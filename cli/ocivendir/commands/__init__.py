@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import click
 
 from ocivendir import VENDIR_COMPAT_VERSION, __version__
-from ocivendir.commands.options import global_options
+from ocivendir.commands.options import global_options, registry_options
 from ocivendir.errors import OcivendirError
 
 __all__ = ["cli", "main", "version_line"]
@@ -34,6 +34,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print the version and exit.")  # fmt: skip
+@registry_options
 @global_options
 @click.pass_context
 def cli(ctx: click.Context) -> None:

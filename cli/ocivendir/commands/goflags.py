@@ -19,7 +19,7 @@ BOOL_FLAGS = frozenset({
     "-q", "--debug", "--no-cache", "--offline", "--recursive", "-r", "--each-image", "--all", "--dry-run",
     "--registry-insecure", "--registry-anon", "--yes", "-y",
 })  # fmt: skip
-NEGATABLE = frozenset({"--lazy", "--color"})
+NEGATABLE = frozenset({"--lazy", "--color", "--offline", "--registry-anon"})  # `--x=false` must beat a variable
 _SHORT_WITH_EQUALS = re.compile(r"^-([A-Za-z])=(.*)$", re.DOTALL)
 
 

@@ -25,7 +25,7 @@ from ocivendir.errors import CacheError, UsageError
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
 from ocivendir.output import Output, OutputMode, stderr_is_tty
-from ocivendir.registry.credentials import Credential, CredentialRules
+from ocivendir.registry.credentials import CredentialRules
 from ocivendir.settings import Flags, Settings, load_settings, parse_duration
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def _client_options(
     verify = flags.get("verify_certs")
     return ClientOptions(
         insecure_all=bool(flags.get("insecure_all")),
-        insecure_hosts=settings.insecure_registries | frozenset(flags.get("insecure_hosts") or ()),
+        insecure_hosts=settings.insecure_registries,
         verify_certs=True if verify is None else bool(verify),
         skip_verify_hosts=skip_verify,
         ca_files=tuple(Path(p) for p in flags.get("ca_cert_paths") or ()),
@@ -110,17 +110,8 @@ def _client_options(
     )
 
 
-def _rules(settings: Settings, flags: dict[str, Any], extra: CredentialRules | None) -> CredentialRules:
+def _rules(settings: Settings, extra: CredentialRules | None) -> CredentialRules:
     rules = settings.credentials
-    if flags.get("registry_anon"):
-        rules = dataclasses.replace(rules, default=Credential())
-    elif flags.get("registry_username") or flags.get("registry_password") or flags.get("registry_token"):
-        given = Credential(
-            username=flags.get("registry_username") or "",
-            password=flags.get("registry_password") or "",
-            registry_token=flags.get("registry_token") or "",
-        )
-        rules = dataclasses.replace(rules, default=given)
     return extra.merged_with(rules) if extra is not None else rules
 
 
@@ -160,7 +151,7 @@ def _client_factory(run: Run) -> Callable[[ClientSpec, CacheIndex | None], Regis
         from ocivendir.registry.client import RegistryClient  # noqa: PLC0415
 
         options = _client_options(settings, run.flags, spec.skip_verify, spec.read_timeout)
-        keyring = Keyring(_rules(settings, run.flags, spec.credentials), settings.docker_configs)
+        keyring = Keyring(_rules(settings, spec.credentials), settings.docker_configs)
         return RegistryClient(options, keyring, index)
 
     return factory

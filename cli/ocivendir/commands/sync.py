@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ocivendir.commands.options import global_options
+from ocivendir.commands.options import delegate_option, global_options, registry_options
 from ocivendir.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -91,15 +91,10 @@ def _read_lock(path: Path, locked: bool) -> Any:  # noqa: ANN401 - LockConfig | 
     is_flag=True,
     help="Allow symlinks that point outside their directory.",
 )
-@click.option(
-    "--delegate-vendir",
-    metavar="PATH",
-    envvar="OCIVENDIR_DELEGATE_VENDIR",
-    show_envvar=True,
-    help="A real vendir binary for git, hg, http, helmChart and githubRelease contents.",
-)
+@delegate_option
 @click.option("-y", "--yes", is_flag=True, hidden=True)
 @click.option("--column", multiple=True, hidden=True)
+@registry_options
 @global_options
 @click.pass_context
 def sync(
@@ -111,7 +106,6 @@ def sync(
     lazy: bool,
     chdir: str | None,
     allow_symlinks: bool,
-    delegate_vendir: str | None,
     yes: bool,
     column: tuple[str, ...],
 ) -> None:
@@ -138,10 +132,11 @@ def sync(
     run = Run.start(ctx, vendir_quiet=True)
     stream = parse_stream(read_inputs(split_values(files) or [DEFAULT_FILE], sys.stdin))
     config, has_local, previous, tags = _prepare(run, stream.config, split_values(directories), Path(lock_file), locked)
-    delegate = Path(delegate_vendir) if delegate_vendir else None
+    settings = run.settings
     options = SyncOptions(stream=stream, cwd=Path.cwd(), previous_lock=previous, locked=locked, lazy=lazy,
-                          partial=bool(directories), allow_all_symlinks=allow_symlinks, umask=run.settings.umask,
-                          relocation_recheck=run.settings.relocation_recheck, delegate_vendir=delegate)  # fmt: skip
+                          partial=bool(directories), allow_all_symlinks=allow_symlinks, umask=settings.umask,
+                          relocation_recheck=settings.relocation_recheck,
+                          delegate_vendir=settings.delegate_vendir)  # fmt: skip
     with open_content(run, target=Path.cwd() / ".ocivendir") as (content, lock_dir):
         outcome = run_sync(options, config, content, lock_dir, tags)
         requests, warnings = content.requests, tuple(content.warnings)
