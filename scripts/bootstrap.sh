@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Owns: preparing a machine to run ocivendir's demo and tests — a Python >= 3.11, Debian's docker-registry and
-# skopeo (installed with apt when missing and running as root), and the project venv in .venv.
+# Owns: preparing a machine to run ocivendir's demo and tests — a Python >= 3.11, Debian's docker-registry, skopeo
+# and groff (installed with apt when missing and running as root), and the project venv in .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +8,7 @@ need_apt=()
 command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || need_apt+=(skopeo)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v groff >/dev/null 2>&1 || need_apt+=(groff-base)   # the man-page lint in tests/cli/test_docs.py
 
 pick_python() {
     local cand

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import click
@@ -64,3 +67,30 @@ def test_flags_named_in_the_readme_exist() -> None:
     mentioned = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", readme))
     foreign = {"--strict", "--to-repo", "--lock-output", "--preserve-permissions", "--repo-based-tags", "--to-tar"}
     assert mentioned - known - foreign == set()
+
+
+def _groff() -> str:
+    found = shutil.which("groff")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("groff is not installed and CI is set (scripts/bootstrap.sh installs groff-base)")
+        pytest.skip("groff not installed (apt-get install groff-base)")
+    return found
+
+
+def test_man_pages_are_ascii_and_render_without_a_single_groff_warning(tmp_path: Path) -> None:
+    groff = _groff()
+    pages = sorted(p for p in generate(tmp_path) if p.suffix == ".1")
+    assert pages
+    for page in pages:
+        data = page.read_bytes()
+        assert data.isascii(), f"{page.name}: non-ASCII bytes (use roff escapes such as \\[u2026])"
+        done = subprocess.run([groff, "-ww", "-man", "-Tutf8", "-z", str(page)], capture_output=True, check=False)
+        assert (done.returncode, done.stderr.decode()) == (0, ""), page.name
+
+
+def test_the_groff_check_sees_a_bad_page(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.1"
+    bad.write_text('.TH "BAD" 1\n.SH NAME\nbad \\- an ellipsis \u2026 in raw UTF-8\n', encoding="utf-8")
+    done = subprocess.run([_groff(), "-ww", "-man", "-Tutf8", "-z", str(bad)], capture_output=True, check=False)
+    assert b"warning" in done.stderr

@@ -54,8 +54,9 @@ def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[tupl
 
 
 def _escape(text: str) -> str:
-    escaped = text.replace("\\", "\\e").splitlines()
-    return "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in escaped)
+    """Roff text in ASCII: backslashes as \\e, other characters as \\[uXXXX], no line read as a request."""
+    ascii_only = "".join(c if c.isascii() else f"\\[u{ord(c):04X}]" for c in text.replace("\\", "\\e"))
+    return "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in ascii_only.splitlines())
 
 
 def _description(text: str) -> list[str]:
@@ -109,10 +110,10 @@ def man_page(path: tuple[str, ...], command: click.Command) -> str:
             lines += [".TP", f".B {_escape(names)}", _escape(help_text)]
     lines.append(".SH EXIT STATUS")
     for code, meaning in EXIT_STATUS:
-        lines += [".TP", f".B {code}", meaning]
-    lines.append(".SH ENVIRONMENT")
+        lines += [".TP", f".B {code}", _escape(meaning)]
+    lines += [".SH ENVIRONMENT", "A flag, before or after the subcommand, always wins over its variable."]
     for names, meaning in ENVIRONMENT:
-        lines += [".TP", f".B {names}", meaning]
+        lines += [".TP", f".B {_escape(names)}", _escape(meaning)]
     lines += [".SH SEE ALSO", "ocivendir(1), vendir, imgpkg"]
     return "\n".join(lines) + "\n"
 
