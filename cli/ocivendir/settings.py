@@ -55,15 +55,6 @@ OPTION_ENV: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "registry_token": ("IMGPKG_TOKEN",),
     "registry_anon": ("IMGPKG_ANON",),
 })  # fmt: skip
-_GO_CA_FILES = (
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/pki/tls/cacert.pem",
-    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-)
-_GO_CA_DIRS = ("/etc/ssl/certs", "/etc/pki/tls/certs")
 _SIZE = re.compile(r"(?i)\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe]?)(i?)(b?)\s*")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -147,8 +138,8 @@ class Settings:
     proxy: ProxyConfig
     credentials: CredentialRules
     docker_configs: tuple[Path, ...]
-    system_ca_file: Path | None
-    system_ca_dirs: tuple[Path, ...]
+    ssl_cert_file: str | None  # SSL_CERT_FILE; registry/truststore.py applies Go's defaults when unset
+    ssl_cert_dir: str | None  # SSL_CERT_DIR (colon-separated)
     insecure_registries: frozenset[str] = field(default_factory=frozenset)
     registry_config: Path | None = None
     registry_concurrency: int = DEFAULT_REGISTRY_CONCURRENCY
@@ -205,14 +196,6 @@ def _docker_configs(environ: Mapping[str, str]) -> tuple[Path, ...]:
     if environ.get("XDG_RUNTIME_DIR"):
         paths.append(Path(environ["XDG_RUNTIME_DIR"]) / "containers" / "auth.json")
     return tuple(paths)
-
-
-def _system_cas(environ: Mapping[str, str]) -> tuple[Path | None, tuple[Path, ...]]:
-    ca_file = environ.get("SSL_CERT_FILE")
-    chosen = Path(ca_file) if ca_file else next((Path(p) for p in _GO_CA_FILES if Path(p).is_file()), None)
-    dirs_text = environ.get("SSL_CERT_DIR")
-    dirs = tuple(Path(d) for d in dirs_text.split(":") if d) if dirs_text else tuple(Path(d) for d in _GO_CA_DIRS)
-    return chosen, tuple(d for d in dirs if d.is_dir())
 
 
 def _proxy(environ: Mapping[str, str]) -> ProxyConfig:
@@ -307,7 +290,6 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
     timeout = _text("timeout", flags.timeout, env) or "5m"
     stale = _text("stale_if_error", flags.stale_if_error, env)
     delegate = _text("delegate_vendir", flags.delegate_vendir, env)
-    ca_file, ca_dirs = _system_cas(env)
     return Settings(
         cache_dir=cache_dir,
         cache_dir_explicit=explicit,
@@ -326,8 +308,8 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         proxy=_proxy(env),
         credentials=_credentials(flags, env),
         docker_configs=_docker_configs(env),
-        system_ca_file=ca_file,
-        system_ca_dirs=ca_dirs,
+        ssl_cert_file=env.get("SSL_CERT_FILE") or None,
+        ssl_cert_dir=env.get("SSL_CERT_DIR") or None,
         insecure_registries=_insecure_hosts(flags, env),
         delegate_vendir=Path(delegate) if delegate else None,
         registry_config=_registry_config(flags, env),

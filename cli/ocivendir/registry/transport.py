@@ -9,7 +9,6 @@ hosts and paths, not the distribution protocol: `registry/client.py` builds on i
 from __future__ import annotations
 
 import base64
-import contextlib
 import errno
 import http.cookiejar
 import socket
@@ -29,6 +28,7 @@ from requests.adapters import HTTPAdapter
 from ocivendir import __version__
 from ocivendir.errors import TLSVerifyError, Transient
 from ocivendir.oci.reference import is_plain_http_host
+from ocivendir.registry import truststore
 from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.retry import Deadline, RetryPolicy
 from ocivendir.results import RequestStats
@@ -63,8 +63,8 @@ class ClientOptions:
     verify_certs: bool = True
     skip_verify_hosts: frozenset[str] = frozenset()
     ca_files: tuple[Path, ...] = ()
-    system_ca_file: Path | None = None
-    system_ca_dirs: tuple[Path, ...] = ()
+    ssl_cert_file: str | None = None
+    ssl_cert_dir: str | None = None
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
@@ -146,17 +146,12 @@ class _ContextAdapter(HTTPAdapter):
 
 
 def _ssl_context(options: ClientOptions, *, verify: bool) -> ssl.SSLContext:
-    context = ssl.create_default_context(purpose=ssl.Purpose.SERVER_AUTH, cafile=None, capath=None)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no OpenSSL default paths: Go's list alone (truststore)
     if not verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context
-    if options.system_ca_file is not None:
-        with contextlib.suppress(OSError, ssl.SSLError):
-            context.load_verify_locations(cafile=str(options.system_ca_file))
-    for directory in options.system_ca_dirs:
-        with contextlib.suppress(OSError, ssl.SSLError):
-            context.load_verify_locations(capath=str(directory))
+    truststore.load_into(context, options.ssl_cert_file, options.ssl_cert_dir)
     for extra in options.ca_files:
         try:
             context.load_verify_locations(cafile=str(extra))
