@@ -1,0 +1,109 @@
+"""Owns: the benchmark's command line and writing results.json (machine) and RESULTS.md (human).
+
+Each scenario runs against its own docker-registry on a random 127.0.0.1 port, started and stopped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.support.builders import Pusher
+from tests.support.registry import Registry
+
+from bench import cache_scale, fleet, fleet_apps, machine, pull, report, startup, verify
+from bench.tools import ROOT, Tools, named_vendir
+
+SCENARIOS = ("fleet", "pull", "startup", "cache_scale", "verify_relocation")
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/run.sh", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="every scenario at a small size (well under 2 minutes)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench", help="where results.json and RESULTS.md go")
+    parser.add_argument("--reps", type=int, help="repetitions per figure (default 3; sub-second ones at least 5)")
+    parser.add_argument("--apps", type=int, help="Apps in the fleet (default 100, smoke 6)")
+    parser.add_argument("--rounds", type=int, help="online fleet rounds before the offline one (default 5, smoke 2)")
+    parser.add_argument("--dist", type=Path, help="the dist build to compare (default dist/ocivendir/ocivendir)")
+    parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    args = parser.parse_args(argv)
+    args.reps = args.reps or (1 if args.smoke else 3)
+    args.apps = args.apps or (6 if args.smoke else 100)
+    args.rounds = args.rounds or (2 if args.smoke else 5)
+    args.only = [name for name in args.only.split(",") if name]
+    unknown = set(args.only) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
+    return args
+
+
+def _fleet(registry: Registry, tools: Tools, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    apps, artifacts = fleet_apps.publish(Pusher(registry), args.apps)
+    contenders = [fleet.FleetTool("ocivendir", named_vendir(tools.ocivendir, work / "bin"), ocivendir=True)]
+    if tools.vendir:
+        contenders.append(fleet.FleetTool("vendir", tools.vendir, ocivendir=False))
+    section = fleet.scenario(fleet.Fleet(registry, apps, work), contenders, args.rounds, artifacts)
+    if not tools.vendir:
+        section["tools"]["vendir"] = {"rounds": [], "skipped": tools.skipped["real vendir"]}
+    return section
+
+
+def _runners(tools: Tools, args: argparse.Namespace) -> dict[str, Callable[[Registry, Path], dict[str, Any]]]:
+    entries = 300 if args.smoke else 10_000
+    images = 10 if args.smoke else 200
+    return {
+        "fleet": lambda registry, work: _fleet(registry, tools, work, args),
+        "pull": lambda registry, work: pull.scenario(registry, tools, work, args.reps, args.smoke),
+        "startup": lambda registry, work: startup.scenario(registry, tools, work, args.reps),
+        "cache_scale": lambda _, work: cache_scale.scenario(tools, work, args.reps, entries),
+        "verify_relocation": lambda registry, work: verify.scenario(registry, tools, work, args.reps, images),
+    }
+
+
+def _run(name: str, runner: Callable[[Registry, Path], dict[str, Any]], work: Path) -> dict[str, Any]:
+    """One scenario against a registry of its own, started and stopped here."""
+    print(f"bench: {name} ...", file=sys.stderr, flush=True)
+    registry = Registry(mode="plain", workdir=work / "registry").start()
+    try:
+        return runner(registry, work)
+    finally:
+        registry.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen scenarios and write the two result files; exit 1 when ocivendir's fleet goal is not met."""
+    args = _arguments(argv)
+    # the venv's installed packages carry bytecode; compile the source tree too so start-up is measured fairly
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "cli")], check=True)
+    tools = Tools.find(args.dist)
+    results: dict[str, Any] = {"mode": "smoke" if args.smoke else "full", "machine": machine.describe(tools)}
+    scratch = Path(tempfile.mkdtemp(prefix="ocivendir-bench-"))
+    try:
+        for name, runner in _runners(tools, args).items():
+            if name not in args.only:
+                results[name] = {"not_run": "not selected with --only"}
+                continue
+            with machine.scenario(results["machine"]["load"], name):
+                results[name] = _run(name, runner, scratch / name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    results["skipped"] = tools.skipped
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / "RESULTS.md").write_text(report.render(results))
+    met = results["fleet"].get("goal", {}).get("met", True)
+    print(f"bench: wrote {args.out / 'RESULTS.md'} and results.json; fleet goal {'met' if met else 'NOT MET'}",
+          file=sys.stderr)  # fmt: skip
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Owns: finding the programs the benchmark compares, their versions, and the clean environment children get.
+
+ocivendir's console script and dist build, the real vendir and imgpkg named by VENDIR_BIN / IMGPKG_BIN, skopeo.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_SCRUB = ("OCIVENDIR_", "VENDIR_", "IMGPKG_", "REGISTRY_")
+
+
+@dataclass
+class Tools:
+    """The programs found for this run, and why each missing one is missing."""
+
+    ocivendir: Path
+    dist: Path | None
+    vendir: Path | None
+    imgpkg: Path | None
+    skopeo: Path | None
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def find(cls, dist: Path | None = None) -> Tools:
+        """Look everything up; a missing comparison tool is recorded as skipped, never an error."""
+        console = Path(sys.executable).parent / "ocivendir"
+        if not console.exists():
+            raise SystemExit(f"ocivendir's console script is missing at {console}: run scripts/bootstrap.sh")
+        tools = cls(console, None, None, None, None)
+        built = dist or ROOT / "dist" / "ocivendir" / "ocivendir"
+        tools.dist = built if built.exists() else None
+        if tools.dist is None:
+            tools.skipped["dist build"] = f"{built} is not built (scripts/dist.sh builds it)"
+        tools.vendir = tools._from_env("VENDIR_BIN", "real vendir")
+        tools.imgpkg = tools._from_env("IMGPKG_BIN", "imgpkg")
+        found = shutil.which("skopeo")
+        tools.skopeo = Path(found) if found else None
+        if found is None:
+            tools.skipped["skopeo"] = "skopeo is not installed (scripts/bootstrap.sh installs it)"
+        return tools
+
+    def _from_env(self, variable: str, what: str) -> Path | None:
+        value = os.environ.get(variable, "")
+        if not value:
+            self.skipped[what] = f"{variable} is not set"
+            return None
+        path = Path(value)
+        if not os.access(path, os.X_OK):
+            self.skipped[what] = f"{variable}={value} is not an executable file"
+            return None
+        return path
+
+    def versions(self) -> dict[str, str]:
+        """Each found tool's version line."""
+        found = {"ocivendir": [str(self.ocivendir), "version"], "python": [sys.executable, "--version"]}
+        if self.dist:
+            found["ocivendir (dist)"] = [str(self.dist), "version"]
+        if self.vendir:
+            found["vendir"] = [str(self.vendir), "version"]
+        if self.imgpkg:
+            found["imgpkg"] = [str(self.imgpkg), "version"]
+        if self.skopeo:
+            found["skopeo"] = [str(self.skopeo), "--version"]
+        registry = shutil.which("docker-registry")
+        if registry:
+            found["docker-registry"] = [registry, "--version"]
+        return {name: _first_line(argv) for name, argv in found.items()}
+
+
+def _first_line(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60, env=clean_env())
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0] if lines else f"(exit {done.returncode}, no output)"
+
+
+def clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
+    """The parent environment without any ocivendir/vendir/imgpkg/registry settings or proxies, plus `extra`."""
+    keep = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(_SCRUB) and k.lower() not in {"http_proxy", "https_proxy", "no_proxy", "all_proxy"}
+    }  # fmt: skip
+    if home is not None:
+        keep["HOME"] = str(home)
+        keep["XDG_CACHE_HOME"] = str(home / ".cache")
+        keep["XDG_CONFIG_HOME"] = str(home / ".config")
+    return {**keep, **extra}
+
+
+def named_vendir(program: Path, directory: Path) -> Path:
+    """A symlink called `vendir` to `program`, as ocivendir is installed in kapp-controller's sidecar."""
+    directory.mkdir(parents=True, exist_ok=True)
+    link = directory / "vendir"
+    if program.name == "vendir":
+        return program
+    link.symlink_to(program)
+    return link

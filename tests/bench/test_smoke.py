@@ -1,0 +1,99 @@
+"""The benchmark cannot rot: `bench --smoke` runs every scenario against real registries into a temporary directory.
+
+It checks the shape of results.json (a contract), the counts it reports, and ocivendir's fleet goal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import registry as registry_support
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+ROUND_KEYS = {"round": int, "online": bool, "requests": int, "bytes": int, "ok": int, "wall_ms_median": float,
+              "wall_ms_p90": float, "cpu_s": float, "max_rss_kib": int}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], str, subprocess.CompletedProcess[str]]:
+    if registry_support.binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail("docker-registry is not installed and CI is set: the bench smoke run must run")
+        pytest.skip("docker-registry not installed")
+    out = tmp_path_factory.mktemp("bench-out")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'cli'}:{ROOT}"}
+    done = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--out", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+    results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    report = (out / "RESULTS.md").read_text() if (out / "RESULTS.md").exists() else ""
+    return results, report, done
+
+
+def _rounds_ok(rounds: list[dict[str, object]], expected: int) -> None:
+    assert [r["round"] for r in rounds] == list(range(1, expected + 1))
+    assert [r["online"] for r in rounds] == [True] * (expected - 1) + [False]
+    for row in rounds:
+        for key, kind in ROUND_KEYS.items():
+            assert type(row[key]) is kind or (kind is float and type(row[key]) is int), (key, row[key])
+
+
+def test_smoke_run_writes_the_contracted_json_and_the_report(smoke) -> None:
+    results, report, done = smoke
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert set(results) >= {"machine", "fleet", "pull", "startup", "cache_scale", "verify_relocation", "skipped"}
+    assert {"cores", "cpu_model", "python", "versions", "load"} <= set(results["machine"])
+    assert [row["scenario"] for row in results["machine"]["load"]] == ["fleet", "pull", "startup", "cache_scale",
+                                                                       "verify_relocation"]  # fmt: skip
+    fleet = results["fleet"]
+    assert (fleet["apps"], fleet["tag_apps"], fleet["pinned_apps"]) == (6, 1, 5)
+    _rounds_ok(fleet["tools"]["ocivendir"]["rounds"], 3)
+    assert fleet["tools"]["vendir"] == {"rounds": [], "skipped": "VENDIR_BIN is not set"}
+    for name in ("shared_cache", "concurrency_4"):
+        _rounds_ok(fleet["variants"][name]["tools"]["ocivendir"]["rounds"], 3)
+    assert report.startswith("# ocivendir benchmark results")
+    for heading in ("## Goal", "## Fleet", "## Machine", "## Cold pull", "## Start-up", "## Cache commands",
+                    "## verify-relocation"):  # fmt: skip
+        assert heading in report
+
+
+def test_smoke_fleet_counts_come_from_the_access_log_and_meet_the_goal(smoke) -> None:
+    results, report, _ = smoke
+    fleet = results["fleet"]
+    for variant in (fleet, fleet["variants"]["shared_cache"], fleet["variants"]["concurrency_4"]):
+        cold, warm, offline = variant["tools"]["ocivendir"]["rounds"]
+        assert (cold["requests"] > 0, cold["bytes"] > 0, cold["ok"]) == (True, True, 6)
+        assert (warm["requests_pinned_apps"], warm["requests"] <= 1, warm["ok"]) == (0, True, 6)
+        assert (offline["requests"], offline["ok_pinned"], offline["ok_tag"]) == (0, 5, 0)
+    # one cache per App fetches every App's content; a shared cache fetches each artifact once
+    assert fleet["variants"]["shared_cache"]["tools"]["ocivendir"]["rounds"][0]["requests"] < cold_requests(fleet)
+    assert fleet["goal"]["met"] is True
+    assert "**MET**" in report
+
+
+def cold_requests(fleet: dict[str, dict[str, list[dict[str, int]]]]) -> int:
+    return fleet["tools"]["ocivendir"]["rounds"][0]["requests"]
+
+
+def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:
+    results, _, _ = smoke
+    for case in results["pull"]["cases"]:
+        ocivendir = case["tools"]["ocivendir"]
+        assert ocivendir["requests"] >= 3
+        assert ocivendir["wall_s"]["n"] == 1
+        assert ocivendir["max_rss_kib"]["median"] > 0
+    assert results["pull"]["cases"][1]["tools"]["ocivendir"]["bytes"] > 8 << 20
+    assert [row["tool"] for row in results["startup"]["rows"][:2]] == ["python -c pass",
+                                                                        "ocivendir (venv console script)"]  # fmt: skip
+    warm = [row for row in results["startup"]["rows"] if row["what"] == "warm digest-pinned sync"]
+    assert [row["requests"] for row in warm] == [0] * len(warm)
+    assert results["cache_scale"]["entries"] == 300
+    assert len(results["cache_scale"]["rows"]) == 4
+    assert results["verify_relocation"]["images"] == 10
+    assert [row["requests"] for row in results["verify_relocation"]["rows"]] == [11, 11]
