@@ -10,11 +10,13 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import tarfile
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests.support.registry import Registry
 
@@ -36,14 +38,50 @@ class Entry:
     name: str
     data: bytes = b""
     mode: int = 0o600
-    kind: str = "file"  # file, dir, symlink, hardlink, fifo
+    kind: str = "file"  # file, dir, symlink, hardlink, fifo, sparse
     target: str = ""
+    declared: int = 0  # for kind="sparse": the expanded size the GNU sparse header declares
+
+
+def sparse_header(name: str, declared: int) -> bytes:
+    """A GNU sparse member header declaring `declared` bytes with no data (what `tar --sparse` makes of a hole)."""
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.GNUTYPE_SPARSE
+    block = bytearray(info.tobuf(tarfile.GNU_FORMAT))
+    block[483:495] = b"%011o\0" % declared  # the real (expanded) size field of the GNU sparse header
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block[:512])
+    return bytes(block)
+
+
+def deep_directory(root: Path, depth: int) -> None:
+    """`root/d/d/…/d/f.txt`, `depth` levels (far past PATH_MAX), the deepest one read-only; made with relative opens."""
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(os.open("f.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+        os.fchmod(fd, 0o500)
+    finally:
+        os.close(fd)
 
 
 def tar_bytes(entries: Iterable[Entry]) -> bytes:
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+    entries = list(entries)
+    long_names = any(len(e.name.encode()) > 99 or len(e.target.encode()) > 99 for e in entries)
+    with tarfile.open(fileobj=buffer, mode="w",
+                      format=tarfile.PAX_FORMAT if long_names else tarfile.USTAR_FORMAT) as archive:  # fmt: skip
         for entry in entries:
+            if entry.kind == "sparse":
+                block = sparse_header(entry.name, entry.declared)
+                archive.fileobj.write(block)
+                archive.offset += len(block)
+                continue
             info = tarfile.TarInfo(entry.name)
             info.mode = entry.mode
             info.mtime = 0

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets as _random
-import shutil
 import stat
 from pathlib import Path
+
+from ocivendir.fs.remove import remove_tree
 
 __all__ = [
     "atomic_write",
@@ -39,20 +40,6 @@ def _sibling_prefix(target: Path, kind: str) -> str:
 def new_sibling(target: Path, kind: str) -> Path:
     """A fresh, not yet existing sibling path `.<name>.ocivendir-<kind>-<rand>` of target."""
     return target.parent / f"{_sibling_prefix(target, kind)}{_random.token_hex(6)}"
-
-
-def remove_tree(path: Path) -> None:
-    """Remove a file or directory tree if it exists (read-only directories included)."""
-
-    def _retry_writable(func: object, failed: str, _exc: object) -> None:
-        os.chmod(os.path.dirname(failed) or ".", 0o700)  # noqa: PTH101, PTH120 - onerror gets a str path
-        if callable(func):
-            func(failed)
-
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-    elif path.exists():
-        shutil.rmtree(path, onerror=_retry_writable)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -1,0 +1,86 @@
+"""Owns: removing a file or directory tree of any depth, without recursion and without following links.
+
+The walk holds one directory descriptor at a time (descending with `openat(name)`, climbing with `openat("..")`), so
+neither Python's recursion limit, the open-file limit nor PATH_MAX bounds the depth it can remove: a stage left by a
+layer nested thousands of levels deep is removed like any other. Directories without owner permissions are made
+owner-writable first; a symlink is removed as a link, never followed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["remove_tree"]
+
+_OWNER = 0o700
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_tree(path: Path) -> None:
+    """Remove `path` if it exists: a file or link by unlinking it, a directory with everything below it."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        path.unlink(missing_ok=True)
+        return
+    parent = os.open(path.parent, _DIR_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        _remove_directory(parent, path.name)
+    finally:
+        os.close(parent)
+
+
+def _open_dir(parent: int, name: str) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except PermissionError:
+        os.chmod(name, _OWNER, dir_fd=parent)  # a directory we own but cannot read or search
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+
+
+def _empty_files(directory: int) -> list[str]:
+    """Unlink every non-directory in `directory`; return the names of its subdirectories."""
+    if stat.S_IMODE(os.fstat(directory).st_mode) & _OWNER != _OWNER:
+        os.fchmod(directory, _OWNER)
+    subdirectories = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                subdirectories.append(entry.name)
+                continue
+            try:
+                os.unlink(entry.name, dir_fd=directory)
+            except FileNotFoundError:
+                continue
+    return subdirectories
+
+
+def _remove_directory(parent: int, name: str) -> None:
+    """Depth-first, one descriptor open at a time; each directory is listed once."""
+    current = _open_dir(parent, name)
+    pending = [_empty_files(current)]
+    path: list[str] = []
+    try:
+        while pending:
+            if pending[-1]:
+                child = pending[-1].pop()
+                opened = _open_dir(current, child)
+                os.close(current)
+                current = opened
+                path.append(child)
+                pending.append(_empty_files(current))
+                continue
+            pending.pop()
+            if not path:
+                break
+            above = os.open("..", _DIR_FLAGS & ~os.O_NOFOLLOW, dir_fd=current)
+            os.close(current)
+            current = above
+            os.rmdir(path.pop(), dir_fd=current)
+    finally:
+        os.close(current)
+    os.rmdir(name, dir_fd=parent)
