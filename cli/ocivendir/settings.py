@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ocivendir.errors import ConfigError, UsageError
+from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
 from ocivendir.registry.proxy import ProxyConfig
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CACHE_MAX_SIZE",
+    "DEFAULT_MAX_EXTRACT_SIZE",
     "DEFAULT_REGISTRY_CONCURRENCY",
     "OPTION_ENV",
     "Flags",
@@ -40,6 +42,7 @@ DEFAULT_REGISTRY_CONCURRENCY = 4
 OPTION_ENV: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "cache_dir": ("OCIVENDIR_CACHE_DIR", "VENDIR_CACHE_DIR"),
     "cache_max_size": ("OCIVENDIR_CACHE_MAX_SIZE",),
+    "max_extract_size": ("OCIVENDIR_MAX_EXTRACT_SIZE",),
     "relocation_recheck": ("OCIVENDIR_RELOCATION_RECHECK",),
     "timeout": ("OCIVENDIR_TIMEOUT",),
     "concurrency": ("OCIVENDIR_CONCURRENCY",),
@@ -97,6 +100,7 @@ class Flags:
     cache_dir: str | None = None
     no_cache: bool = False
     cache_max_size: str | None = None
+    max_extract_size: str | None = None
     relocation_recheck: str | None = None
     timeout: str | None = None
     concurrency: int | None = None
@@ -125,6 +129,7 @@ class Settings:
     cache_dir_explicit: bool
     cache_max_size: int
     relocation_recheck: float
+    max_extract_size: int
     timeout: float
     concurrency: int
     offline: bool
@@ -286,6 +291,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
     env = dict(os.environ if environ is None else environ)
     cache_dir, explicit = _cache_dir(flags, env)
     size_text = _text("cache_max_size", flags.cache_max_size, env)
+    extract_text = _text("max_extract_size", flags.max_extract_size, env)
     recheck = _text("relocation_recheck", flags.relocation_recheck, env) or "1h"
     timeout = _text("timeout", flags.timeout, env) or "5m"
     stale = _text("stale_if_error", flags.stale_if_error, env)
@@ -295,6 +301,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         cache_dir_explicit=explicit,
         cache_max_size=parse_size(size_text, "--cache-max-size") if size_text else DEFAULT_CACHE_MAX_SIZE,
         relocation_recheck=parse_duration(recheck, "--relocation-recheck"),
+        max_extract_size=parse_size(extract_text, "--max-extract-size") if extract_text else DEFAULT_MAX_EXTRACT_SIZE,
         timeout=parse_duration(timeout, "--timeout") or 300.0,
         concurrency=_count("concurrency", flags.concurrency, "--concurrency", env, 8),
         offline=_switch("offline", flags.offline, env),

@@ -1,7 +1,7 @@
 """Test support: a fault proxy in front of the real registry.
 
-Chosen answers (403, 5xx, 429 + Retry-After) and truncated bodies for requests matching a rule; everything else is
-forwarded as it is.
+Chosen answers (403, 5xx, 429 + Retry-After), truncated bodies and tampered bodies (other bytes behind the upstream's
+own headers: a man in the middle) for requests matching a rule; everything else is forwarded as it is.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ class Rule:
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     truncate: bool = False
+    body: bytes | None = None  # forward, but answer with these bytes instead of the upstream's
     times: int = 0
     hits: int = 0
 
@@ -52,7 +53,7 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 for rule in proxy.rules:
-                    if rule.matches(self.command, self.path) and not rule.truncate:
+                    if rule.matches(self.command, self.path) and not rule.truncate and rule.body is None:
                         rule.hits += 1
                         proxy.log.append((self.command, self.path, rule.status))
                         self.send_response(rule.status)
@@ -68,6 +69,7 @@ class FaultProxy:
                 data = response.read()
                 proxy.log.append((self.command, self.path, response.status))
                 truncate = next((r for r in proxy.rules if r.truncate and r.matches(self.command, self.path)), None)
+                data = proxy.tampered(self.command, self.path, data)
                 self.send_response(response.status)
                 for key, value in response.getheaders():
                     if key.lower() not in {"transfer-encoding", "connection", "content-length"}:
@@ -88,6 +90,14 @@ class FaultProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def tampered(self, method: str, path: str, data: bytes) -> bytes:
+        """The upstream's body, or the bytes of the first matching tampering rule."""
+        for rule in self.rules:
+            if rule.body is not None and rule.matches(method, path):
+                rule.hits += 1
+                return rule.body
+        return data
 
     @property
     def host(self) -> str:

@@ -1,26 +1,60 @@
-"""Layers are applied safely, with imgpkg's modes and OCI whiteouts (imgpkg-bundles spec §5.4)."""
+"""Layers are applied safely: modes, directory rules, links skipped, OCI whiteouts, bounds (imgpkg-bundles spec §5.4)."""
 
 from __future__ import annotations
 
 import io
+import os
+import re
 import stat
 from pathlib import Path
 
 import pytest
 
 from ocivendir.errors import UnsafeArchive
-from ocivendir.fs.extract import ExtractStats, apply_layer, file_mode
+from ocivendir.fs.extract import DirectoryRule, ExtractStats, TreePolicy, apply_layer, file_mode
+from ocivendir.fs.limits import MAX_DEPTH, ExtractLimits, Tally
 from tests.support.builders import Entry, tar_bytes
 
+SENTINEL = b"must survive"
 
-def apply(stage: Path, entries: list[Entry], stats: ExtractStats | None = None) -> ExtractStats:
-    stats = stats or ExtractStats()
-    apply_layer(io.BytesIO(tar_bytes(entries)), stage, umask=0o022, stats=stats, what="layer")
+
+def apply(stage: Path, entries: list[Entry], stats: ExtractStats | None = None, *,
+          directories: DirectoryRule = "parents", limits: ExtractLimits | None = None) -> ExtractStats:  # fmt: skip
+    policy = TreePolicy(umask=0o022, directories=directories, limits=limits or ExtractLimits())
+    stats = stats or ExtractStats(tally=Tally(policy.limits))
+    apply_layer(io.BytesIO(tar_bytes(entries)), stage, policy=policy, stats=stats, what="layer")
     return stats
 
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.lstat().st_mode)
+
+
+def listing(root: Path) -> dict[str, int]:
+    """Every path under root with its mode (directories end in '/')."""
+    found = {}
+    for base, dirs, files in os.walk(root):
+        for name in dirs:
+            found[os.path.relpath(Path(base, name), root) + "/"] = mode(Path(base, name))
+        for name in files:
+            found[os.path.relpath(Path(base, name), root)] = mode(Path(base, name))
+    return found
+
+
+@pytest.fixture
+def fenced(tmp_path: Path) -> Path:
+    """A stage with sentinel files beside it and in the directory above it."""
+    (tmp_path / "sentinel.txt").write_bytes(SENTINEL)
+    stage = tmp_path / "out" / "stage"
+    stage.mkdir(parents=True)
+    (tmp_path / "out" / "beside.txt").write_bytes(SENTINEL)
+    return stage
+
+
+def sentinels_survive(stage: Path) -> None:
+    assert (stage.parent.parent / "sentinel.txt").read_bytes() == SENTINEL
+    assert (stage.parent / "beside.txt").read_bytes() == SENTINEL
+    assert stage.is_dir()
 
 
 @pytest.mark.parametrize(
@@ -32,7 +66,7 @@ def test_file_modes_follow_imgpkg(tar_mode: int, expected: int) -> None:
     assert file_mode(tar_mode, 0o022) == expected
 
 
-def test_regular_files_and_directories_are_written_with_imgpkg_modes(tmp_path: Path) -> None:
+def test_regular_files_are_written_with_imgpkg_modes(tmp_path: Path) -> None:
     stats = apply(
         tmp_path,
         [Entry(".", kind="dir", mode=0o700), Entry("config", kind="dir", mode=0o700),
@@ -40,23 +74,71 @@ def test_regular_files_and_directories_are_written_with_imgpkg_modes(tmp_path: P
          Entry("keep.txt", b"x", 0o655), Entry("suid", b"x", 0o4755)],
     )  # fmt: skip
     assert (tmp_path / "config/app.yml").read_bytes() == b"app: 1\n"
-    assert mode(tmp_path / "config") == 0o755
-    assert mode(tmp_path / "config/app.yml") == 0o644
-    assert mode(tmp_path / "run.sh") == 0o755
-    assert mode(tmp_path / "keep.txt") == 0o655
-    assert mode(tmp_path / "suid") == 0o755
+    assert listing(tmp_path) == {"config/": 0o755, "config/app.yml": 0o644, "run.sh": 0o755, "keep.txt": 0o655,
+                                 "suid": 0o755}  # fmt: skip
     assert (tmp_path / "run.sh").stat().st_mtime == 0
     assert stats.files == 4
+    assert stats.tally.entries == 6
+    assert stats.tally.bytes == len(b"app: 1\n") + len(b"#!/bin/sh\n") + 2
 
 
-def test_links_inside_the_tree_and_devices_are_skipped_and_counted(tmp_path: Path) -> None:
+EMPTY_DIRS = [Entry("data/", kind="dir", mode=0o755), Entry("data/empty/", kind="dir", mode=0o755),
+              Entry("x/", kind="dir", mode=0o755), Entry("x/y/", kind="dir", mode=0o755),
+              Entry("x/y/z/", kind="dir", mode=0o755), Entry("f.txt", b"f", 0o644)]  # fmt: skip
+
+
+def test_pull_makes_directories_only_as_parents_of_entries_as_imgpkg_does(tmp_path: Path) -> None:
+    apply(tmp_path, EMPTY_DIRS)
+    assert listing(tmp_path) == {"data/": 0o755, "x/": 0o755, "x/y/": 0o755, "f.txt": 0o644}
+
+
+def test_sync_makes_directory_entries_with_vendirs_modes(tmp_path: Path) -> None:
+    apply(
+        tmp_path,
+        [Entry("d750", kind="dir", mode=0o750), Entry("d750/f600", b"a", 0o600),
+         Entry("d700", kind="dir", mode=0o700), Entry("d700/f640", b"a", 0o640),
+         Entry("d755", kind="dir", mode=0o755), Entry("d755/f644", b"a", 0o644), Entry("d755/f755", b"a", 0o755),
+         Entry("d711", kind="dir", mode=0o711), Entry("d711/f", b"a", 0o600),
+         Entry("late/f", b"a", 0o600), Entry("late", kind="dir", mode=0o750), Entry("noentry/f", b"a", 0o600),
+         Entry("suid", kind="dir", mode=0o4750), Entry("empty", kind="dir", mode=0o750)],
+        directories="entries",
+    )  # fmt: skip
+    assert listing(tmp_path) == {  # measured with vendir 0.40.0 on the same layer (umask 022)
+        "d750/": 0o750, "d750/f600": 0o644, "d700/": 0o755, "d700/f640": 0o640, "d755/": 0o755,
+        "d755/f644": 0o644, "d755/f755": 0o755, "d711/": 0o711, "d711/f": 0o644, "late/": 0o755, "late/f": 0o644,
+        "noentry/": 0o755, "noentry/f": 0o644, "suid/": 0o750, "empty/": 0o750,
+    }  # fmt: skip
+
+
+def test_a_lower_layers_directory_keeps_its_mode_under_a_later_entry(tmp_path: Path) -> None:
+    stats = ExtractStats()
+    apply(tmp_path, [Entry("d", kind="dir", mode=0o750), Entry("d/a", b"a")], stats, directories="entries")
+    apply(tmp_path, [Entry("d", kind="dir", mode=0o777), Entry("d/b", b"b")], stats, directories="entries")
+    assert mode(tmp_path / "d") == 0o750
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["a", "b"]
+
+
+@pytest.mark.parametrize("directories", ["parents", "entries"])
+def test_every_link_and_device_is_skipped_and_counted(tmp_path: Path, directories: DirectoryRule) -> None:
     stats = apply(
         tmp_path,
         [Entry("a.txt", b"a"), Entry("link", kind="symlink", target="a.txt"),
-         Entry("sub/hard", kind="hardlink", target="a.txt"), Entry("pipe", kind="fifo")],
+         Entry("abs", kind="symlink", target="/etc/hostname"), Entry("esc", kind="symlink", target="../../outside"),
+         Entry("sub/deep", kind="symlink", target="../../../../outside"),
+         Entry("sub/hard", kind="hardlink", target="a.txt"), Entry("hard-out", kind="hardlink", target="../x"),
+         Entry("pipe", kind="fifo")],
+        directories=directories,
     )  # fmt: skip
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
-    assert stats.skipped == 3
+    assert listing(tmp_path) == {"a.txt": 0o644, "sub/": 0o755}  # a link's parent is made, as imgpkg makes it
+    assert stats.skipped == 7
+    assert not any(Path(base, n).is_symlink() for base, dirs, names in os.walk(tmp_path) for n in dirs + names)
+
+
+def test_a_link_replaces_what_a_lower_layer_had_at_its_path(tmp_path: Path) -> None:
+    stats = ExtractStats()
+    apply(tmp_path, [Entry("a.txt", b"a"), Entry("b.txt", b"b")], stats)
+    apply(tmp_path, [Entry("a.txt", kind="symlink", target="/etc/passwd")], stats)
+    assert listing(tmp_path) == {"b.txt": 0o644}
 
 
 @pytest.mark.parametrize(
@@ -66,20 +148,25 @@ def test_links_inside_the_tree_and_devices_are_skipped_and_counted(tmp_path: Pat
         Entry("/etc/passwd-copy", b"x"),
         Entry("a/../../escape.txt", b"x"),
         Entry("..\\escape.txt", b"x"),
-        Entry("link", kind="symlink", target="/etc/passwd"),
-        Entry("link", kind="symlink", target="../../outside"),
-        Entry("sub/link", kind="symlink", target="../../outside"),
-        Entry("hard", kind="hardlink", target="../outside"),
     ],
-    ids=["dotdot", "absolute", "nested-dotdot", "backslash", "abs-symlink", "rel-symlink", "deep-symlink", "hard"],
+    ids=["dotdot", "absolute", "nested-dotdot", "backslash"],
 )
-def test_unsafe_entries_refuse_the_layer_and_write_nothing_outside(tmp_path: Path, entry: Entry) -> None:
-    stage = tmp_path / "stage"
-    stage.mkdir()
+def test_unsafe_entries_refuse_the_layer_and_write_nothing_outside(fenced: Path, entry: Entry) -> None:
     with pytest.raises(UnsafeArchive) as caught:
-        apply(stage, [entry])
+        apply(fenced, [entry])
     assert entry.name in str(caught.value)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["stage"]
+    assert sorted(p.name for p in fenced.parent.iterdir()) == ["beside.txt", "stage"]
+    sentinels_survive(fenced)
+
+
+@pytest.mark.parametrize("name", [".wh...", "a/.wh...", ".wh..", "a/.wh..", ".wh.", "a/b/.wh..."])
+def test_a_whiteout_naming_dot_dotdot_or_nothing_refuses_the_layer(fenced: Path, name: str) -> None:
+    (fenced / "a" / "b").mkdir(parents=True)
+    (fenced / "a" / "b" / "lower.txt").write_bytes(SENTINEL)
+    with pytest.raises(UnsafeArchive, match="refusing whiteout"):
+        apply(fenced, [Entry(name)])
+    assert (fenced / "a" / "b" / "lower.txt").read_bytes() == SENTINEL
+    sentinels_survive(fenced)
 
 
 def test_later_layers_win_and_whiteouts_remove(tmp_path: Path) -> None:
@@ -91,12 +178,80 @@ def test_later_layers_win_and_whiteouts_remove(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["z"]
 
 
-def test_a_file_replaces_a_directory_from_an_earlier_layer(tmp_path: Path) -> None:
-    apply(tmp_path, [Entry("x/inner", b"1")])
-    apply(tmp_path, [Entry("x", b"now a file")])
+def test_a_whiteout_hides_lower_layers_only_never_its_own_layers_entries(tmp_path: Path) -> None:
+    stats = ExtractStats()
+    apply(tmp_path, [Entry("d/lower", b"l"), Entry("e/lower", b"l"), Entry("gone.txt", b"g")], stats)
+    apply(
+        tmp_path,
+        [Entry("d/own", b"o"), Entry(".wh.d"), Entry("own.txt", b"o"), Entry(".wh.own.txt"),
+         Entry("e", kind="dir", mode=0o755), Entry(".wh.e"), Entry(".wh.gone.txt"), Entry("z/.wh..wh..opq")],
+        stats,
+    )  # fmt: skip
+    assert listing(tmp_path) == {"d/": 0o755, "d/own": 0o644, "own.txt": 0o644, "e/": 0o755}
+
+
+def test_a_file_replaces_a_directory_from_an_earlier_layer_and_back(tmp_path: Path) -> None:
+    stats = ExtractStats()
+    apply(tmp_path, [Entry("x/inner", b"1")], stats)
+    apply(tmp_path, [Entry("x", b"now a file")], stats)
     assert (tmp_path / "x").read_bytes() == b"now a file"
+    apply(tmp_path, [Entry("x/again", b"2")], stats)
+    assert listing(tmp_path) == {"x/": 0o755, "x/again": 0o644}
 
 
 def test_garbage_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(UnsafeArchive, match="tar"):
-        apply_layer(io.BytesIO(b"not a tar at all" * 100), tmp_path, umask=0o022, stats=ExtractStats(), what="layer")
+        apply_layer(io.BytesIO(b"not a tar at all" * 100), tmp_path, policy=TreePolicy(), stats=ExtractStats(),
+                    what="layer")  # fmt: skip
+
+
+def test_a_path_nested_past_the_depth_bound_is_refused_before_it_is_made(fenced: Path) -> None:
+    deep = "/".join(["d"] * 2100)
+    with pytest.raises(UnsafeArchive, match=re.escape(f"nested 2101 levels deep (at most {MAX_DEPTH})")):
+        apply(fenced, [Entry(f"{deep}/f.txt", b"x")])
+    assert list(fenced.iterdir()) == []
+    sentinels_survive(fenced)
+
+
+def test_a_name_longer_than_a_file_name_may_be_is_refused(fenced: Path) -> None:
+    with pytest.raises(UnsafeArchive, match="longer than 255 bytes"):
+        apply(fenced, [Entry("x" * 256, b"x")])
+    assert list(fenced.iterdir()) == []
+
+
+def test_an_oversized_extended_header_is_refused_before_it_is_read(fenced: Path) -> None:
+    with pytest.raises(UnsafeArchive, match=re.escape("extended header of 2.0 MiB")):
+        apply(fenced, [Entry("x" * (2 << 20), b"x")])
+    assert list(fenced.iterdir()) == []
+
+
+def test_a_sparse_member_is_refused_without_writing_its_declared_size(fenced: Path) -> None:
+    with pytest.raises(UnsafeArchive, match=re.escape("refusing sparse entry 'big.img' (18.6 GiB declared)")):
+        apply(fenced, [Entry("ok.txt", b"ok"), Entry("big.img", kind="sparse", declared=20 * 10**9)])
+    assert listing(fenced) == {"ok.txt": 0o644}
+
+
+def test_expansion_past_the_size_limit_stops_before_the_entry_is_written(fenced: Path) -> None:
+    limits = ExtractLimits(max_bytes=10_000)
+    stats = ExtractStats(tally=Tally(limits))
+    with pytest.raises(UnsafeArchive, match=re.escape("past the limit of 9.8 KiB")) as caught:
+        apply(fenced, [Entry(f"f{n}", b"x" * 3000) for n in range(10)], stats, limits=limits)
+    assert caught.value.hint is not None
+    assert "--max-extract-size" in caught.value.hint
+    written = sum(p.stat().st_size for p in fenced.iterdir())
+    assert written == stats.tally.bytes == 9000
+
+
+def test_the_size_limit_counts_every_layer_of_the_image(fenced: Path) -> None:
+    limits = ExtractLimits(max_bytes=5000)
+    stats = ExtractStats(tally=Tally(limits))
+    apply(fenced, [Entry("a", b"x" * 3000)], stats, limits=limits)
+    with pytest.raises(UnsafeArchive, match="past the limit"):
+        apply(fenced, [Entry(".wh.a"), Entry("b", b"x" * 3000)], stats, limits=limits)
+
+
+def test_more_entries_than_the_limit_are_refused(fenced: Path) -> None:
+    limits = ExtractLimits(max_entries=50)
+    with pytest.raises(UnsafeArchive, match="more than 50 entries"):
+        apply(fenced, [Entry(f"e{n}", kind="dir") for n in range(1000)], limits=limits, directories="entries")
+    assert len(list(fenced.iterdir())) == 50

@@ -9,13 +9,13 @@ import pytest
 
 from ocivendir.engine.stream import TeeExtractor
 from ocivendir.errors import UnsafeArchive
-from ocivendir.fs.extract import ExtractStats, apply_layer
+from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
 from tests.support.builders import Entry, tar_bytes
 
 
 def extractor(dest: Path) -> TeeExtractor:
     def apply(pipe: io.RawIOBase) -> None:
-        apply_layer(pipe, dest, umask=0o022, stats=ExtractStats(), what="layer")  # type: ignore[arg-type]
+        apply_layer(pipe, dest, policy=TreePolicy(), stats=ExtractStats(), what="layer")  # type: ignore[arg-type]
 
     return TeeExtractor(apply, dest)
 

@@ -27,6 +27,7 @@ EXIT_STATUS = (
 ENVIRONMENT = (
     ("OCIVENDIR_CACHE_DIR, VENDIR_CACHE_DIR", "the cache root"),
     ("OCIVENDIR_CACHE_MAX_SIZE", "the total cache budget (default 1GiB)"),
+    ("OCIVENDIR_MAX_EXTRACT_SIZE", "the largest tree one image may expand to (default 4GiB)"),
     ("OCIVENDIR_RELOCATION_RECHECK", "how long a negative relocation verdict is trusted (default 1h)"),
     ("OCIVENDIR_TIMEOUT", "the total network deadline of a run (default 5m)"),
     ("OCIVENDIR_CONCURRENCY", "parallel fetches and presence checks (default 8)"),

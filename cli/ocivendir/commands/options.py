@@ -56,6 +56,7 @@ _GLOBAL = (
     _opt("--cache-dir", metavar="DIR", help="Cache root (then VENDIR_CACHE_DIR, then the user cache dir)."),
     _opt("--no-cache", is_flag=True, default=None, help="Do not read or write the cache."),
     _opt("--cache-max-size", metavar="SIZE", help="Total cache budget, e.g. 1GiB (default), 500Mi."),
+    _opt("--max-extract-size", metavar="SIZE", help="Most one image may expand to, e.g. 4GiB (default), 512Mi."),
     _opt("--relocation-recheck", metavar="DURATION",
          help="Trust a negative relocation verdict this long (default 1h; 0 = every use)."),
     _opt("--timeout", metavar="DURATION", help="Total network deadline of the run (default 5m)."),

@@ -22,6 +22,7 @@ from ocivendir.cache.store import BlobStore
 from ocivendir.commands.options import flag_values
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.errors import CacheError, UsageError
+from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
 from ocivendir.output import Output, OutputMode, stderr_is_tty
@@ -184,7 +185,8 @@ def open_content(run: Run, *, target: Path | None) -> Iterator[tuple[Content, Pa
             stack.callback(remove_tree, store.root)
         content = Content(store=store, index=index, client_factory=_client_factory(run),
                           concurrency=settings.concurrency, events=run.output.event, offline=settings.offline,
-                          stale_if_error=settings.stale_if_error)  # fmt: skip
+                          stale_if_error=settings.stale_if_error,
+                          extract_limits=ExtractLimits(max_bytes=settings.max_extract_size))  # fmt: skip
         try:
             yield content, lock_dir
             if index is not None and content.counters.stored_new:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
 from ocivendir.errors import DigestMismatch, Transient
+from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.oci.manifest import Descriptor, ImageConfig, Index, Manifest, parse_config, parse_manifest
 from ocivendir.oci.reference import Digest, Reference, Repository
@@ -97,6 +98,7 @@ class Content:
         events: EventSink,
         offline: bool = False,
         stale_if_error: float | None = None,
+        extract_limits: ExtractLimits | None = None,
     ) -> None:
         """Wire a store (the cache or a throwaway one), its index (None without a cache) and a client factory."""
         self.store = store
@@ -109,6 +111,7 @@ class Content:
         self.events = events
         self.offline = offline
         self.stale_if_error = stale_if_error
+        self.extract_limits = extract_limits or ExtractLimits()
         self.counters = FetchCounters()
         self.warnings: list[str] = []
         self._held = contextlib.ExitStack()

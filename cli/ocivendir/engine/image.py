@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol, cast
@@ -12,7 +11,9 @@ from typing import IO, Protocol, cast
 from ocivendir.engine.content import Content
 from ocivendir.engine.stream import ChunkPipe, TeeExtractor
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
-from ocivendir.fs.extract import ExtractStats, apply_layer
+from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
+from ocivendir.fs.limits import Tally
+from ocivendir.fs.remove import remove_tree
 from ocivendir.oci.manifest import LAYER_GZIP, LAYER_ZSTD, Descriptor, ImageConfig, Index, Manifest, layer_compression
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.results import LogEvent
@@ -84,21 +85,19 @@ def _decompressed(stream: Readable, media_type: str) -> IO[bytes]:
     return raw
 
 
-def _apply(content: Content, layer: Descriptor, dest: Path, umask: int, stats: ExtractStats, what: str) -> None:
+def _apply(content: Content, layer: Descriptor, dest: Path, policy: TreePolicy, stats: ExtractStats,
+           what: str) -> None:  # fmt: skip
     with content.store.open_verified(layer.digest, layer.size, what) as reader:
         stream = _decompressed(reader, layer.media_type)
-        apply_layer(stream, dest, umask=umask, stats=stats, what=what)
+        apply_layer(stream, dest, policy=policy, stats=stats, what=what)
 
 
 def _clear(directory: Path) -> None:
     for child in directory.iterdir():
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
+        remove_tree(child)
 
 
-def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Path, umask: int,
+def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Path, policy: TreePolicy,
               stats: ExtractStats, what: str) -> bool:  # fmt: skip
     """Fetch a missing layer while applying it; False when the caller must apply it from the store."""
     if content.offline or content.store.has(layer.digest, layer.size):
@@ -106,7 +105,7 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Pa
 
     def apply(pipe: ChunkPipe) -> None:
         stream = _decompressed(pipe, layer.media_type)
-        apply_layer(stream, dest, umask=umask, stats=stats, what=what)
+        apply_layer(stream, dest, policy=policy, stats=stats, what=what)
 
     tee = TeeExtractor(apply, dest)
     try:
@@ -118,25 +117,29 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Pa
     return tee.finish(complete=fetched)
 
 
-def extract_layers(content: Content, image: FetchedImage, dest: Path, *, umask: int, indent: int = 0) -> ExtractStats:
-    """Apply every layer first to last into `dest`, streaming the ones not yet cached as they download.
+def extract_layers(content: Content, image: FetchedImage, dest: Path, *, policy: TreePolicy,
+                   indent: int = 0) -> ExtractStats:  # fmt: skip
+    """Apply every layer first to last into `dest` (made by this run), streaming uncached ones as they download.
 
-    A blob that fails its check when read from the cache is fetched again once.
+    A layer being streamed is not verified until its download ends, so until then it may only add to, replace in or
+    delete from `dest`, within `policy.limits`: on a digest mismatch `dest` is emptied and every layer applied again
+    from verified blobs (or the caller discards its stage). A blob that fails its check in the cache is fetched again
+    once.
     """
     for layer in image.manifest.layers:
         layer_compression(layer.media_type)
     total = len(image.manifest.layers)
     for attempt in range(2):
-        stats = ExtractStats()
+        stats = ExtractStats(tally=Tally(policy.limits))
         try:
             for position, layer in enumerate(image.manifest.layers, start=1):
                 content.events(
                     LogEvent(message=f"Extracting layer '{layer.digest}' ({position}/{total})", indent=indent)
                 )
                 what = f"layer '{layer.digest}' of '{image.ref}'"
-                if not _streamed(content, image, layer, dest, umask, stats, what):
+                if not _streamed(content, image, layer, dest, policy, stats, what):
                     content.ensure_blobs(image.repo, (layer,))
-                    _apply(content, layer, dest, umask, stats, what)
+                    _apply(content, layer, dest, policy, stats, what)
         except DigestMismatch as exc:
             if attempt:
                 raise

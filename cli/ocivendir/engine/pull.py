@@ -17,6 +17,7 @@ from ocivendir.engine.content import Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
 from ocivendir.engine.relocate import Decision, decide
 from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, UsageError
+from ocivendir.fs.extract import DirectoryRule, TreePolicy
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
@@ -44,6 +45,7 @@ class PullOptions:
     image_is_bundle_check: bool = True
     umask: int = 0o022
     relocation_recheck: float = 3600.0
+    directories: DirectoryRule = "parents"  # sync's imgpkgBundle contents use vendir's rule ("entries")
 
 
 @dataclass
@@ -74,6 +76,10 @@ def _reference(options: PullOptions) -> Reference:
     if options.reference is None:  # pragma: no cover - the command checks this first
         raise UsageError("Expected either image or bundle reference")
     return parse_reference(options.reference)
+
+
+def _policy(content: Content, options: PullOptions) -> TreePolicy:
+    return TreePolicy(umask=options.umask, directories=options.directories, limits=content.extract_limits)
 
 
 def _check_kind(image: FetchedImage, options: PullOptions) -> None:
@@ -166,7 +172,7 @@ class BundlePuller:
 
     def bundle(self, image: FetchedImage, dest: Path, pulled: PullTally, depth: int, root: Path) -> None:
         """Extract a bundle into `dest`, settle its images.yml against its own repository, then its nested ones."""
-        stats = extract_layers(self.content, image, dest, umask=self.options.umask, indent=depth * 2)
+        stats = extract_layers(self.content, image, dest, policy=_policy(self.content, self.options), indent=depth * 2)
         pulled.layers += len(image.manifest.layers)
         pulled.skipped += stats.skipped
         lock, decision = settle_bundle(self.content, image, dest, recheck=self.options.relocation_recheck)
@@ -234,7 +240,7 @@ def _fill(content: Content, options: PullOptions, stage: Path) -> tuple[FetchedI
         if pulled.relocation is not None:
             _relocation_lines(content, pulled.relocation)
     else:
-        stats = extract_layers(content, image, stage, umask=options.umask)
+        stats = extract_layers(content, image, stage, policy=_policy(content, options))
         pulled.layers, pulled.skipped = len(image.manifest.layers), stats.skipped
         content.record(image.repo, image.digest, image.raw, image.manifest, image.kind)
     return image, pulled

@@ -18,6 +18,7 @@ from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import extract_layers, fetch_image
 from ocivendir.engine.pull import BundlePuller, PullOptions, PullTally
 from ocivendir.errors import ConfigError, IndexNotSupported, NotABundle, SyncError
+from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.swap import scoped_path
 from ocivendir.oci.reference import parse_reference, vendir_tag
 from ocivendir.registry.credentials import CredentialRules, secret_rules
@@ -106,7 +107,9 @@ def fetch_image_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> 
     """`image`: one image manifest, every layer applied (a bundle is taken as a plain image)."""
     view, pulled = _target(config, ctx, "url", "Expected non-empty URL")
     image = fetch_image(view, parse_reference(pulled))
-    extract_layers(view, image, dest, umask=ctx.umask)
+    extract_layers(
+        view, image, dest, policy=TreePolicy(umask=ctx.umask, directories="entries", limits=view.extract_limits)
+    )
     view.record(image.repo, image.digest, image.raw, image.manifest, image.kind)
     return {"url": image.ref, **_tag(ctx, pulled)}
 
@@ -122,7 +125,7 @@ def fetch_bundle_source(config: ContentConfig, ctx: FetchContext, dest: Path) ->
         raise NotABundle("The provided image is not a bundle")
     options = PullOptions(reference=pulled, lock_file=None, mode="bundle", output=dest,
                           recursive=bool(config.source.get("recursive")), umask=ctx.umask,
-                          relocation_recheck=ctx.relocation_recheck)  # fmt: skip
+                          relocation_recheck=ctx.relocation_recheck, directories="entries")  # fmt: skip
     puller = BundlePuller(view, options)
     puller.seen.add(image.digest)
     puller.bundle(image, dest, PullTally(), 0, dest)

@@ -15,6 +15,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
@@ -115,9 +116,12 @@ def apply_lock(config: Config, lock: LockConfig) -> tuple[Config, dict[tuple[str
     return dataclasses.replace(config, directories=tuple(directories)), tags
 
 
-def _frame(exc: OcivendirError, directory: str, content: ContentConfig) -> OcivendirError:
-    kind = FRAME_TYPES.get(content.source_type, content.source_type)
-    prefix = f"Syncing directory '{directory}': Syncing directory '{content.path}' with {kind} contents"
+def _frame(exc: OcivendirError, directory: str, content: ContentConfig | None) -> OcivendirError:
+    """The chain vendir prints: fetch errors name the content and its source type; later steps only the directory."""
+    prefix = f"Syncing directory '{directory}'"
+    if content is not None:
+        kind = FRAME_TYPES.get(content.source_type, content.source_type)
+        prefix += f": Syncing directory '{content.path}' with {kind} contents"
     framed = type(exc)(f"{prefix}: {exc.message}", hint=exc.hint)
     framed.__cause__ = exc
     return framed
@@ -133,25 +137,25 @@ def _files(root: Path) -> list[str]:
 
 
 def _filter(config: ContentConfig, root: Path) -> None:
-    if not config.include_paths and not config.exclude_paths:
-        return
-    legal = DEFAULT_LEGAL if config.legal_paths is None else config.legal_paths
-    kept = 0
-    for relative in _files(root):
-        keep = not config.include_paths or any(globs.match(p, relative) for p in config.include_paths)
-        if any(globs.match(p, relative) for p in config.exclude_paths):
-            keep = False
-        if any(globs.match(p, relative) for p in legal):
-            keep = True
-        if keep:
-            kept += 1
-        else:
-            (root / relative).unlink()
-    for base, _, _ in sorted(os.walk(root), key=lambda item: -len(item[0])):
+    """As vendir's FileFilter: unmatched files go (legal files stay), then each directory with no file or link below.
+
+    A directory therefore appears only when some regular file or symlink lives under it, whatever the source made.
+    """
+    if config.include_paths or config.exclude_paths:
+        legal = DEFAULT_LEGAL if config.legal_paths is None else config.legal_paths
+        for relative in _files(root):
+            keep = not config.include_paths or any(globs.match(p, relative) for p in config.include_paths)
+            if any(globs.match(p, relative) for p in config.exclude_paths):
+                keep = False
+            if any(globs.match(p, relative) for p in legal):
+                keep = True
+            if not keep:
+                (root / relative).unlink()
+    for base, _, _ in os.walk(root, topdown=False):
         path = Path(base)
         if path != root and not any(path.iterdir()):
             path.rmdir()
-    if kept == 0:
+    if not any(root.iterdir()):
         raise SyncError(
             f"Filtering paths in directory '{config.path}': Expected to find at least one file within directory"
         )
@@ -250,8 +254,11 @@ class _Syncer:
         self.fetched += 1
         log_fetch(self.content, directory.path, config)
 
-    def fill(self, task: _Task) -> LockContent:
-        """Fetch one content into its place in the stage (threads run several at once); return its lock entry."""
+    def fill(self, task: _Task) -> LockContent | dict[str, Any]:
+        """Fetch one content into its place in the stage (threads run several at once).
+
+        Returns the lock entry for a lazy skip or a delegated content, else the source's lock data (`shape` is next).
+        """
         if task.reuse is not None:
             return self._reuse(task, task.reuse)
         config, dest = task.config, task.dest
@@ -270,12 +277,14 @@ class _Syncer:
             dest.chmod(0o777 & ~self.options.umask)
         else:
             dest.mkdir(parents=True, exist_ok=True, mode=0o700)
-        data = native(config, context, dest)
-        if config.source_type != "manual":
-            _filter(config, dest)
-            _new_root(config, dest)
-        _keep_ignored(config, task.existing, dest)
-        return lock_entry(config, data, task.digest)
+        return native(config, context, dest)
+
+    def shape(self, task: _Task) -> None:
+        """The steps vendir takes after a fetch: path filters and empty directories, newRootPath, ignorePaths."""
+        if task.config.source_type != "manual":
+            _filter(task.config, task.dest)
+            _new_root(task.config, task.dest)
+        _keep_ignored(task.config, task.existing, task.dest)
 
     def stage_target(self, target: Path) -> _Staged:
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -339,9 +348,16 @@ class _Syncer:
 
     def _framed(self, task: _Task) -> LockContent:
         try:
-            return self.fill(task)
+            fetched = self.fill(task)
         except OcivendirError as exc:
             raise _frame(exc, task.directory.path, task.config) from exc
+        if isinstance(fetched, LockContent):
+            return fetched
+        try:
+            self.shape(task)
+        except OcivendirError as exc:
+            raise _frame(exc, task.directory.path, None) from exc
+        return lock_entry(task.config, fetched, task.digest)
 
     def finish(self) -> None:
         """Validate symlinks, apply permissions, then swap every target in; roll back all on failure."""

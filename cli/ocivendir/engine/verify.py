@@ -15,6 +15,7 @@ from ocivendir.engine.pull import read_images_lock
 from ocivendir.engine.relocate import check, record_verdict
 from ocivendir.engine.sources import client_spec, select_reference
 from ocivendir.errors import NotABundle, OcivendirError
+from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.swap import remove_tree
 from ocivendir.oci.imageslock import ImagesLock
 from ocivendir.oci.reference import Digest, Reference, parse_reference
@@ -40,7 +41,7 @@ def _lock_of(content: Content, image: FetchedImage, options: VerifyOptions) -> I
     scratch = content.store.tmp / f"verify-{_random.token_hex(6)}"
     scratch.mkdir(parents=True)
     try:
-        extract_layers(content, image, scratch, umask=options.umask)
+        extract_layers(content, image, scratch, policy=TreePolicy(umask=options.umask, limits=content.extract_limits))
         lock, _ = read_images_lock(scratch)
     finally:
         remove_tree(scratch)

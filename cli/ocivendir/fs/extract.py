@@ -1,38 +1,71 @@
-"""Owns: safe application of image layers to a staging directory, with imgpkg's file modes and OCI whiteouts.
+"""Owns: safe application of image layers to a staging directory: OCI whiteouts, file and directory modes, links.
 
-Every member is classified before anything is written. An absolute path, a `..` escape (with `\\` read as `/`), or a
-link whose target is absolute or leaves the tree makes the layer unsafe; links inside the tree and devices are
-skipped and counted, as imgpkg does. Our own containment checks are the gate; `tarfile.data_filter` is an extra
-check where the interpreter has it (3.11.4+), never the source of modes.
+Every member is classified before anything is written for it. An absolute path, a `..` escape (with `\\` read as
+`/`), a whiteout naming `.`, `..` or nothing, a path too deep or too long, a sparse member, or an image expanding past
+its limits (fs/limits.py) makes the layer unsafe. Only regular files and directories are ever created: every symlink
+and hardlink (absolute ones included) and every device is skipped and counted, as imgpkg and vendir skip them, so
+nothing in a stage is a link and nothing is written through one. Whiteouts hide lower layers' entries only, never an
+entry of their own layer (OCI image spec), and every delete stays inside the stage.
+
+Directories follow one of two rules (`TreePolicy.directories`):
+- `parents` (imgpkg 0.43.1's `pull`): a directory is made only as the parent of an entry, `0777 &~ umask`; a directory
+  entry never makes its own directory.
+- `entries` (vendir 0.40.0's `sync`): a directory entry makes its directory, if it does not exist yet, with the file
+  mode rule applied to the entry's mode (owner bits always kept, so the tree stays removable); parents made before
+  their entry are `0777 &~ umask` and keep that mode.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import stat
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from ocivendir.errors import UnsafeArchive
-from ocivendir.fs.swap import remove_tree
+from ocivendir.fs.limits import MAX_HEADER, ExtractLimits, Tally, check_path, human
+from ocivendir.fs.remove import remove_tree
 
-__all__ = ["ExtractStats", "apply_layer", "file_mode"]
+__all__ = ["DirectoryRule", "ExtractStats", "TreePolicy", "apply_layer", "file_mode"]
 
+DirectoryRule = Literal["parents", "entries"]
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"
 _CHUNK = 1 << 20
+_EXTENDED = frozenset({tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
+                       tarfile.SOLARIS_XHDTYPE})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TreePolicy:
+    """How layers become a tree: the umask, the directory rule and the expansion limits."""
+
+    umask: int = 0o022
+    directories: DirectoryRule = "parents"
+    limits: ExtractLimits = field(default_factory=ExtractLimits)
 
 
 @dataclass
 class ExtractStats:
-    """Counts for one extraction; `layer_paths` is reset per layer for OCI opaque whiteouts."""
+    """Counts for one image's extraction; the `layer_*` sets are reset per layer (whiteouts spare them)."""
 
     files: int = 0
     directories: int = 0
     skipped: int = 0
+    tally: Tally = field(default_factory=lambda: Tally(ExtractLimits()))
     layer_paths: set[str] = field(default_factory=set)
+    layer_parents: set[str] = field(default_factory=set)
+
+    def mark(self, relative: str) -> None:
+        """An entry of the current layer: its path and every ancestor are spared by this layer's whiteouts."""
+        self.layer_paths.add(relative)
+        parent = posixpath.dirname(relative)
+        while parent and parent not in self.layer_parents:
+            self.layer_parents.add(parent)
+            parent = posixpath.dirname(parent)
 
 
 def file_mode(tar_mode: int, umask: int) -> int:
@@ -48,89 +81,138 @@ def file_mode(tar_mode: int, umask: int) -> int:
 
 
 def _normalise(name: str, what: str) -> str:
-    """The member path relative to the root, or UnsafeArchive if it is absolute or escapes."""
+    """The member path relative to the root, or UnsafeArchive if it is absolute, escapes, or is too deep or long."""
     cleaned = name.replace("\\", "/")
     if cleaned.startswith("/"):
         raise UnsafeArchive(f"{what}: refusing entry with absolute path '{name}'")
     normal = posixpath.normpath(cleaned)
     if normal == ".." or normal.startswith("../"):
         raise UnsafeArchive(f"{what}: refusing entry '{name}' that leaves the output directory")
-    return "" if normal == "." else normal
+    if normal == ".":
+        return ""
+    check_path(normal, name, what)
+    return normal
 
 
-def _check_link(member: tarfile.TarInfo, path: str, what: str) -> None:
-    target = member.linkname.replace("\\", "/")
-    if target.startswith("/"):
-        raise UnsafeArchive(f"{what}: refusing link '{member.name}' to absolute path '{member.linkname}'")
-    base = posixpath.dirname(path) if member.issym() else ""
-    resolved = posixpath.normpath(posixpath.join(base, target))
-    if resolved == ".." or resolved.startswith("../"):
-        raise UnsafeArchive(f"{what}: refusing link '{member.name}' to '{member.linkname}' outside the output")
+class _BoundedInfo(tarfile.TarInfo):
+    """A TarInfo that refuses pax and GNU long-name headers larger than MAX_HEADER before reading them."""
+
+    def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _EXTENDED and self.size > MAX_HEADER:
+            msg = f"extended header of {human(self.size)} (at most {human(MAX_HEADER)})"
+            raise tarfile.HeaderError(msg)
+        return super()._proc_member(archive)  # type: ignore[misc, no-any-return]
 
 
 class _Layer:
-    """One layer being applied to a stage."""
+    """One layer being applied to a stage. Nothing in a stage is a link, and `_parents` checks every component."""
 
-    def __init__(self, stage: Path, umask: int, stats: ExtractStats, what: str) -> None:
+    def __init__(self, stage: Path, policy: TreePolicy, stats: ExtractStats, what: str) -> None:
         self.stage = stage
-        self.root = Path(os.path.realpath(stage))
-        self.dir_mode = 0o777 & ~umask
-        self.umask = umask
+        self.policy = policy
+        self.implicit_mode = 0o777 & ~policy.umask
         self.stats = stats
         self.what = what
+        self.known: set[str] = set()  # directories checked or made in this layer, until something is removed
 
-    def _contained(self, relative: str) -> Path:
+    def _remove(self, path: Path) -> None:
+        remove_tree(path)
+        self.known.clear()
+
+    def _mkdir(self, path: Path, mode: int) -> None:
+        path.mkdir(mode=mode)
+        path.chmod(mode)
+        self.stats.directories += 1
+
+    def _parents(self, relative: str, *, create: bool) -> bool:
+        """Make (or with create=False, only check) every ancestor a real directory; False if one is missing."""
+        parent = posixpath.dirname(relative)
+        if not parent or parent in self.known:
+            return True
+        current = ""
+        for part in parent.split("/"):
+            current = posixpath.join(current, part) if current else part
+            if current in self.known:
+                continue
+            path = self.stage / current
+            try:
+                info = path.lstat()
+            except FileNotFoundError:
+                info = None
+            if info is not None and not stat.S_ISDIR(info.st_mode):
+                if not create:
+                    return False
+                self._remove(path)
+                info = None
+            if info is None:
+                if not create:
+                    return False
+                self._mkdir(path, self.implicit_mode)
+            self.known.add(current)
+        return True
+
+    def _clear_for(self, relative: str, *, keep_directory: bool) -> Path:
+        """The entry's path with its parents made and whatever a lower layer left there removed (a dir may stay)."""
+        self._parents(relative, create=True)
         target = self.stage / relative
-        parent = Path(os.path.realpath(target.parent))
-        if not parent.is_relative_to(self.root):
-            raise UnsafeArchive(f"{self.what}: refusing entry '{relative}' under a link that leaves the output")
+        try:
+            info = target.lstat()
+        except FileNotFoundError:
+            return target
+        if not (keep_directory and stat.S_ISDIR(info.st_mode)):
+            self._remove(target)
         return target
 
-    def _make_parents(self, relative: str) -> None:
-        current = self.stage
-        for part in Path(relative).parts[:-1]:
-            current = current / part
-            if current.is_symlink() or (current.exists() and not current.is_dir()):
-                remove_tree(current)
-            if not current.exists():
-                current.mkdir(mode=self.dir_mode)
-                current.chmod(self.dir_mode)
-                self.stats.directories += 1
-
     def whiteout(self, relative: str) -> None:
+        """`.wh.<name>` hides the lower layers' `<name>`; `.wh..wh..opq` hides every lower entry of its directory."""
         directory, name = posixpath.split(relative)
         if name == _OPAQUE:
-            base = self._contained(posixpath.join(directory, "x")).parent
-            if base.is_dir():
-                for child in base.iterdir():
-                    if posixpath.join(directory, child.name).lstrip("/") not in self.stats.layer_paths:
-                        remove_tree(child)
+            base = self.stage / directory
+            if self._parents(posixpath.join(directory, "x"), create=False) and base.is_dir() and not base.is_symlink():
+                for child in sorted(base.iterdir()):
+                    self._hide_lower(posixpath.join(directory, child.name) if directory else child.name)
             return
-        victim = self._contained(posixpath.join(directory, name[len(_WHITEOUT) :]))
-        remove_tree(victim)
+        hidden = name[len(_WHITEOUT) :]
+        if hidden in {"", ".", ".."}:
+            raise UnsafeArchive(f"{self.what}: refusing whiteout '{relative}' that names '{hidden or directory}'")
+        victim = posixpath.join(directory, hidden) if directory else hidden
+        if self._parents(victim, create=False):
+            self._hide_lower(victim)
 
-    def directory(self, relative: str) -> None:
-        target = self._contained(relative)
-        self._make_parents(relative)
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            remove_tree(target)
-        if not target.exists():
-            target.mkdir(mode=self.dir_mode)
-            target.chmod(self.dir_mode)
-            self.stats.directories += 1
+    def _hide_lower(self, relative: str) -> None:
+        """Remove what lower layers put at `relative`, sparing this layer's own entries (iteratively)."""
+        pending = [relative]
+        while pending:
+            current = pending.pop()
+            path = self.stage / current
+            if current in self.stats.layer_paths or current in self.stats.layer_parents:
+                if path.is_dir() and not path.is_symlink():
+                    pending.extend(f"{current}/{child.name}" for child in path.iterdir())
+                continue
+            if path.exists() or path.is_symlink():
+                self._remove(path)
+
+    def skipped(self, relative: str) -> None:
+        """A link or device: not created, but it replaces what a lower layer had there, and has parents."""
+        self._clear_for(relative, keep_directory=False)
+        self.stats.skipped += 1
+
+    def directory(self, relative: str, member: tarfile.TarInfo) -> None:
+        target = self._clear_for(relative, keep_directory=True)
+        if self.policy.directories == "entries" and not target.exists():
+            self._mkdir(target, file_mode(member.mode, self.policy.umask) | 0o700)
+        if target.exists():
+            self.known.add(relative)
 
     def regular(self, relative: str, member: tarfile.TarInfo, data: IO[bytes]) -> None:
-        target = self._contained(relative)
-        self._make_parents(relative)
-        if target.is_dir() and not target.is_symlink():
-            remove_tree(target)
-        target.unlink(missing_ok=True)
+        self.stats.tally.reserve(relative, member.size, self.what)
+        target = self._clear_for(relative, keep_directory=False)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(target, flags, 0o600)
         with os.fdopen(fd, "wb") as out:
             while chunk := data.read(_CHUNK):
                 out.write(chunk)
-        target.chmod(file_mode(member.mode, self.umask))
+        target.chmod(file_mode(member.mode, self.policy.umask))
         os.utime(target, (member.mtime, member.mtime), follow_symlinks=False)
         self.stats.files += 1
 
@@ -145,12 +227,13 @@ def _extra_filter_check(member: tarfile.TarInfo, stage: Path, what: str) -> None
         raise UnsafeArchive(f"{what}: refusing entry '{member.name}': {exc}") from None
 
 
-def apply_layer(stream: IO[bytes], stage: Path, *, umask: int, stats: ExtractStats, what: str) -> None:
+def apply_layer(stream: IO[bytes], stage: Path, *, policy: TreePolicy, stats: ExtractStats, what: str) -> None:
     """Apply one uncompressed tar stream on top of `stage`, in OCI changeset order."""
-    layer = _Layer(stage, umask, stats, what)
+    layer = _Layer(stage, policy, stats, what)
     stats.layer_paths = set()
+    stats.layer_parents = set()
     try:
-        archive = tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK)  # noqa: SIM115 - closed below; streaming
+        archive = tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK, tarinfo=_BoundedInfo)  # noqa: SIM115 - closed below; streaming
     except tarfile.TarError as exc:
         raise UnsafeArchive(f"{what}: not a tar archive: {exc}") from None
     try:
@@ -162,26 +245,22 @@ def apply_layer(stream: IO[bytes], stage: Path, *, umask: int, stats: ExtractSta
         archive.close()
 
 
-def _apply_member(layer: _Layer, archive: tarfile.TarFile, member: tarfile.TarInfo) -> None:  # noqa: PLR0911 - one exit per member kind
+def _apply_member(layer: _Layer, archive: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+    layer.stats.tally.entry(layer.what)
     relative = _normalise(member.name, layer.what)
-    if member.issym() or member.islnk():
-        _check_link(member, relative, layer.what)
-        layer.stats.skipped += 1
-        return
-    if member.ischr() or member.isblk() or member.isfifo():
-        layer.stats.skipped += 1
-        return
-    if not relative:
-        return  # the root entry '.': the stage root keeps the directory rule
+    if member.issparse():
+        raise UnsafeArchive(f"{layer.what}: refusing sparse entry '{member.name}' ({human(member.size)} declared)")
     if posixpath.basename(relative).startswith(_WHITEOUT):
         layer.whiteout(relative)
         return
-    layer.stats.layer_paths.add(relative)
+    if not relative:
+        return  # the root entry '.': the stage root keeps its mode
+    layer.stats.mark(relative)
     if member.isdir():
-        layer.directory(relative)
+        layer.directory(relative, member)
         return
     if not member.isreg():
-        layer.stats.skipped += 1
+        layer.skipped(relative)  # symlinks, hardlinks, devices, fifos: never created
         return
     _extra_filter_check(member, layer.stage, layer.what)
     data = archive.extractfile(member)

@@ -1,0 +1,80 @@
+"""Owns: the bounds on what one image may expand to on disk, and on the shape of its member paths.
+
+Checked while extracting, member by member, before anything is written for the member: the total bytes and entries
+of one image's layers (`--max-extract-size`, the entry limit), the depth and length of each path, and the size of the
+extended headers a member carries. A bound that is hit refuses the layer with the unsafe-archive error, so a gzip bomb
+or a path nested thousands of levels deep costs at most the limit, never the disk or the interpreter's stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ocivendir.errors import UnsafeArchive
+
+__all__ = ["DEFAULT_MAX_ENTRIES", "DEFAULT_MAX_EXTRACT_SIZE", "ExtractLimits", "Tally", "check_path", "human"]
+
+DEFAULT_MAX_EXTRACT_SIZE = 4 << 30
+DEFAULT_MAX_ENTRIES = 1_000_000
+MAX_DEPTH = 256  # path components
+MAX_NAME = 255  # bytes in one component (NAME_MAX)
+MAX_PATH = 2048  # bytes in a member path, well under PATH_MAX once joined to the output directory
+MAX_HEADER = 1 << 20  # bytes in one pax or GNU long-name header
+_SIZE_HINT = "raise --max-extract-size (OCIVENDIR_MAX_EXTRACT_SIZE) if the image is meant to be this large"
+
+
+@dataclass(frozen=True)
+class ExtractLimits:
+    """How much one image (all of its layers) may expand to."""
+
+    max_bytes: int = DEFAULT_MAX_EXTRACT_SIZE
+    max_entries: int = DEFAULT_MAX_ENTRIES
+
+
+def human(size: int) -> str:
+    """`4 GiB`, `512 MiB`, `10 KiB`, `7 B`: the largest binary unit that keeps a whole number when possible."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            value = size / (1 << shift)
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{size} B"
+
+
+@dataclass
+class Tally:
+    """What an image's layers have expanded to so far, checked against its limits."""
+
+    limits: ExtractLimits
+    entries: int = 0
+    bytes: int = 0
+
+    def entry(self, what: str) -> None:
+        """Count one member of any kind."""
+        self.entries += 1
+        if self.entries > self.limits.max_entries:
+            raise UnsafeArchive(f"{what}: more than {self.limits.max_entries} entries; refusing to extract further")
+
+    def reserve(self, name: str, size: int, what: str) -> None:
+        """Count a regular member's declared size before any of its bytes are written."""
+        if self.bytes + size > self.limits.max_bytes:
+            raise UnsafeArchive(
+                f"{what}: entry '{name}' ({human(size)}) would expand the image past the limit of "
+                f"{human(self.limits.max_bytes)} ({human(self.bytes)} written so far)",
+                hint=_SIZE_HINT,
+            )
+        self.bytes += size
+
+
+def check_path(relative: str, original: str, what: str) -> None:
+    """Refuse a member path that is too deep or too long, or a component longer than a file name may be."""
+    parts = relative.split("/")
+    if len(parts) > MAX_DEPTH:
+        raise UnsafeArchive(f"{what}: refusing entry '{original[:80]}…' nested {len(parts)} levels deep "
+                            f"(at most {MAX_DEPTH})")  # fmt: skip
+    encoded = relative.encode("utf-8", "surrogateescape")
+    if len(encoded) > MAX_PATH:
+        raise UnsafeArchive(f"{what}: refusing entry '{original[:80]}…' with a path of {len(encoded)} bytes "
+                            f"(at most {MAX_PATH})")  # fmt: skip
+    for part in parts:
+        if len(part.encode("utf-8", "surrogateescape")) > MAX_NAME:
+            raise UnsafeArchive(f"{what}: refusing entry '{original[:80]}…' with a name longer than {MAX_NAME} bytes")
