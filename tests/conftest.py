@@ -48,12 +48,14 @@ class CliResult:
     stderr: str
 
 
-def run_cli(*args: str, prog: str = "ocivendir", stdin: str | None = None) -> CliResult:
+def run_cli(*args: str, prog: str = "ocivendir", stdin: str | bytes | None = None) -> CliResult:
     """Run ocivendir's main() in-process with its own stdout/stderr, as a user would see them."""
     out, err = io.StringIO(), io.StringIO()
     code = 0
     old_stdin = sys.stdin
-    if stdin is not None:
+    if isinstance(stdin, bytes):
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    elif stdin is not None:
         sys.stdin = io.StringIO(stdin)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -133,3 +133,36 @@ def test_an_unexpected_failure_is_one_error_line_and_a_traceback_only_with_debug
     )
     debug = run_cli(*args, "--debug")
     assert "Traceback (most recent call last)" in debug.stderr
+
+
+BILLION_LAUGHS = "\n".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"{name}: &{name} [{','.join(['*' + below] * 9)}]" for below, name in zip("abcdefgh", "bcdefghi", strict=True)]
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"\x00\x01\xff\xfe\x89PNG\r\n\x1a\n", "control characters are not allowed"),
+        (b"apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\nx: caf\xe9\n", "incomplete UTF-8 octet sequence"),
+        (f"apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n{BILLION_LAUGHS}\n".encode(),
+         "document contains excessive aliasing"),
+        (b"apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\nx: " + b"[" * 100_000, "line 3: exceeded max depth of 1000"),
+    ],
+    ids=["binary", "latin-1", "billion-laughs", "deep"],
+)  # fmt: skip
+def test_hostile_yaml_is_one_readable_usage_error_from_a_file_or_stdin(
+    tmp_path: Path, data: bytes, problem: str
+) -> None:
+    (tmp_path / "vendir.yml").write_bytes(data)
+    expected = f"Unmarshaling doc: error converting YAML to JSON: yaml: {problem}"
+    result = run_cli("sync", "--chdir", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[1:] == [f"  {expected}"]
+    assert result.stderr.splitlines()[0] == "ocivendir: Error: Parsing resource config 'vendir.yml':"
+    as_vendir = run_cli("sync", "-f", "-", "--lock-file", "/dev/null", prog="vendir", stdin=data)
+    assert as_vendir.exit_code == 1
+    assert as_vendir.stderr == f"vendir: Error: Parsing resource config '-':\n  {expected}\n"
+    assert as_vendir.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vendir.yml"]

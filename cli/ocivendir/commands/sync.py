@@ -28,18 +28,18 @@ def split_values(values: tuple[str, ...]) -> list[str]:
     return [item for value in values for item in value.split(",") if item]
 
 
-def read_inputs(files: list[str], stdin_text: Any) -> list[tuple[str, str]]:  # noqa: ANN401 - a text stream
-    """`(name, text)` for each `-f` input, `-` being stdin, with vendir's read errors."""
+def read_inputs(files: list[str], stdin: Any) -> list[tuple[str, bytes]]:  # noqa: ANN401 - a text stream
+    """`(name, bytes)` for each `-f` input, `-` being stdin (read as bytes), with vendir's read errors."""
     inputs = []
     for name in files:
         if name == "-":
             try:
-                inputs.append(("-", stdin_text.read()))
+                inputs.append(("-", getattr(stdin, "buffer", stdin).read()))
             except OSError as exc:
                 raise ConfigError(f"Reading config from stdin: {exc}") from None
             continue
         try:
-            inputs.append((name, Path(name).read_text(encoding="utf-8")))
+            inputs.append((name, Path(name).read_bytes()))
         except OSError as exc:
             hint = DEFAULT_HINT if files == [DEFAULT_FILE] else None
             raise ConfigError(f"Reading config '{name}': open {name}: {(exc.strerror or str(exc)).lower()}",
@@ -51,7 +51,7 @@ def _read_lock(path: Path, locked: bool) -> Any:  # noqa: ANN401 - LockConfig | 
     from ocivendir.vendir.lockfile import parse_lock  # noqa: PLC0415
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes()
     except OSError as exc:
         if locked:
             raise ConfigError(f"Reading lock config '{path}': {exc.strerror or exc}") from None

@@ -74,7 +74,7 @@ def delegate_content(vendir: Path, config: ContentConfig, context: FetchContext,
             raise SyncError(done.stderr.decode(errors="replace").strip() or f"{vendir} exited {done.returncode}")
         remove_tree(dest)
         (scratch / "out").rename(dest)
-        lock = parse_lock(lock_path.read_text(), str(lock_path))
+        lock = parse_lock(lock_path.read_bytes(), str(lock_path))
         entry = lock.find("out", ".")
     except OSError as exc:
         raise SyncError(f"Running {vendir}: {exc}") from None

@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
+from ocivendir.goyaml.compose import SCALAR, SEQUENCE, ComposeError, Node, compose
+from ocivendir.goyaml.text import TextError, check_characters, decode_text
 
 __all__ = ["DecodeError", "field", "go_bool", "go_int", "go_string", "load_documents", "split_documents"]
 
@@ -73,23 +74,42 @@ def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML t
     return text
 
 
-def _value(node: yaml.Node) -> object:
-    if isinstance(node, yaml.ScalarNode):
-        if node.style is None:
-            return resolve_plain(node.value)
-        return node.value
-    if isinstance(node, yaml.SequenceNode):
-        return [_value(item) for item in node.value]
-    if isinstance(node, yaml.MappingNode):
-        mapping: dict[str, object] = {}
-        for key_node, value_node in node.value:
-            key = go_string(_value(key_node))
-            if key in mapping:
-                line = key_node.start_mark.line + 1
-                raise DecodeError(f'error converting YAML to JSON: yaml: line {line}: key "{key}" already set in map')
-            mapping[key] = _value(value_node)
-        return mapping
-    raise DecodeError("error converting YAML to JSON: unsupported YAML node")  # pragma: no cover
+def _scalar(node: Node) -> object:
+    return resolve_plain(node.value) if node.plain else node.value
+
+
+def _mapping(node: Node, values: dict[Node, object]) -> dict[str, object]:
+    mapping: dict[str, object] = {}
+    for key_node, value_node in zip(node.children[::2], node.children[1::2], strict=True):
+        key = go_string(values[key_node])
+        if key in mapping:
+            raise DecodeError(
+                f'error converting YAML to JSON: yaml: line {key_node.line}: key "{key}" already set in map'
+            )
+        mapping[key] = values[value_node]
+    return mapping
+
+
+def _values(root: Node) -> object:
+    """The decoded value of `root`, built bottom-up without recursion; an alias shares its anchor's value."""
+    values: dict[Node, object] = {}
+    pending = [(root, False)]
+    while pending:
+        node, ready = pending.pop()
+        if node in values:
+            continue
+        if node.kind == SCALAR:
+            values[node] = _scalar(node)
+        elif node.target is not None:  # the anchor's node comes first in the document, so it is already built
+            values[node] = values[node.target]
+        elif not ready:
+            pending.append((node, True))
+            pending.extend((child, False) for child in reversed(node.children))
+        elif node.kind == SEQUENCE:
+            values[node] = [values[child] for child in node.children]
+        else:
+            values[node] = _mapping(node, values)
+    return values[root]
 
 
 def split_documents(text: str) -> list[str]:
@@ -97,17 +117,15 @@ def split_documents(text: str) -> list[str]:
     return [doc for doc in _SEPARATOR.split(text) if doc.strip()]
 
 
-def load_documents(text: str) -> Iterator[object]:
-    """Each non-empty document decoded with go-yaml v2's scalar rules."""
-    for doc in split_documents(text):
-        try:
-            node = yaml.compose(doc, Loader=yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"yaml: line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else "yaml: "
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise DecodeError(f"error converting YAML to JSON: {where}{problem}") from None
-        yield None if node is None else _value(node)
+def load_documents(data: str | bytes) -> Iterator[object]:
+    """Each non-empty document decoded with go-yaml v2's rules and budgets (bytes are checked as go-yaml reads them)."""
+    try:
+        text = decode_text(data) if isinstance(data, bytes) else check_characters(data)
+        for doc in split_documents(text):
+            root = compose(doc)
+            yield None if root is None else _values(root)
+    except (ComposeError, TextError) as exc:
+        raise DecodeError(f"error converting YAML to JSON: yaml: {exc}") from None
 
 
 def _go_float(value: float) -> str:

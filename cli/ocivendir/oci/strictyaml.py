@@ -18,8 +18,7 @@ StrictYAMLError = DecodeError
 
 def load_document(raw: bytes | str) -> Any:  # noqa: ANN401 - YAML data
     """The first YAML document (None when there is none), decoded with go-yaml v2's rules."""
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    for document in load_documents(text):
+    for document in load_documents(raw):
         return document
     return None
 

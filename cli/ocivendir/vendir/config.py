@@ -393,7 +393,7 @@ def _dedupe_secrets(secrets: list[Secret]) -> tuple[Secret, ...]:
     return tuple(unique.values())
 
 
-def parse_stream(sources: Sequence[tuple[str, str]]) -> InputStream:
+def parse_stream(sources: Sequence[tuple[str, str | bytes]]) -> InputStream:
     """Parse `(name, text)` inputs in order (`-` for stdin) into the one Config plus Secrets and ConfigMaps."""
     found: dict[str, list[Any]] = {"configs": [], "secrets": [], "config_maps": []}
     for name, text in sources:

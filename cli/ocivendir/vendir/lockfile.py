@@ -117,7 +117,7 @@ def _content(raw: dict[str, Any]) -> LockContent:
     )
 
 
-def parse_lock(text: str, where: str) -> LockConfig:
+def parse_lock(text: str | bytes, where: str) -> LockConfig:
     """Read a lock file; errors carry vendir's messages (`Unmarshaling lock config: …`, `Validating lock config: …`)."""
     try:
         documents = list(load_documents(text))

@@ -1,0 +1,145 @@
+"""The go-yaml v2 loader's budgets: aliasing, nesting depth and undecodable bytes fail fast with go-yaml's texts."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocivendir.errors import ConfigError
+from ocivendir.goyaml import compose as composing
+from ocivendir.goyaml.load import DecodeError, load_documents
+from ocivendir.oci.imageslock import ImagesLockError, parse_images_lock
+from ocivendir.vendir.config import parse_stream
+from ocivendir.vendir.lockfile import parse_lock
+
+HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories: []\n"
+PREFIX = "error converting YAML to JSON: yaml: "
+
+
+def laughs(levels: int = 9) -> str:
+    """The classic billion-laughs document: each level is nine aliases of the one below."""
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    names = "abcdefghijklmnop"
+    lines += [f"{name}: &{name} [{','.join(['*' + names[i]] * 9)}]" for i, name in enumerate(names[1:levels], 0)]
+    return "\n".join(lines) + "\n"
+
+
+def load(data: str | bytes) -> list[object]:
+    return list(load_documents(data))
+
+
+def error(data: str | bytes) -> str:
+    with pytest.raises(DecodeError) as caught:
+        load(data)
+    return str(caught.value)
+
+
+def anchored(size: int, references: int, filler: int) -> str:
+    """One anchor of `size` scalars referenced `references` times, after `filler` plain scalars."""
+    return (
+        f"{HEAD}f: [{','.join(['p'] * filler)}]\n"
+        f"x: &a [{','.join(['s'] * size)}]\ny: [{','.join(['*a'] * references)}]\n"
+    )
+
+
+def test_a_billion_laughs_in_under_400_bytes_is_refused_with_go_yamls_message() -> None:
+    document = laughs()
+    assert len(document) < 400
+    assert error(document) == PREFIX + "document contains excessive aliasing"
+
+
+def test_the_budget_counts_what_go_yaml_counts_without_expanding_anything() -> None:
+    built = composing._build(composing._parser_events(laughs()))
+    assert built is not None
+    sizes: dict[composing.Node, int] = {}
+    # i's expansion alone is 9**8 lols plus every list and alias node on the way: far past go-yaml's 400,000
+    assert composing.decode_size(built.children[-1], sizes) > 9**8
+    assert len(sizes) < 120  # the nodes of the document, each sized once
+    with pytest.raises(composing.ComposeError, match="excessive aliasing"):
+        composing.check_aliasing(built)
+
+
+def test_the_alias_budget_boundary_is_go_yamls() -> None:
+    # vendir 0.40.0 accepts 498 references of a 200-item anchor after 300 plain items and refuses 499
+    assert load(anchored(200, 498, 300))
+    assert error(anchored(200, 499, 300)) == PREFIX + "document contains excessive aliasing"
+
+
+def test_moderate_aliasing_is_kept_and_shares_the_anchored_value() -> None:
+    doc = load(HEAD + "base: &b {url: r.io/app, size: 1}\nuses: [*b, *b, *b]\n")[0]
+    assert isinstance(doc, dict)
+    assert doc["uses"] == [{"url": "r.io/app", "size": 1}] * 3
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("x: &a [*a]\n", "anchor 'a' value contains itself"),
+        ("x: &a {k: *a}\n", "anchor 'a' value contains itself"),
+        ("x: *zz\n", "unknown anchor 'zz' referenced"),
+        ("x: [a\n", "line 1: did not find expected ',' or ']'"),
+    ],
+)
+def test_anchor_and_syntax_errors_use_go_yamls_texts(document: str, message: str) -> None:
+    assert error(document) == PREFIX + message
+
+
+@pytest.mark.parametrize(
+    ("document", "line"),
+    [
+        ("k: v\nx: " + "[" * 20_000 + "]" * 20_000 + "\n", 2),
+        ("k: v\nx: " + "{a: " * 5_000 + "1" + "}" * 5_000 + "\n", 2),
+        ("k:\n" + "".join(" " * i + "- \n" for i in range(1_100)), 1001),
+    ],
+    ids=["flow-sequences", "flow-mappings", "block-sequences"],
+)
+def test_nesting_is_bounded_and_never_reaches_the_recursion_limit(document: str, line: int) -> None:
+    assert error(document) == PREFIX + f"line {line}: exceeded max depth of {composing.MAX_DEPTH}"
+
+
+def test_nesting_within_the_bound_decodes_without_recursion() -> None:
+    depth = composing.MAX_DEPTH - 1
+    value = load("[" * depth + "1" + "]" * depth + "\n")[0]
+    for _ in range(depth):
+        assert isinstance(value, list)
+        value = value[0]
+    assert value == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"\x00\x01\xff\xfe binary \x89PNG\r\n", "control characters are not allowed"),
+        (b"kind: Config\x07\n", "control characters are not allowed"),
+        (b"x: caf\xe9\n", "incomplete UTF-8 octet sequence"),
+        (b"x: caf\xe9 au lait\n", "invalid trailing UTF-8 octet"),
+        (b"x: \xff\n", "invalid leading UTF-8 octet"),
+        (b"x: \xc0\x80\n", "invalid length of a UTF-8 sequence"),
+        (b"x: \xed\xa0\x80\n", "invalid Unicode character"),
+        (b"\xff\xfex\x00:", "incomplete UTF-16 character"),
+    ],
+)
+def test_undecodable_bytes_fail_with_go_yamls_reader_texts(data: bytes, problem: str) -> None:
+    assert error(data) == PREFIX + problem
+
+
+def test_byte_order_marks_choose_the_encoding() -> None:
+    assert load("x: é\n".encode("utf-16")) == [{"x": "é"}]
+    assert load(b"\xef\xbb\xbfx: 1\n") == [{"x": 1}]
+
+
+def test_every_yaml_input_has_the_budget() -> None:
+    with pytest.raises(ConfigError, match="Unmarshaling doc: error converting YAML to JSON: yaml: document contains"):
+        parse_stream([("-", (HEAD + laughs()).encode())])
+    with pytest.raises(ConfigError, match=r"Unmarshaling lock config: .*excessive aliasing"):
+        parse_lock(laughs().encode(), "vendir.lock.yml")
+    with pytest.raises(ImagesLockError, match=r"Unmarshaling images lock: .*excessive aliasing"):
+        parse_images_lock(laughs().encode())
+    with pytest.raises(ConfigError, match=r"Unmarshaling doc: .*control characters are not allowed"):
+        parse_stream([("vendir.yml", b"\x00\x01binary")])
+
+
+def test_without_libyaml_the_pure_parser_has_the_same_depth_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(composing.yaml, "CSafeLoader")
+    depth = composing.MAX_DEPTH + 1
+    assert error("k: v\nx: " + "[" * depth + "]" * depth + "\n") == PREFIX + "line 2: exceeded max depth of 1000"
+    assert error(laughs()) == PREFIX + "document contains excessive aliasing"
