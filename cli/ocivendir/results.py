@@ -44,6 +44,8 @@ class RequestStats:
     by_method: Mapping[str, int] = field(default_factory=dict)
     by_status: Mapping[str, int] = field(default_factory=dict)
     bytes_received: int = 0
+    by_endpoint: Mapping[str, int] = field(default_factory=dict)
+    served_by: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

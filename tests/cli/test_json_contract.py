@@ -20,7 +20,8 @@ PINNED = {
     results.CacheTotals: {"bytes", "entries"},
     results.CachePruneResult: {"bytes_freed", "dry_run", "removed", "skipped_in_use"},
     results.CacheVerifyResult: {"checked", "consistent", "dry_run", "repairs"},
-    results.RequestStats: {"auth", "by_method", "by_status", "bytes_received", "connect_errors", "total"},
+    results.RequestStats: {"auth", "by_endpoint", "by_method", "by_status", "bytes_received", "connect_errors",
+                           "served_by", "total"},
     results.RelocationOutcome: {"bundle_repo", "denied", "from_cache", "method", "missing", "relocated", "rewritten"},
 }  # fmt: skip
 

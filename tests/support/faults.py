@@ -1,7 +1,8 @@
 """Test support: a fault proxy in front of the real registry.
 
-Chosen answers (403, 5xx, 429 + Retry-After), truncated bodies and tampered bodies (other bytes behind the upstream's
-own headers: a man in the middle) for requests matching a rule; everything else is forwarded as it is.
+Chosen answers (403, 5xx, 429 + Retry-After), truncated bodies, tampered bodies (other bytes behind the upstream's
+own headers: a man in the middle, or a lying mirror) and delays for requests matching a rule; everything else is
+forwarded as it is. The proxy also counts the most requests it had in flight at once.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import http.client
 import re
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +27,8 @@ class Rule:
     headers: dict[str, str] = field(default_factory=dict)
     truncate: bool = False
     body: bytes | None = None  # forward, but answer with these bytes instead of the upstream's
+    tamper: bool = False  # forward, but flip the first byte (same length)
+    delay: float = 0.0
     times: int = 0
     hits: int = 0
 
@@ -41,67 +45,51 @@ class FaultProxy:
         self.upstream = upstream
         self.rules: list[Rule] = []
         self.log: list[tuple[str, str, int]] = []
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: object) -> None:
-                return
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                for rule in proxy.rules:
-                    if rule.matches(self.command, self.path) and not rule.truncate and rule.body is None:
-                        rule.hits += 1
-                        proxy.log.append((self.command, self.path, rule.status))
-                        self.send_response(rule.status)
-                        for key, value in rule.headers.items():
-                            self.send_header(key, value)
-                        self.send_header("Content-Length", "0")
-                        self.end_headers()
-                        return
-                connection = http.client.HTTPConnection(proxy.upstream, timeout=30)
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                connection.request(self.command, self.path, body=body, headers=headers)
-                response = connection.getresponse()
-                data = response.read()
-                proxy.log.append((self.command, self.path, response.status))
-                truncate = next((r for r in proxy.rules if r.truncate and r.matches(self.command, self.path)), None)
-                data = proxy.tampered(self.command, self.path, data)
-                self.send_response(response.status)
-                for key, value in response.getheaders():
-                    if key.lower() not in {"transfer-encoding", "connection", "content-length"}:
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if truncate is not None:
-                    truncate.hits += 1
-                    self.wfile.write(data[: len(data) // 2])
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _handle  # noqa: N815
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._count_lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def tampered(self, method: str, path: str, data: bytes) -> bytes:
-        """The upstream's body, or the bytes of the first matching tampering rule."""
+    def first(self, method: str, path: str, kind: Callable[[Rule], bool]) -> Rule | None:
+        """The first rule of a kind that matches."""
+        return next((r for r in self.rules if kind(r) and r.matches(method, path)), None)
+
+    def wait(self, method: str, path: str) -> None:
+        """Stall as the delay rules say."""
         for rule in self.rules:
-            if rule.body is not None and rule.matches(method, path):
-                rule.hits += 1
-                return rule.body
-        return data
+            if rule.delay and rule.matches(method, path):
+                time.sleep(rule.delay)
+
+    def altered(self, method: str, path: str, data: bytes) -> bytes:
+        """The upstream's body, the bytes of the first matching `body` rule, or with a `tamper` rule's flipped byte."""
+        replaced = self.first(method, path, lambda r: r.body is not None)
+        if replaced is not None and replaced.body is not None:
+            replaced.hits += 1
+            return replaced.body
+        tamper = self.first(method, path, lambda r: r.tamper)
+        if tamper is None or not data:
+            return data
+        tamper.hits += 1
+        return bytes([data[0] ^ 0xFF]) + data[1:]
+
+    def enter(self) -> None:
+        with self._count_lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def leave(self) -> None:
+        with self._count_lock:
+            self.in_flight -= 1
 
     @property
     def host(self) -> str:
         return f"127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}"
 
     def start(self) -> FaultProxy:
         self.thread.start()
@@ -110,6 +98,70 @@ class FaultProxy:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _write_body(handler: BaseHTTPRequestHandler, data: bytes, truncate: Rule | None) -> None:
+    if truncate is not None:
+        truncate.hits += 1
+        handler.wfile.write(data[: len(data) // 2])
+        handler.wfile.flush()
+        handler.close_connection = True
+        return
+    if handler.command != "HEAD":
+        handler.wfile.write(data)
+
+
+def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    """The request handler class bound to one proxy."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_args: object) -> None:
+            return
+
+        def _handle(self) -> None:
+            proxy.enter()
+            try:
+                self._answer()
+            finally:
+                proxy.leave()
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            proxy.wait(self.command, self.path)
+            rule = proxy.first(self.command, self.path, lambda r: bool(r.status))
+            if rule is not None:
+                rule.hits += 1
+                proxy.log.append((self.command, self.path, rule.status))
+                self.send_response(rule.status)
+                for key, value in rule.headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self._forward(body)
+
+        def _forward(self, body: bytes | None) -> None:
+            connection = http.client.HTTPConnection(proxy.upstream, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+            connection.request(self.command, self.path, body=body, headers=headers)
+            response = connection.getresponse()
+            data = proxy.altered(self.command, self.path, response.read())
+            proxy.log.append((self.command, self.path, response.status))
+            truncate = proxy.first(self.command, self.path, lambda r: r.truncate)
+            self.send_response(response.status)
+            for key, value in response.getheaders():
+                if key.lower() not in {"transfer-encoding", "connection", "content-length"}:
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            _write_body(self, data, truncate)
+
+        do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _handle  # noqa: N815
+
+    return Handler
 
 
 @contextmanager

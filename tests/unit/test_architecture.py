@@ -17,7 +17,7 @@ FLOORS: dict[str, int] = {
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
     "registry.credentials": 1, "registry.mirrors": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
-    "registry": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
+    "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
     "registry.truststore": 2,
     "registry.transport": 2,
     "cache": 2, "cache.store": 2, "cache.index": 2, "cache.prune": 2,

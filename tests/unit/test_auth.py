@@ -101,6 +101,6 @@ def test_an_identity_token_is_exchanged_with_a_refresh_token_post() -> None:
         )
         mock.head(f"https://{registry}/v2/team/app/manifests/v1", headers={"Docker-Content-Digest": digest},
                   match=[responses.matchers.header_matcher({"Authorization": "Bearer at"})])  # fmt: skip
-        client = RegistryClient(ClientOptions(), lambda _r, _p: Credential(identity_token="rt"))
+        client = RegistryClient(ClientOptions(), lambda _r, _p, **_: Credential(identity_token="rt"))
         assert str(client.resolve(parse_reference(f"{registry}/team/app:v1")).digest) == digest
         assert client.stats.auth == 2

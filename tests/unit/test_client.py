@@ -38,7 +38,7 @@ def client(credential: Credential | None = None, *, sleeps: list[float] | None =
     options = ClientOptions(
         retry=policy, timeout_seconds=timeout, ssl_cert_file="/nonexistent", ssl_cert_dir="/nonexistent"
     )
-    return RegistryClient(options, lambda _r, _p: credential or Credential())
+    return RegistryClient(options, lambda _r, _p, **_: credential or Credential())
 
 
 def test_anonymous_bearer_challenge_fetches_a_pull_token_and_counts_auth(rsps: responses.RequestsMock) -> None:

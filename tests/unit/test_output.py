@@ -48,8 +48,9 @@ def test_json_envelope_is_one_sorted_line() -> None:
     doc = json.loads(out.getvalue())
     assert out.getvalue().count("\n") == 1
     assert list(doc) == ["command", "result", "schemaVersion", "status"]
-    assert doc["result"]["requests"] == {"auth": 0, "by_method": {}, "by_status": {}, "bytes_received": 0,
-                                         "connect_errors": 0, "total": 0}  # fmt: skip
+    assert doc["result"]["requests"] == {"auth": 0, "by_endpoint": {}, "by_method": {}, "by_status": {},
+                                         "bytes_received": 0, "connect_errors": 0, "served_by": {},
+                                         "total": 0}  # fmt: skip
 
 
 def test_errors_go_to_stderr_with_the_program_name() -> None:

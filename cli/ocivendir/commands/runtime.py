@@ -27,10 +27,12 @@ from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
 from ocivendir.output import Output, OutputMode, stderr_is_tty
 from ocivendir.registry.credentials import CredentialRules
-from ocivendir.settings import Flags, Settings, load_settings, parse_duration
+from ocivendir.results import WarningEvent
+from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings, parse_duration
 
 if TYPE_CHECKING:
     from ocivendir.registry.client import RegistryClient
+    from ocivendir.registry.mirrors import MirrorPlan
 
 __all__ = ["Run", "open_cache", "open_content", "prog_name", "settings_for"]
 
@@ -108,6 +110,7 @@ def _client_options(
         timeout_seconds=settings.timeout,
         retry=RetryPolicy(attempts=attempts),
         pool_size=max(settings.concurrency, 2),
+        endpoint_concurrency=settings.registry_concurrency,
     )
 
 
@@ -144,16 +147,22 @@ def open_cache(settings: Settings, *, required: bool = False) -> tuple[BlobStore
 
 
 def _client_factory(run: Run) -> Callable[[ClientSpec, CacheIndex | None], RegistryClient]:
-    """Builds a registry client per credential set, importing the network stack only then."""
+    """Builds a registry client per credential set, importing the network stack (and reading registries.yaml) then."""
     settings = run.settings
+    loaded: list[MirrorPlan] = []
 
     def factory(spec: ClientSpec, index: CacheIndex | None) -> RegistryClient:
         from ocivendir.registry.auth import Keyring  # noqa: PLC0415 - the warm path never gets here
         from ocivendir.registry.client import RegistryClient  # noqa: PLC0415
 
+        if not loaded:
+            plan, notes = load_registry_plan(settings)
+            loaded.append(plan)
+            for note in notes:
+                run.output.event(WarningEvent(message=note))
         options = _client_options(settings, run.flags, spec.skip_verify, spec.read_timeout)
-        keyring = Keyring(_rules(settings, spec.credentials), settings.docker_configs)
-        return RegistryClient(options, keyring, index)
+        keyring = Keyring(_rules(settings, spec.credentials), settings.docker_configs, loaded[0])
+        return RegistryClient(options, keyring, index, loaded[0])
 
     return factory
 

@@ -44,6 +44,8 @@ def _add(a: RequestStats, b: RequestStats) -> RequestStats:
         by_method=merged(a.by_method, b.by_method),
         by_status=merged(a.by_status, b.by_status),
         bytes_received=a.bytes_received + b.bytes_received,
+        by_endpoint=merged(a.by_endpoint, b.by_endpoint),
+        served_by={**a.served_by, **b.served_by},
     )
 
 
@@ -125,7 +127,9 @@ class Content:
             raise Offline("the network is off (--offline) and the content is not in the cache")
         with self._client_lock:
             if self._spec not in self._clients:
-                self._clients[self._spec] = self._client_factory(self._spec, self.index)
+                client = self._client_factory(self._spec, self.index)
+                client.on_warning(self.warn)
+                self._clients[self._spec] = client
             return self._clients[self._spec]
 
     def view(self, spec: ClientSpec) -> Content:

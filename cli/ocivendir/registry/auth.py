@@ -8,12 +8,13 @@ import json
 import logging
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ocivendir.errors import ConfigError
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
+from ocivendir.registry.mirrors import MirrorPlan
 
 __all__ = ["DockerConfig", "Keyring"]
 
@@ -114,16 +115,30 @@ def _from_helper(helper: str, registry: str) -> Credential | None:
 
 @dataclass(frozen=True)
 class Keyring:
-    """The full lookup for one content: its rules first, then the docker config files, then anonymous."""
+    """The full lookup for one content, most specific first.
+
+    1. hostname credentials: the content's Secret with a `hostname` (or a dockerconfigjson Secret) and the
+       IMGPKG_REGISTRY_* sets, best match first;
+    2. the host's registries.yaml `configs` auth (else the `*` entry's);
+    3. credentials for every registry (a Secret without `hostname`, IMGPKG_USERNAME/PASSWORD/TOKEN/ANON, the
+       --registry-* flags) — for the origin only: they are never sent to a mirror's host;
+    4. the docker config files; 5. anonymous.
+    """
 
     rules: CredentialRules
     config_files: tuple[Path, ...]
+    plan: MirrorPlan | None = None
 
-    def __call__(self, registry: str, repository: str) -> Credential:
-        """The credential to use for `registry` (host[:port]) and its repository path."""
-        found = self.rules.lookup(f"{registry}/{repository}")
+    def __call__(self, registry: str, repository: str, /, *, mirror: bool = False) -> Credential:
+        """The credential to use for `registry` (host[:port]) and its repository path; `mirror` for a mirror host."""
+        found = replace(self.rules, default=None).lookup(f"{registry}/{repository}")
         if found is not None:
             return found
+        configured = self.plan.config_for(registry).auth if self.plan is not None else None
+        if configured is not None:
+            return configured
+        if not mirror and self.rules.default is not None:
+            return self.rules.default
         for path in self.config_files:
             config = DockerConfig.load(path)
             credential = config.lookup(registry) if config else None

@@ -2,7 +2,9 @@
 
 Built on `registry/transport.py` (sessions, TLS, proxies, schemes, counting): this module adds the 401 challenge
 dance (Basic, Bearer token exchange; oras only parses the challenge), bounded retries under the run's deadline, and
-verified manifest and blob fetches (design §4.1).
+verified manifest and blob fetches (design §4.1). Every operation names the origin repository and is walked over its
+endpoints by `registry/endpoints.py` (registries.yaml mirrors, then the origin); whatever a mirror sends is verified
+against the digest asked for exactly as the origin's is.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from ocivendir.errors import (
@@ -27,10 +29,13 @@ from ocivendir.errors import (
 from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, sha256_digest
 from ocivendir.oci.reference import Digest, Reference, Repository, parse_digest
 from ocivendir.registry.credentials import Credential
+from ocivendir.registry.endpoints import EndpointWalker, Unreachable
+from ocivendir.registry.mirrors import Endpoint, MirrorPlan
 from ocivendir.registry.transport import (
     BodyBroken,
     ClientOptions,
     ConnectFailure,
+    Route,
     SchemeMemory,
     Transport,
     basic_auth,
@@ -48,7 +53,16 @@ _CHUNK = 1 << 22
 _HEAD_REFUSED = frozenset({405, 501})
 
 
-CredentialLookup = Callable[[str, str], Credential]
+_RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+
+
+class CredentialLookup(Protocol):
+    """Credentials for a host and repository path; `mirror` when the host stands in for another registry."""
+
+    def __call__(self, registry: str, repository: str, /, *, mirror: bool = False) -> Credential:
+        """The credential to send."""
+
+
 ProgressCallback = Callable[[int], None]
 ChunkCallback = Callable[[int, bytes], None]
 
@@ -78,16 +92,24 @@ class RegistryClient:
         options: ClientOptions,
         credentials: CredentialLookup,
         schemes: SchemeMemory | None = None,
+        plan: MirrorPlan | None = None,
     ) -> None:
-        """Prepare; nothing is sent until the first operation."""
+        """Prepare; nothing is sent until the first operation. `plan` lists mirrors (none: every origin alone)."""
         self._options = options
         self._credentials = credentials
         self._transport = Transport(options, schemes)
         self._stats = self._transport.counter
         self._deadline = self._transport.deadline
+        self._walker = EndpointWalker(
+            plan or MirrorPlan(), options.endpoint_concurrency, served=self._stats.served, pause=options.retry.pause
+        )
         self._lock = threading.Lock()
         self._auth_headers: dict[tuple[str, str], str] = {}
-        self._credential_cache: dict[tuple[str, str], Credential] = {}
+        self._credential_cache: dict[tuple[str, str, bool], Credential] = {}
+
+    def on_warning(self, warn: Callable[[str], None]) -> None:
+        """Where mirror warnings go (a skipped lying mirror, an unreachable or refusing one)."""
+        self._walker.warn = warn
 
     @property
     def stats(self) -> RequestStats:
@@ -99,53 +121,57 @@ class RegistryClient:
         self._transport.close()
 
     def _raw(
-        self, method: str, repo: Repository, path: str, headers: dict[str, str], *, stream: bool, what: str
+        self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], *, stream: bool, what: str
     ) -> Response:
-        return self._transport.send(method, repo.registry, repo.api_host, path, headers, stream=stream, what=what)
+        return self._transport.send(method, _route(endpoint), path, headers, stream=stream, what=what)
 
     # --- auth ------------------------------------------------------------------------------------------------
 
-    def _credential(self, repo: Repository) -> Credential:
-        key = (repo.registry, repo.path)
+    def _credential(self, endpoint: Endpoint) -> Credential:
+        host = endpoint.host if endpoint.mirror else endpoint.registry
+        key = (host, endpoint.path, endpoint.mirror)
         with self._lock:
             cached = self._credential_cache.get(key)
         if cached is None:
-            cached = self._credentials(repo.registry, repo.path)
+            cached = self._credentials(host, endpoint.path, mirror=endpoint.mirror)
             with self._lock:
                 self._credential_cache[key] = cached
         return cached
 
-    def _authorize(self, repo: Repository, challenge: str, what: str) -> str:
+    def _authorize(self, endpoint: Endpoint, challenge: str, what: str) -> str:
         from oras.auth.utils import parse_auth_header  # noqa: PLC0415 - only on a 401: keeps start-up light
 
         scheme = challenge.split(" ", 1)[0].lower()
-        credential = self._credential(repo)
+        credential = self._credential(endpoint)
         if scheme == "basic":
             if not credential.username and not credential.password:
                 raise Unauthorized(
-                    f"{what}: {repo.registry} requires authentication and no credentials were found",
-                    hint="set IMGPKG_REGISTRY_* or log in to the docker config",
+                    f"{what}: {endpoint.name} requires authentication and no credentials were found",
+                    hint="set IMGPKG_REGISTRY_*, log in to the docker config, or give registries.yaml an auth entry",
                 )
             return basic_auth(credential.username, credential.password)
         if scheme != "bearer":
-            raise Unauthorized(f"{what}: {repo.registry} asks for unsupported auth scheme '{scheme}'")
+            raise Unauthorized(f"{what}: {endpoint.name} asks for unsupported auth scheme '{scheme}'")
         if credential.registry_token:
             return f"Bearer {credential.registry_token}"
         params = parse_auth_header(challenge)
         if not params.realm:
-            raise Unauthorized(f"{what}: {repo.registry} sent a Bearer challenge without a realm")
-        return f"Bearer {self._fetch_token(repo, params.realm, params.service, credential, what)}"
+            raise Unauthorized(f"{what}: {endpoint.name} sent a Bearer challenge without a realm")
+        return f"Bearer {self._fetch_token(endpoint, params.realm, params.service, credential, what)}"
 
-    def _fetch_token(self, repo: Repository, realm: str, service: str | None, credential: Credential, what: str) -> str:
-        form = {"scope": f"repository:{repo.path}:pull", "service": service or ""}
+    def _fetch_token(
+        self, endpoint: Endpoint, realm: str, service: str | None, credential: Credential, what: str
+    ) -> str:
+        form = {"scope": f"repository:{endpoint.path}:pull", "service": service or ""}
         basic = (credential.username, credential.password) if credential.username else None
         if credential.identity_token:
             form |= {"grant_type": "refresh_token", "refresh_token": credential.identity_token}
             form["client_id"] = "ocivendir"
         post = bool(credential.identity_token)
-        response = self._transport.token_request(repo.registry, realm, form, basic=basic, post=post, what=what)
+        route = _route(endpoint)
+        response = self._transport.token_request(route, realm, form, basic=basic, post=post, what=what)
         if response.status_code in {401, 403}:
-            raise Unauthorized(f"{what}: authentication to {repo.registry} failed (token endpoint {realm})")
+            raise Unauthorized(f"{what}: authentication to {endpoint.name} failed (token endpoint {realm})")
         if response.status_code != 200:  # noqa: PLR2004
             raise RegistryError(f"{what}: token endpoint {realm} answered {response.status_code}")
         try:
@@ -155,48 +181,52 @@ class RegistryClient:
             raise RegistryError(f"{what}: token endpoint {realm} sent no token") from None
 
     def _send_once(
-        self, method: str, repo: Repository, path: str, headers: dict[str, str], *, stream: bool, what: str
+        self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], *, stream: bool, what: str
     ) -> Response:
-        key = (repo.api_host, repo.path)
+        key = (endpoint.host, endpoint.path)
         with self._lock:
             auth = self._auth_headers.get(key)
         sent = dict(headers)
         if auth:
             sent["Authorization"] = auth
-        response = self._raw(method, repo, path, sent, stream=stream, what=what)
+        response = self._raw(method, endpoint, path, sent, stream=stream, what=what)
         if response.status_code != 401:  # noqa: PLR2004
             return response
         self._stats.challenge()
         challenge = response.headers.get("WWW-Authenticate", "")
         response.close()
         if auth:
-            raise Unauthorized(f"{what}: {repo.registry} refused the credentials for {repo.path}")
-        header = self._authorize(repo, challenge, what)
+            raise Unauthorized(f"{what}: {endpoint.name} refused the credentials for {endpoint.path}")
+        header = self._authorize(endpoint, challenge, what)
         with self._lock:
             self._auth_headers[key] = header
         sent["Authorization"] = header
-        response = self._raw(method, repo, path, sent, stream=stream, what=what)
+        response = self._raw(method, endpoint, path, sent, stream=stream, what=what)
         if response.status_code == 401:  # noqa: PLR2004
             response.close()
-            raise Unauthorized(f"{what}: {repo.registry} refused the credentials for {repo.path}")
+            raise Unauthorized(f"{what}: {endpoint.name} refused the credentials for {endpoint.path}")
         return response
 
     def _send(
-        self, method: str, repo: Repository, path: str, headers: dict[str, str], *, stream: bool, what: str
+        self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], *, stream: bool, what: str
     ) -> Response:
         policy = self._options.retry
         attempt = 0
         while True:
+            if attempt == 0:  # a retry has already waited out the Retry-After it was given
+                self._walker.wait_turn(endpoint)
             try:
-                response = self._send_once(method, repo, path, headers, stream=stream, what=what)
+                response = self._send_once(method, endpoint, path, headers, stream=stream, what=what)
             except ConnectFailure as exc:
                 if attempt + 1 >= policy.attempts:
-                    raise Transient(str(exc), hint=f"is the registry {repo.registry} reachable?") from None
+                    raise Unreachable(str(exc), hint=f"is the registry {endpoint.name} reachable?") from None
                 self._sleep(policy.delay(attempt, None, what), what)
                 attempt += 1
                 continue
             if policy.retryable_status(response.status_code) and attempt + 1 < policy.attempts:
                 wait = policy.delay(attempt, response.headers.get("Retry-After"), what)
+                if response.status_code == 429 and response.headers.get("Retry-After"):  # noqa: PLR2004
+                    self._walker.hold_off(endpoint, wait)
                 response.close()
                 self._sleep(wait, what)
                 attempt += 1
@@ -222,7 +252,8 @@ class RegistryClient:
         if status == 404:  # noqa: PLR2004
             raise NotFound(f"{what}: not found ({detail})")
         if status == 429:  # noqa: PLR2004
-            raise RateLimited(f"{what}: rate limited by the registry ({detail})")
+            limits = ", ".join(f"{h}: {response.headers[h]}" for h in _RATE_HEADERS if response.headers.get(h))
+            raise RateLimited(f"{what}: rate limited by the registry ({detail}{'; ' if limits else ''}{limits})")
         if status >= 500:  # noqa: PLR2004
             raise Transient(f"{what}: the registry answered {status} ({detail})")
         raise RegistryError(f"{what}: the registry answered {status} ({detail})")
@@ -232,9 +263,11 @@ class RegistryClient:
     def resolve(self, ref: Reference) -> Resolved:
         """Resolve a reference to its manifest digest with one HEAD (a GET only if HEAD is refused or lacks one)."""
         what = f"Resolving '{ref}'"
-        path = f"/v2/{ref.repository.path}/manifests/{ref.identifier}"
-        headers = {"Accept": ACCEPT_MANIFESTS}
-        response = self._send("HEAD", ref.repository, path, headers, stream=False, what=what)
+        return self._walker.walk(ref.repository, str(ref), lambda endpoint: self._resolve_at(endpoint, ref, what))
+
+    def _resolve_at(self, endpoint: Endpoint, ref: Reference, what: str) -> Resolved:
+        path = endpoint.api_path(f"manifests/{ref.identifier}")
+        response = self._send("HEAD", endpoint, path, {"Accept": ACCEPT_MANIFESTS}, stream=False, what=what)
         if response.status_code not in _HEAD_REFUSED:
             self._raise_for(response, what)
             digest_header = response.headers.get("Docker-Content-Digest")
@@ -244,14 +277,17 @@ class RegistryClient:
                     raise DigestMismatch(f"{what}: registry reports {digest}")
                 size = int(response.headers.get("Content-Length") or 0)
                 return Resolved(digest=digest, media_type=_content_type(response), size=size)
-        raw, media_type, digest = self.get_manifest(ref)
+        raw, media_type, digest = self._manifest_at(endpoint, ref, f"Fetching manifest '{ref}'")
         return Resolved(digest=digest, media_type=media_type, size=len(raw), raw=raw)
 
     def get_manifest(self, ref: Reference) -> tuple[bytes, str, Digest]:
         """Fetch a manifest's raw bytes, verified against the digest asked for (or the registry's header)."""
         what = f"Fetching manifest '{ref}'"
-        path = f"/v2/{ref.repository.path}/manifests/{ref.identifier}"
-        response = self._send("GET", ref.repository, path, {"Accept": ACCEPT_MANIFESTS}, stream=True, what=what)
+        return self._walker.walk(ref.repository, str(ref), lambda endpoint: self._manifest_at(endpoint, ref, what))
+
+    def _manifest_at(self, endpoint: Endpoint, ref: Reference, what: str) -> tuple[bytes, str, Digest]:
+        path = endpoint.api_path(f"manifests/{ref.identifier}")
+        response = self._send("GET", endpoint, path, {"Accept": ACCEPT_MANIFESTS}, stream=True, what=what)
         self._raise_for(response, what)
         with contextlib.closing(response):
             raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
@@ -275,87 +311,96 @@ class RegistryClient:
     ) -> None:
         """Stream a blob into `target`, verifying size and sha256; on a mismatch the file is deleted.
 
-        `on_chunk(offset, chunk)` sees every chunk as it is written (offset 0 again means a retry started over); the
-        bytes it saw are verified only when this call returns.
+        `on_chunk(offset, chunk)` sees every chunk as it is written (offset 0 again means a retry, or the next
+        endpoint, started over); the bytes it saw are verified only when this call returns.
         """
         what = f"Fetching blob '{repo}@{digest}'"
+
+        def attempt(endpoint: Endpoint) -> None:
+            self._blob_at(endpoint, _BlobTarget(digest, size, target, progress, on_chunk), what)
+
+        self._walker.walk(repo, f"{repo}@{digest}", attempt)
+
+    def _blob_at(self, endpoint: Endpoint, blob: _BlobTarget, what: str) -> None:
         policy = self._options.retry
         for attempt in range(policy.attempts):
             try:
-                self._fetch_blob_once(repo, digest, size, target, (progress, on_chunk), what)
+                self._fetch_blob_once(endpoint, blob, what)
             except _ShortRead as exc:
-                target.unlink(missing_ok=True)
+                blob.target.unlink(missing_ok=True)
                 if attempt + 1 >= policy.attempts:
                     raise Transient(f"{what}: {exc}") from None
                 self._sleep(policy.delay(attempt, None, what), what)
             except BaseException:
-                target.unlink(missing_ok=True)
+                blob.target.unlink(missing_ok=True)
                 raise
             else:
                 return
 
-    def _fetch_blob_once(
-        self,
-        repo: Repository,
-        digest: Digest,
-        size: int,
-        target: Path,
-        callbacks: tuple[ProgressCallback | None, ChunkCallback | None],
-        what: str,
-    ) -> None:
-        progress, on_chunk = callbacks
-        response = self._send("GET", repo, f"/v2/{repo.path}/blobs/{digest}", {}, stream=True, what=what)
+    def _fetch_blob_once(self, endpoint: Endpoint, blob: _BlobTarget, what: str) -> None:
+        path = endpoint.api_path(f"blobs/{blob.digest}")
+        response = self._send("GET", endpoint, path, {}, stream=True, what=what)
         self._raise_for(response, what)
-        with contextlib.closing(response), target.open("wb") as handle:
+        size = blob.size
+        with contextlib.closing(response), blob.target.open("wb") as handle:
             writer = DigestingWriter(handle)
             try:
                 for chunk in iter_body(response, _CHUNK):
                     offset = writer.size
                     writer.write(chunk)
-                    if on_chunk is not None:
-                        on_chunk(offset, chunk)
+                    if blob.on_chunk is not None:
+                        blob.on_chunk(offset, chunk)
                     self._stats.received(len(chunk))
                     if writer.size > size:
                         break
-                    if progress is not None:
-                        progress(writer.size)
+                    if blob.progress is not None:
+                        blob.progress(writer.size)
             except BodyBroken as exc:
                 raise _ShortRead(f"connection dropped after {writer.size} of {size} bytes: {exc}") from None
             handle.flush()
-            if writer.size < size and writer.digest != digest:
+            if writer.size < size and writer.digest != blob.digest:
                 raise _ShortRead(f"connection closed after {writer.size} of {size} bytes")
-            writer.verify(digest, size, what)
+            writer.verify(blob.digest, size, what)
 
     def exists(self, repo: Repository, digest: Digest) -> ImageStatus:
         """Is this manifest digest in this repository?"""
         return self.presence(repo.at(digest))
 
     def presence(self, ref: Reference) -> ImageStatus:
-        """Is this digest or tag in its repository? One HEAD (a GET only if HEAD is refused).
+        """Is this digest or tag in its repository? One HEAD per endpoint asked (a GET only if HEAD is refused).
 
-        401/403 after authenticating is `denied`, 404 `missing`, anything left after the retries `error`.
+        A mirror's `present` is taken; anything else from a mirror asks the next endpoint. At the origin, 401/403
+        after authenticating is `denied`, 404 `missing`, anything left after the retries `error`.
         """
         what = f"Checking '{ref}'"
-        path = f"/v2/{ref.repository.path}/manifests/{ref.identifier}"
-        headers = {"Accept": ACCEPT_MANIFESTS}
         try:
-            response = self._send("HEAD", ref.repository, path, headers, stream=False, what=what)
-            if response.status_code in _HEAD_REFUSED:
-                response = self._send("GET", ref.repository, path, headers, stream=True, what=what)
-                response.close()
+            return self._walker.walk(
+                ref.repository, None, lambda e: self._presence_at(e, ref, what), lambda s: s is ImageStatus.PRESENT
+            )
         except (Unauthorized, Denied):
             return ImageStatus.DENIED
         except (Transient, RateLimited, RegistryError):
             return ImageStatus.ERROR
+
+    def _presence_at(self, endpoint: Endpoint, ref: Reference, what: str) -> ImageStatus:
+        path = endpoint.api_path(f"manifests/{ref.identifier}")
+        headers = {"Accept": ACCEPT_MANIFESTS}
+        response = self._send("HEAD", endpoint, path, headers, stream=False, what=what)
+        if response.status_code in _HEAD_REFUSED:
+            response = self._send("GET", endpoint, path, headers, stream=True, what=what)
+            response.close()
         return _presence(response.status_code)
 
     def list_tags(self, repo: Repository) -> list[str]:
         """Every tag of a repository, following `Link` pagination."""
         what = f"Listing tags of '{repo}'"
+        return self._walker.walk(repo, f"{repo}:tags", lambda endpoint: self._tags_at(endpoint, what))
+
+    def _tags_at(self, endpoint: Endpoint, what: str) -> list[str]:
         tags: list[str] = []
-        path: str | None = f"/v2/{repo.path}/tags/list?n=1000"
+        path: str | None = endpoint.api_path("tags/list?n=1000")
         while path:
-            response = self._send("GET", repo, path, {"Accept": "application/json"}, stream=False, what=what)
+            response = self._send("GET", endpoint, path, {"Accept": "application/json"}, stream=False, what=what)
             self._raise_for(response, what)
             self._stats.received(len(response.content))
             try:
@@ -364,6 +409,28 @@ class RegistryClient:
                 raise RegistryError(f"{what}: invalid JSON in the answer") from None
             path = _next_link(response)
         return tags
+
+
+@dataclass(frozen=True)
+class _BlobTarget:
+    """A blob to fetch into a file, with the caller's progress and chunk callbacks."""
+
+    digest: Digest
+    size: int
+    target: Path
+    progress: ProgressCallback | None
+    on_chunk: ChunkCallback | None
+
+
+def _route(endpoint: Endpoint) -> Route:
+    """The transport's view of an endpoint: a mirror gets its own host's TLS; the origin its registry's."""
+    return Route(
+        registry=endpoint.host if endpoint.mirror else endpoint.registry,
+        host=endpoint.host,
+        scheme=endpoint.scheme,
+        tls=endpoint.config.tls,
+        label=endpoint.name,
+    )
 
 
 class _ShortRead(Exception):

@@ -29,6 +29,7 @@ from ocivendir import __version__
 from ocivendir.errors import TLSVerifyError, Transient
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.registry import truststore
+from ocivendir.registry.mirrors import TLSFiles
 from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.retry import Deadline, RetryPolicy
 from ocivendir.results import RequestStats
@@ -38,6 +39,7 @@ __all__ = [
     "ClientOptions",
     "ConnectFailure",
     "Response",
+    "Route",
     "SchemeMemory",
     "Transport",
     "basic_auth",
@@ -71,6 +73,22 @@ class ClientOptions:
     timeout_seconds: float = 300.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     pool_size: int = 8
+    endpoint_concurrency: int = 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class Route:
+    """Where a request goes and how it is counted.
+
+    A host, TLS as configured for `registry` (plus a registries.yaml `tls` entry), a fixed scheme (a mirror URL's)
+    or None for the usual choice, and the endpoint name the counters use.
+    """
+
+    registry: str
+    host: str
+    scheme: str | None = None
+    tls: TLSFiles | None = None
+    label: str = ""
 
 
 class ConnectFailure(Exception):
@@ -91,15 +109,24 @@ class _Stats:
         self.connect_errors = 0
         self.by_method: Counter[str] = Counter()
         self.by_status: Counter[str] = Counter()
+        self.by_endpoint: Counter[str] = Counter()
+        self.served_by: dict[str, str] = {}
         self.bytes_received = 0
 
-    def request(self, method: str, status: int, *, auth: bool = False, count: int = 1) -> None:
+    def request(self, method: str, status: int, *, auth: bool = False, count: int = 1, endpoint: str = "") -> None:
         with self._lock:
             self.total += count
             self.by_method[method] += count
             self.by_status[str(status)] += count
+            if endpoint:
+                self.by_endpoint[endpoint] += count
             if auth:
                 self.auth += count
+
+    def served(self, thing: str, endpoint: str) -> None:
+        """Record which endpoint answered for an object (a manifest, blob, tag or tag list)."""
+        with self._lock:
+            self.served_by[thing] = endpoint
 
     def challenge(self) -> None:
         """A request answered with a 401 challenge was already counted; it is an auth request too."""
@@ -123,6 +150,8 @@ class _Stats:
                 by_method=dict(sorted(self.by_method.items())),
                 by_status=dict(sorted(self.by_status.items())),
                 bytes_received=self.bytes_received,
+                by_endpoint=dict(sorted(self.by_endpoint.items())),
+                served_by=dict(sorted(self.served_by.items())),
             )
 
 
@@ -145,14 +174,19 @@ class _ContextAdapter(HTTPAdapter):
         """Trust comes from the SSLContext; requests must not add its own CA bundle."""
 
 
-def _ssl_context(options: ClientOptions, *, verify: bool) -> ssl.SSLContext:
+def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None = None) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no OpenSSL default paths: Go's list alone (truststore)
+    if tls is not None and tls.cert_file:
+        try:
+            context.load_cert_chain(tls.cert_file, tls.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise TLSVerifyError(f"Loading client certificate '{tls.cert_file}': {exc}") from None
     if not verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context
     truststore.load_into(context, options.ssl_cert_file, options.ssl_cert_dir)
-    for extra in options.ca_files:
+    for extra in (*options.ca_files, *((Path(tls.ca_file),) if tls is not None and tls.ca_file else ())):
         try:
             context.load_verify_locations(cafile=str(extra))
         except (OSError, ssl.SSLError) as exc:
@@ -160,12 +194,12 @@ def _ssl_context(options: ClientOptions, *, verify: bool) -> ssl.SSLContext:
     return context
 
 
-def _new_session(options: ClientOptions, *, verify: bool) -> requests.Session:
+def _new_session(options: ClientOptions, *, verify: bool, tls: TLSFiles | None) -> requests.Session:
     session = requests.Session()
     session.trust_env = False
     session.headers["User-Agent"] = f"ocivendir/{__version__}"
     session.cookies.set_policy(_NoCookies())
-    adapter = _ContextAdapter(_ssl_context(options, verify=verify), options.pool_size)
+    adapter = _ContextAdapter(_ssl_context(options, verify=verify, tls=tls), options.pool_size)
     session.mount("https://", adapter)
     session.mount("http://", HTTPAdapter(pool_connections=options.pool_size, pool_maxsize=options.pool_size))
     session.verify = verify
@@ -249,7 +283,7 @@ class Transport:
         self.deadline = Deadline(options.timeout_seconds)
         self.counter = _Stats()
         self._lock = threading.Lock()
-        self._sessions: dict[bool, requests.Session] = {}
+        self._sessions: dict[tuple[bool, TLSFiles | None], requests.Session] = {}
         self._run_schemes: dict[str, str] = {}
 
     @property
@@ -262,12 +296,15 @@ class Transport:
         for session in self._sessions.values():
             session.close()
 
-    def _session(self, registry: str) -> requests.Session:
-        verify = self._options.verify_certs and registry not in self._options.skip_verify_hosts
+    def _session(self, registry: str, tls: TLSFiles | None) -> requests.Session:
+        """A session per TLS profile: the flags' trust, plus a registries.yaml `tls` entry when there is one."""
+        skip = tls is not None and tls.insecure_skip_verify
+        verify = self._options.verify_certs and registry not in self._options.skip_verify_hosts and not skip
+        key = (verify, tls if tls is not None and (tls.ca_file or tls.cert_file) else None)
         with self._lock:
-            if verify not in self._sessions:
-                self._sessions[verify] = _new_session(self._options, verify=verify)
-            return self._sessions[verify]
+            if key not in self._sessions:
+                self._sessions[key] = _new_session(self._options, verify=verify, tls=key[1])
+            return self._sessions[key]
 
     def _schemes_for(self, host: str) -> list[str]:
         with self._lock:
@@ -291,16 +328,17 @@ class Transport:
         return (self._options.connect_timeout, min(self._options.read_timeout, self.deadline.remaining(what)))
 
     def send(
-        self, method: str, registry: str, host: str, path: str, headers: dict[str, str], *, stream: bool, what: str
+        self, method: str, route: Route, path: str, headers: dict[str, str], *, stream: bool, what: str
     ) -> Response:
-        """One request to `host` (scheme chosen here), TLS as configured for `registry`; counted.
+        """One request along `route` (its fixed scheme, else https then http where allowed); counted.
 
         A connection that could not be opened on any allowed scheme is `ConnectFailure`; an unknown CA is
         `TLSVerifyError`.
         """
-        session = self._session(registry)
+        session = self._session(route.registry, route.tls)
         failures: list[str] = []
-        for scheme in self._schemes_for(host):
+        host = route.host
+        for scheme in [route.scheme] if route.scheme else self._schemes_for(host):
             url = f"{scheme}://{host}{path}"
             try:
                 response = session.request(
@@ -323,8 +361,9 @@ class Transport:
                 self.counter.connect_error()
                 failures.append(f'{method.capitalize()} "{url}": {_reason(exc)}')
                 continue
-            self.counter.request(method, response.status_code, count=1 + len(response.history))
-            self._note_scheme(host, scheme)
+            self.counter.request(method, response.status_code, count=1 + len(response.history), endpoint=route.label)
+            if route.scheme is None:
+                self._note_scheme(host, scheme)
             return response
         raise ConnectFailure(f"{what}: {'; '.join(failures)}")
 
@@ -334,10 +373,10 @@ class Transport:
         return {scheme: chosen} if chosen else {}
 
     def token_request(
-        self, registry: str, realm: str, form: dict[str, str], *, basic: tuple[str, str] | None, post: bool, what: str
+        self, route: Route, realm: str, form: dict[str, str], *, basic: tuple[str, str] | None, post: bool, what: str
     ) -> Response:
         """A token endpoint request (a form POST or a GET with the form as query), counted as an auth request."""
-        session = self._session(registry)
+        session = self._session(route.registry, route.tls)
         try:
             if post:
                 response = session.post(realm, data=form, timeout=self._timeout(what))
@@ -346,5 +385,5 @@ class Transport:
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             self.counter.connect_error()
             raise Transient(f"{what}: fetching a token from {realm}: {exc}") from None
-        self.counter.request(response.request.method or "GET", response.status_code, auth=True)
+        self.counter.request(response.request.method or "GET", response.status_code, auth=True, endpoint=route.label)
         return response

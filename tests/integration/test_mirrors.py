@@ -1,0 +1,342 @@
+"""Mirrors against real registries: an origin and a second docker-registry in proxy mode in front of it.
+
+Fixtures are pushed to the origin only; the mirror is Distribution's pull-through cache (`proxy.remoteurl`). A mirror is
+trusted for availability, never for content: what it serves is verified, and what ends up cached, locked and reported
+names the origin.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import textwrap
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult, run_cli
+from tests.support import registry as registry_support
+from tests.support.builders import Pusher, make_image, publish_bundle, relocate, sha
+from tests.support.faults import Rule, fault_proxy
+from tests.support.registry import Registry
+
+HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
+
+
+@dataclass
+class Pair:
+    """An origin registry and a proxy-mode mirror of it, and a pusher for the origin."""
+
+    origin: Registry
+    mirror: Registry
+    pusher: Pusher
+
+    def registries_yaml(self, path: Path, *endpoints: str, configs: str = "") -> Path:
+        listed = ", ".join(f'"{e}"' for e in endpoints or (self.mirror.url,))
+        path.write_text(f'mirrors:\n  "{self.origin.host}":\n    endpoint: [{listed}]\n{configs}')
+        return path
+
+    def use(self, monkeypatch: pytest.MonkeyPatch, path: Path, *endpoints: str) -> None:
+        """Write a registries.yaml naming the mirror (or `endpoints`) and point OCIVENDIR_REGISTRY_CONFIG at it."""
+        monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(self.registries_yaml(path, *endpoints)))
+
+
+def _start_pair(workdir: Path, *, auth: bool = False) -> Iterator[Pair]:
+    """An origin and a mirror: a proxy-mode pull-through cache, or with `auth` a replica.
+
+    With `auth` both need (different) credentials, and the mirror holds the same content as a replica does (a Zot sync
+    or Harbor replication target): Distribution 2.8's proxy cannot log in to a Basic-auth upstream.
+    """
+    mode = "htpasswd" if auth else "plain"
+    origin = Registry(mode=mode, workdir=workdir / "origin").start()
+    mirror = Registry(
+        mode=mode,
+        workdir=workdir / "mirror",
+        proxy_remote=None if auth else origin.url,
+        htpasswd=registry_support.FIXTURES / "htpasswd-mirror",
+        credentials=(registry_support.MIRROR_USERNAME, registry_support.MIRROR_PASSWORD),
+    )
+    try:
+        mirror.start()
+        yield Pair(origin, mirror, Pusher(origin))
+    finally:
+        mirror.stop()
+        origin.stop()
+
+
+@pytest.fixture
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    if registry_support.binary() is None:
+        pytest.skip("docker-registry not installed")
+    yield from _start_pair(tmp_path_factory.mktemp("pair"))
+
+
+def sync_json(work: Path, config: str, *args: str) -> tuple[CliResult, dict[str, object]]:
+    (work / "vendir.yml").write_text(config)
+    result = run_cli("sync", "--chdir", str(work), "--json", *args)
+    return result, json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def image_config(ref: str) -> str:
+    return HEAD + f"directories:\n- path: vendor\n  contents:\n  - path: app\n    image: {{url: '{ref}'}}\n"
+
+
+def served(doc: dict[str, object]) -> dict[str, str]:
+    return dict(doc["result"]["requests"]["served_by"])  # type: ignore[index]
+
+
+def blob_gets(requests: list[tuple[str, str, int]]) -> Counter[str]:
+    return Counter(p.rsplit("/", 1)[1] for m, p, s in requests if m == "GET" and "/blobs/" in p and s == 200)
+
+
+def test_a_sync_goes_through_the_mirror_and_still_works_with_the_origin_stopped(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = pair.pusher.image("team/app", make_image({"app.yml": "replicas: 2\n"}), tag="v1")
+    pair.use(monkeypatch, tmp_path / "registries.yaml")
+    tagged = f"{pair.origin.host}/team/app:v1"
+    config = HEAD + textwrap.dedent(f"""\
+        directories:
+        - path: vendor
+          contents:
+          - {{path: pinned, image: {{url: "{ref}"}}}}
+          - {{path: tagged, image: {{url: "{tagged}"}}}}
+        """)
+    work = tmp_path / "work"
+    work.mkdir()
+    first, doc = sync_json(work, config, "--cache-dir", str(tmp_path / "cache1"))
+    assert first.exit_code == 0, first.stderr
+    assert set(served(doc).values()) == {pair.mirror.url}
+    assert served(doc)[tagged] == pair.mirror.url
+    assert doc["result"]["requests"]["by_endpoint"] == {pair.mirror.url: doc["result"]["requests"]["total"]}  # type: ignore[index]
+    lock = (work / "vendir.lock.yml").read_text()
+    assert f"url: {ref}" in lock
+    assert f"url: {pair.origin.host}/team/app@" in lock.split("path: tagged")[0]  # the origin's name, by digest
+    listed = run_cli("cache", "ls", "--cache-dir", str(tmp_path / "cache1"), "--json")
+    refs = {e["ref"] for e in json.loads(listed.stdout)["result"]["entries"]}
+    assert refs == {ref}  # cached under the origin's name, never the mirror's
+    pair.origin.stop()
+    second, doc = sync_json(work, config, "--cache-dir", str(tmp_path / "cache2"))
+    assert second.exit_code == 0, second.stderr
+    assert set(served(doc).values()) == {pair.mirror.url}
+    assert (work / "vendor/pinned/app.yml").read_text() == "replicas: 2\n"
+
+
+def test_a_dead_mirror_falls_back_to_the_origin_with_one_warning(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = pair.pusher.image("team/app", make_image({"a.txt": "a"}))
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    pair.use(monkeypatch, tmp_path / "r.yaml", dead)
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert set(served(doc).values()) == {pair.origin.host}
+    # the first object's 5 attempts at the mirror, then the origin's https try before plain http; later objects skip
+    # the dead mirror
+    assert doc["result"]["requests"]["connect_errors"] == 5 + 1
+    assert result.stderr.count(f"mirror {dead} is unreachable") == 1
+    assert doc["result"]["warnings"] == [f"mirror {dead} is unreachable; not asked again this run"]
+
+
+def test_a_mirror_serving_altered_bytes_is_rejected_the_origin_used_and_nothing_unverified_cached(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = make_image({"payload.bin": "x" * 4096})
+    ref = pair.pusher.image("team/app", image)
+    layer = image.layers[0]
+    cache = tmp_path / "cache"
+    with fault_proxy(pair.mirror.host) as liar:
+        liar.rules.append(Rule("GET", f"/blobs/{sha(layer)}", tamper=True))
+        pair.use(monkeypatch, tmp_path / "r.yaml", liar.url)
+        result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--cache-dir", str(cache), "--json")
+        assert liar.rules[0].hits == 1
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    layer_ref = f"{pair.origin.host}/team/app@{sha(layer)}"
+    assert served(doc)[layer_ref] == pair.origin.host
+    assert served(doc)[ref] == liar.url
+    assert f"mirror {liar.url} served content that does not match {layer_ref}" in result.stderr
+    assert (tmp_path / "out/payload.bin").read_text() == "x" * 4096
+    for blob in (cache / "blobs/sha256").iterdir():
+        assert sha(blob.read_bytes()) == f"sha256:{blob.name}"  # every cached byte is the one asked for
+    assert not list((cache / "tmp").iterdir())
+    verified = run_cli("cache", "verify", "--cache-dir", str(cache), "--dry-run")
+    assert verified.exit_code == 0, verified.stdout
+
+
+def test_tag_resolution_and_tag_selection_go_through_the_mirror_also_with_the_origin_stopped(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for tag in ("1.0.0", "1.2.0", "2.0.0"):
+        pair.pusher.image("team/app", make_image({"version.txt": tag}), tag=tag)
+    pair.use(monkeypatch, tmp_path / "r.yaml")
+    repo = f"{pair.origin.host}/team/app"
+    config = HEAD + textwrap.dedent(f"""\
+        directories:
+        - path: vendor
+          contents:
+          - path: app
+            image:
+              url: {repo}
+              tagSelection: {{semver: {{constraints: "<2.0.0"}}}}
+        """)
+    work = tmp_path / "work"
+    work.mkdir()
+    mark = pair.origin.mark()
+    result, doc = sync_json(work, config, "--no-cache")
+    assert result.exit_code == 0, result.stderr
+    assert (work / "vendor/app/version.txt").read_text() == "1.2.0"
+    assert served(doc)[f"{repo}:tags"] == pair.mirror.url
+    assert served(doc)[f"{repo}:1.2.0"] == pair.mirror.url
+    assert [p for _, p, _ in pair.origin.since(mark) if "/tags/list" in p] == ["/v2/team/app/tags/list"]
+    pair.origin.stop()
+    (work / "vendor").rename(tmp_path / "first")
+    again, doc = sync_json(work, config, "--no-cache")  # the proxy answers from the tags it has seen
+    assert again.exit_code == 0, again.stderr
+    assert (work / "vendor/app/version.txt").read_text() == "1.2.0"
+
+
+def verdicts(ref: str, *args: str) -> dict[str, object]:
+    result = run_cli("verify-relocation", "-b", ref, "--each-image", "--json", *args)
+    bundle = json.loads(result.stdout)["result"]["bundles"][0]
+    return {"exit": result.exit_code, "verdict": bundle["verdict"],
+            "images": sorted((i["image"], i["status"]) for i in bundle["images"])}  # fmt: skip
+
+
+def test_relocation_verdicts_are_the_same_with_and_without_the_mirror(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    published = publish_bundle(pair.pusher, "team", images=3)
+    relocate(pair.pusher, published, "mirror/full")
+    relocate(pair.pusher, published, "mirror/partial", with_locations=False, skip=[next(iter(published.images))])
+    refs = [published.ref(pair.origin, repo) for repo in ("mirror/full", "mirror/partial")]
+    direct = [verdicts(ref, "--no-cache") for ref in refs]
+    pair.use(monkeypatch, tmp_path / "r.yaml")
+    mark = pair.mirror.mark()
+    through = [verdicts(ref, "--no-cache") for ref in refs]
+    assert through == direct
+    assert [d["exit"] for d in direct] == [0, 3]
+    assert any("/manifests/" in p for _, p, _ in pair.mirror.since(mark))  # the probes did go to the mirror
+    pulled = run_cli("pull", "-b", refs[1], "-o", str(tmp_path / "out"), "--no-cache", "--json")
+    assert json.loads(pulled.stdout)["result"]["relocation"]["relocated"] is False
+
+
+@pytest.fixture
+def auth_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    if registry_support.binary() is None:
+        pytest.skip("docker-registry not installed")
+    yield from _start_pair(tmp_path_factory.mktemp("auth-pair"), auth=True)
+
+
+def test_each_endpoint_gets_its_own_credentials_and_registry_wide_ones_stay_with_the_origin(
+    auth_pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pair = auth_pair
+    image = make_image({"a.txt": "secret stuff"})
+    ref = pair.pusher.image("team/app", image)
+    Pusher(pair.mirror).image("team/app", image)
+    origin_auth = f"  {pair.origin.host}:\n    auth: {{username: tester, password: s3cret-pass}}\n"
+    mirror_auth = f"  {pair.mirror.host}:\n    auth: {{username: mirroruser, password: m1rror-pass}}\n"
+    both = pair.registries_yaml(tmp_path / "both.yaml", configs=f"configs:\n{origin_auth}{mirror_auth}")
+    monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(both))
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "a"), "--no-cache", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert set(served(json.loads(result.stdout)).values()) == {pair.mirror.url}, result.stderr
+    assert "m1rror-pass" not in result.stdout + result.stderr
+    # registry-wide credentials (here IMGPKG_USERNAME/PASSWORD) are never sent to the mirror: it refuses, the origin
+    # serves, with one warning
+    pair.use(monkeypatch, tmp_path / "bare.yaml")
+    monkeypatch.setenv("IMGPKG_USERNAME", registry_support.USERNAME)
+    monkeypatch.setenv("IMGPKG_PASSWORD", registry_support.PASSWORD)
+    mark = pair.mirror.mark()
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "b"), "--no-cache", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert set(served(json.loads(result.stdout)).values()) == {pair.origin.host}
+    assert result.stderr.count(f"mirror {pair.mirror.url} refused") == 1
+    assert {s for _, _, s in pair.mirror.since(mark)} == {401}  # no credentials ever reached it
+    # a hostname credential (IMGPKG_REGISTRY_*) wins over registries.yaml for the same host
+    monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(both))
+    monkeypatch.setenv("IMGPKG_REGISTRY_HOSTNAME", pair.mirror.host)
+    monkeypatch.setenv("IMGPKG_REGISTRY_USERNAME", "mirroruser")
+    monkeypatch.setenv("IMGPKG_REGISTRY_PASSWORD", "wrong")
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "c"), "--no-cache", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert set(served(json.loads(result.stdout)).values()) == {pair.origin.host}
+    assert f"mirror {pair.mirror.url} refused" in result.stderr
+
+
+def test_the_per_endpoint_cap_bounds_concurrent_requests(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    refs = [pusher.image(f"{repo_prefix}/app{n}", make_image({"n.txt": f"{n}\n" * (n + 1)})) for n in range(8)]
+    with fault_proxy(registry.host) as proxy:
+        proxy.rules.append(Rule("*", "/v2/", delay=0.05))
+        contents = "".join(
+            f"  - {{path: a{n}, image: {{url: '{ref.replace(registry.host, proxy.host)}'}}}}\n"
+            for n, ref in enumerate(refs)
+        )
+        config = HEAD + f"directories:\n- path: vendor\n  contents:\n{contents}"
+        for cap, work in ((2, tmp_path / "two"), (8, tmp_path / "eight")):
+            work.mkdir()
+            proxy.max_in_flight = 0
+            result, _ = sync_json(work, config, "--no-cache", "--concurrency", "8", "--registry-concurrency", str(cap))
+            assert result.exit_code == 0, result.stderr
+            if cap == 2:
+                assert proxy.max_in_flight <= 2
+            else:
+                assert proxy.max_in_flight > 2
+
+
+# --- the fleet figure --------------------------------------------------------------------------------------------
+
+NODES = 10
+APPS = 5
+
+
+def _fleet_round(pair: Pair, tmp_path: Path, name: str, apps: list[str]) -> list[tuple[str, str, int]]:
+    mark = pair.origin.mark()
+    for node in range(NODES):
+        cache = tmp_path / name / f"node{node}-cache"
+        for number, ref in enumerate(apps):
+            work = tmp_path / name / f"node{node}-app{number}"
+            work.mkdir(parents=True)
+            result, _ = sync_json(work, image_config(ref), "--cache-dir", str(cache))
+            assert result.exit_code == 0, result.stderr
+    return pair.origin.since(mark)
+
+
+def test_ten_node_caches_behind_one_mirror_fetch_each_blob_from_the_origin_at_most_twice(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apps = [pair.pusher.image(f"fleet/app{n}", make_image({"app.yml": f"app: {n}\n" * 64})) for n in range(APPS)]
+    direct = _fleet_round(pair, tmp_path, "direct", apps)
+    assert set(blob_gets(direct).values()) == {NODES}  # without the mirror every node fetches every blob
+    pair.use(monkeypatch, tmp_path / "r.yaml")
+    through = _fleet_round(pair, tmp_path, "mirrored", apps)
+    gets = blob_gets(through)
+    assert len(gets) == 2 * APPS  # each App's config and layer
+    assert max(gets.values()) <= 2
+    manifests = [p for m, p, _ in through if m == "GET" and "/manifests/" in p]
+    assert len(manifests) <= 2 * APPS
+    print(  # noqa: T201 - the measured figure, shown with -s
+        f"\nfleet {NODES} nodes x {APPS} apps: origin requests direct={len(direct)} mirrored={len(through)}; "
+        f"blob GETs direct={sum(blob_gets(direct).values())} mirrored={sum(gets.values())}"
+    )
+
+
+def test_the_fleet_counts_are_per_endpoint_in_the_json(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = pair.pusher.image("team/app", make_image({"a.txt": "a"}))
+    pair.use(monkeypatch, tmp_path / "r.yaml")
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache", "--json")
+    requests = json.loads(result.stdout)["result"]["requests"]
+    assert requests["by_endpoint"] == {pair.mirror.url: 3}  # manifest, config, layer
+    assert all(re.fullmatch(r"127\.0\.0\.1:\d+/team/app@sha256:[0-9a-f]{64}", k) for k in requests["served_by"])
