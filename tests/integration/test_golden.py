@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.support.builders import Pusher, make_image
+from tests.support.builders import Entry, Pusher, make_image
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 FIXTURES: dict[str, Callable[[Pusher], dict[str, str]]] = {
@@ -19,7 +19,26 @@ FIXTURES: dict[str, Callable[[Pusher], dict[str, str]]] = {
     "quoting": lambda pusher: {"quoting": _push(pusher, "golden/quoting", {"version.txt": "1.0"}, tag="1.0")},
     "filters": lambda pusher: {"filters": _push(pusher, "golden/filters", {
         "LICENSE": "mit", "config/app.yml": "a: 1\n", "config/skip.txt": "s", "config/deep/b.yml": "b"})},
+    "trees": lambda pusher: {"trees": _push_entries(pusher, "golden/trees", TREE_ENTRIES)},
 }  # fmt: skip
+# empty directories (nested, and a directory emptied by excludePaths), directory entries with their own modes, entries
+# after their files, links: the tree vendir 0.40.0 writes from this layer is tests/golden/trees/tree.txt
+TREE_ENTRIES = [
+    Entry("data/", kind="dir", mode=0o755), Entry("data/empty/", kind="dir", mode=0o755),
+    Entry("x/", kind="dir", mode=0o755), Entry("x/y/", kind="dir", mode=0o755), Entry("x/y/z/", kind="dir", mode=0o755),
+    Entry("x/y/f.txt", b"xy", 0o644), Entry("d750", kind="dir", mode=0o750), Entry("d750/f600", b"a", 0o600),
+    Entry("d700", kind="dir", mode=0o700), Entry("d700/f640", b"b", 0o640), Entry("d755", kind="dir", mode=0o755),
+    Entry("d755/f644", b"c", 0o644), Entry("d755/f755", b"d", 0o755), Entry("d711", kind="dir", mode=0o711),
+    Entry("d711/f", b"e", 0o600), Entry("late/f", b"f", 0o600), Entry("late", kind="dir", mode=0o750),
+    Entry("noentry/f", b"g", 0o600), Entry("abs", kind="symlink", target="/etc/hostname"),
+    Entry("d750/rel", kind="symlink", target="f600"), Entry("d750/hard", kind="hardlink", target="d750/f600"),
+]  # fmt: skip
+
+
+def _push_entries(pusher: Pusher, repo: str, entries: list[Entry]) -> str:
+    image = make_image(entries=entries)
+    pusher.image(repo, image)
+    return image.digest
 
 
 def _push(pusher: Pusher, repo: str, files: dict[str, str], tag: str | None = None) -> str:
