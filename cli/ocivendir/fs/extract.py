@@ -116,8 +116,9 @@ class _Layer:
         self.known: set[str] = set()  # directories checked or made in this layer, until something is removed
 
     def _remove(self, path: Path) -> None:
+        if path.is_dir() and not path.is_symlink():
+            self.known.clear()  # directories below it were checked; only removing a directory invalidates that
         remove_tree(path)
-        self.known.clear()
 
     def _mkdir(self, path: Path, mode: int) -> None:
         path.mkdir(mode=mode)
