@@ -110,6 +110,7 @@ class Flags:
     registry_concurrency: int | None = None
     json: bool = False
     quiet: bool = False
+    verbose: bool = False
     debug: bool = False
     tty: bool = False
     color: bool | None = None
@@ -136,6 +137,7 @@ class Settings:
     stale_if_error: float | None
     json: bool
     quiet: bool
+    verbose: bool
     debug: bool
     tty: bool
     color: bool
@@ -308,6 +310,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         stale_if_error=parse_duration(stale, "--stale-if-error") if stale else None,
         json=flags.json,
         quiet=flags.quiet,
+        verbose=flags.verbose,
         debug=flags.debug,
         tty=flags.tty,
         color=flags.color if flags.color is not None else choose("color", None, env) is None,

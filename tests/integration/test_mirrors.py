@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
@@ -331,12 +333,42 @@ def test_ten_node_caches_behind_one_mirror_fetch_each_blob_from_the_origin_at_mo
     )
 
 
-def test_the_fleet_counts_are_per_endpoint_in_the_json(
+def test_json_counts_requests_per_endpoint_and_verbose_names_who_served_each_object(
     pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ref = pair.pusher.image("team/app", make_image({"a.txt": "a"}))
+    image = make_image({"a.txt": "a"})
+    ref = pair.pusher.image("team/app", image)
     pair.use(monkeypatch, tmp_path / "r.yaml")
     result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache", "--json")
     requests = json.loads(result.stdout)["result"]["requests"]
     assert requests["by_endpoint"] == {pair.mirror.url: 3}  # manifest, config, layer
     assert all(re.fullmatch(r"127\.0\.0\.1:\d+/team/app@sha256:[0-9a-f]{64}", k) for k in requests["served_by"])
+    # -v: one line per object on stderr (a separate process: logging binds the stderr it starts with)
+    command = [sys.executable, "-m", "ocivendir", "pull", "-i", ref, "-o", str(tmp_path / "v"), "--no-cache", "-v"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = sorted(line for line in done.stderr.splitlines() if " served by " in line)
+    objects = [ref, *(f"{pair.origin.host}/team/app@{sha(blob)}" for blob in image.blobs)]
+    assert lines == sorted(f"ocivendir.endpoints: {o} served by {pair.mirror.url}" for o in objects)
+
+
+def test_a_mirror_gets_its_own_tls_trust_from_registries_yaml(
+    registry: Registry, tls_registry: Registry, repo_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = make_image({"a.txt": "over tls"})
+    ref = Pusher(registry).image(f"{repo_prefix}/app", image)
+    Pusher(tls_registry).image(f"{repo_prefix}/app", image)  # the mirror is a replica here, served over https
+    mirror = f"https://{tls_registry.host}"
+    text = f'mirrors:\n  "{registry.host}":\n    endpoint: ["{mirror}"]\n'
+    path = tmp_path / "registries.yaml"
+    path.write_text(text)
+    monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(path))
+    refused = run_cli("pull", "-i", ref, "-o", str(tmp_path / "a"), "--no-cache", "--json")
+    assert refused.exit_code == 0, refused.stderr
+    assert set(served(json.loads(refused.stdout)).values()) == {registry.host}
+    assert f"mirror {mirror} refused" in refused.stderr
+    assert "x509: certificate signed by unknown authority" in refused.stderr
+    path.write_text(text + f'configs:\n  "{tls_registry.host}":\n    tls: {{ca_file: "{tls_registry.ca_cert}"}}\n')
+    trusted = run_cli("pull", "-i", ref, "-o", str(tmp_path / "b"), "--no-cache", "--json")
+    assert trusted.exit_code == 0, trusted.stderr
+    assert set(served(json.loads(trusted.stdout)).values()) == {mirror}

@@ -72,6 +72,8 @@ _GLOBAL = (
          help="Concurrent requests per registry endpoint (default 4; registries.yaml may set it per host)."),
     _opt("--json", "json_output", is_flag=True, default=None, help="Print one JSON envelope on stdout."),
     _opt("-q", "--quiet", is_flag=True, default=None, help="No progress output (warnings and errors still)."),
+    _opt("-v", "--verbose", is_flag=True, default=None,
+         help="Say on stderr which endpoint (a registries.yaml mirror or the origin) served each object."),
     _opt("--debug", is_flag=True, default=None, help="Debug logs and tracebacks on stderr."),
     _opt("--tty", is_flag=True, default=None, help="Print progress lines even in vendir mode."),
     _opt("--color/--no-color", "color", default=None, env_in_help=True,

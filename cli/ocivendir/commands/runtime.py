@@ -80,6 +80,8 @@ class Run:
         )
         logging.basicConfig(level=logging.DEBUG if settings.debug else logging.WARNING, format="%(name)s: %(message)s")
         logging.getLogger("oras").setLevel(logging.DEBUG if settings.debug else logging.WARNING)
+        if settings.verbose and not settings.debug:
+            logging.getLogger("ocivendir.endpoints").setLevel(logging.INFO)  # "<object> served by <endpoint>"
         for name in settings.credentials.keychains:
             _log.debug("keychain %s is accepted but not implemented natively; use a docker credential helper", name)
         return cls(settings=settings, output=Output(mode), flags=flags)

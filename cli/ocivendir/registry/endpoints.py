@@ -86,14 +86,17 @@ class EndpointWalker:
             except (_Refused, DigestMismatch, RegistryError) as exc:
                 self._moved_on(endpoint, thing, exc)
                 continue
-            if thing is not None:
-                self._served(thing, endpoint.name)
+            self._record(thing, endpoint)
             return result
         with self.slot(origin):
             result = attempt(origin)
-        if thing is not None:
-            self._served(thing, origin.name)
+        self._record(thing, origin)
         return result
+
+    def _record(self, thing: str | None, endpoint: Endpoint) -> None:
+        if thing is not None:
+            self._served(thing, endpoint.name)
+            _log.info("%s served by %s", thing, endpoint.name)
 
     def _moved_on(self, endpoint: Endpoint, thing: str | None, exc: Exception) -> None:
         what = thing or "a probe"
