@@ -54,3 +54,5 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     .venv/bin/python -m pip install -q -e '.[test]'
     echo "$want" > "$stamp"
 fi
+# .pyc for the editable package: start-up then reads bytecode even where PYTHONDONTWRITEBYTECODE is set (issue 12)
+.venv/bin/python -m compileall -q cli/ocivendir >/dev/null

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = [
     "BadReference",

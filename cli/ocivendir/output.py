@@ -6,22 +6,28 @@ TTY, plain lines otherwise), and errors in vendir's MultiLineError layout.
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
 
-from ocivendir.results import RESULT_SCHEMA_VERSION, Event, LogEvent, ProgressEvent, WarningEvent, to_dict
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import IO, Any
+
     from rich.console import Console
     from rich.progress import Progress, TaskID
 
-__all__ = ["Output", "OutputMode", "multiline_error", "stderr_is_tty"]
+    from ocivendir.results import Event, ProgressEvent
+
+__all__ = ["Output", "OutputMode", "multiline_error", "stderr_is_tty", "write_stdout"]
 
 _OPEN = "([{"
 _CLOSE = ")]}"
+
+
+def write_stdout(text: str) -> None:
+    """Text on stdout as is (`version`, before any Output exists)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def stderr_is_tty() -> bool:
@@ -57,29 +63,43 @@ def multiline_error(message: str) -> str:
     return "\n".join("  " * level + piece for level, piece in enumerate(pieces))
 
 
-@dataclass(frozen=True, kw_only=True)
 class OutputMode:
-    """How to render: chosen once from flags and the streams' TTY state."""
+    """How to render: chosen once from flags and the streams' TTY state (a plain class: cheap to define)."""
 
-    prog: str = "ocivendir"
-    json: bool = False
-    quiet: bool = False
-    color: bool = True
-    debug: bool = False
-    progress_lines: bool = True
-    stderr_tty: bool = False
+    __slots__ = ("color", "debug", "json", "prog", "progress_lines", "quiet", "stderr_tty")
+
+    def __init__(
+        self,
+        *,
+        prog: str = "ocivendir",
+        json: bool = False,
+        quiet: bool = False,
+        color: bool = True,
+        debug: bool = False,
+        progress_lines: bool = True,
+        stderr_tty: bool = False,
+    ) -> None:
+        """Hold the choices."""
+        self.prog = prog
+        self.json = json
+        self.quiet = quiet
+        self.color = color
+        self.debug = debug
+        self.progress_lines = progress_lines
+        self.stderr_tty = stderr_tty
 
 
-@dataclass
 class Output:
     """The single writer of stdout and stderr."""
 
-    mode: OutputMode
-    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
-    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
-    _console: Console | None = None
-    _progress: Progress | None = None
-    _tasks: dict[str, TaskID] = field(default_factory=dict)
+    def __init__(self, mode: OutputMode, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> None:
+        """Write to the given streams (the process's by default)."""
+        self.mode = mode
+        self.stdout = sys.stdout if stdout is None else stdout
+        self.stderr = sys.stderr if stderr is None else stderr
+        self._console: Console | None = None
+        self._progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
 
     @property
     def live(self) -> bool:
@@ -95,6 +115,8 @@ class Output:
 
     def event(self, event: Event) -> None:
         """Render one engine event (the engines' EventSink)."""
+        from ocivendir.results import LogEvent, ProgressEvent, WarningEvent  # noqa: PLC0415 - import stays light
+
         if isinstance(event, WarningEvent):
             self.warning(event.message)
             return
@@ -177,6 +199,10 @@ class Output:
         """The --json envelope for a result: one line of sorted keys."""
         if not self.mode.json:
             return
+        import json  # noqa: PLC0415 - only under --json
+
+        from ocivendir.results import RESULT_SCHEMA_VERSION, to_dict  # noqa: PLC0415
+
         doc: dict[str, Any] = {
             "command": command,
             "result": to_dict(result),
@@ -190,6 +216,10 @@ class Output:
         """An error: the JSON envelope under --json, and always `<prog>: Error: …` on stderr."""
         self.finish_progress()
         if self.mode.json:
+            import json  # noqa: PLC0415 - only under --json
+
+            from ocivendir.results import RESULT_SCHEMA_VERSION  # noqa: PLC0415
+
             error = {"code": code, "hint": hint, "message": message}
             doc = {"command": command, "error": error, "schemaVersion": RESULT_SCHEMA_VERSION, "status": "error"}
             self.stdout.write(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ocivendir import VENDIR_COMPAT_VERSION, __version__
-from ocivendir.commands import cli
+from ocivendir.commands.root import cli
 from tests.conftest import run_cli
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 import pytest
 
-from ocivendir.commands import cli
 from ocivendir.commands._docgen import generate
+from ocivendir.commands.root import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -83,15 +83,15 @@ def observe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     """Run a command line with an environment; return the settings and command flags it would run with."""
     from ocivendir.commands import runtime  # noqa: PLC0415
 
-    real = runtime.settings_for
+    real = runtime.settings_from
     seen: list[dict[str, Any]] = []
 
-    def capture(ctx: click.Context) -> Any:
-        settings, values = real(ctx)
+    def capture(given: dict[str, Any]) -> Any:
+        settings, values = real(given)
         seen.append({**dataclasses.asdict(settings), **{f"flag:{k}": v for k, v in values.items()}})
         raise _Stop
 
-    monkeypatch.setattr(runtime, "settings_for", capture)
+    monkeypatch.setattr(runtime, "settings_from", capture)
     monkeypatch.chdir(tmp_path)
 
     def run(prog: str, before: list[str], after: list[str], env: dict[str, str]) -> dict[str, Any]:

@@ -358,17 +358,23 @@ def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
             image: {{url: "{image}"}}
         """)
     assert sync(work, config).exit_code == 0
-    probe = (
-        "import sys\nfrom ocivendir.commands import main\n"
-        f"sys.argv = ['ocivendir', 'sync', '--chdir', {str(work)!r}, '-q']\n"
-        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-        "loaded = sorted(m for m in ('requests', 'urllib3', 'oras', 'rich') if m in sys.modules)\n"
-        "sys.stderr.write(f'{code} {loaded}')\n"
-    )
     mark = registry.mark()
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False,
-                          env={**os.environ, "OCIVENDIR_CACHE_DIR": str(cache)})  # fmt: skip
-    assert done.stderr.strip().endswith("0 []"), done.stderr
+    for argv, stdin, forbidden in (
+        (["ocivendir", "sync", "--chdir", str(work), "-q"], "", ("requests", "urllib3", "oras", "rich")),
+        # kapp-controller's command line: the click-free fast path
+        (["vendir", "sync", "-f", "-", "--lock-file", "/dev/null", "--chdir", str(work)], config,
+         ("requests", "urllib3", "oras", "rich", "click")),
+    ):  # fmt: skip
+        probe = (
+            "import sys\nfrom ocivendir.commands import main\n"
+            f"sys.argv = {argv!r}\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+            f"loaded = sorted(m for m in {forbidden!r} if m in sys.modules)\n"
+            "sys.stderr.write(f'{code} {loaded}')\n"
+        )
+        done = subprocess.run([sys.executable, "-c", probe], input=stdin, capture_output=True, text=True,
+                              check=False, env={**os.environ, "OCIVENDIR_CACHE_DIR": str(cache)})  # fmt: skip
+        assert done.stderr.strip().endswith("0 []"), (argv, done.stderr)
     assert registry.since(mark) == []
 
 

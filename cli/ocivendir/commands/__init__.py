@@ -1,21 +1,24 @@
-"""Owns: the root click group, vendir mode (argv[0] named `vendir`), `--version`, and `main()`.
+"""Owns: `main()` — vendir mode (argv[0] named `vendir`), the fast paths, and exceptions → messages and exit codes.
 
-The single place where exceptions become `<prog>: Error: …` and exit codes.
+The single place where exceptions become `<prog>: Error: …` and exit codes. `version` and vendir mode's `sync` run
+without click (`commands/vendirargs.py`); everything else goes through the click tree in `commands/root.py`. This
+module imports nothing beyond the standard library's start-up set at import time.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Any, NoReturn
-
-import click
 
 from ocivendir import VENDIR_COMPAT_VERSION, __version__
-from ocivendir.commands.options import global_options, registry_options
 from ocivendir.errors import OcivendirError
 
-__all__ = ["cli", "main", "version_line"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+__all__ = ["main", "version_line"]
+
+_VERSION_ARGS = (["version"], ["--version"])
 
 
 def version_line(vendir_mode: bool) -> str:
@@ -23,37 +26,6 @@ def version_line(vendir_mode: bool) -> str:
     if vendir_mode:
         return f"vendir version {VENDIR_COMPAT_VERSION}+ocivendir.{__version__}"
     return f"ocivendir {__version__}"
-
-
-def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value and not ctx.resilient_parsing:
-        click.echo(version_line(bool((ctx.obj or {}).get("vendir_mode"))))
-        ctx.exit(0)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Print the version and exit.")  # fmt: skip
-@registry_options
-@global_options
-@click.pass_context
-def cli(ctx: click.Context) -> None:
-    """Sync configuration out of OCI registries (images and Carvel imgpkg bundles) into directories.
-
-    Content is fetched once, verified and served from a content-addressed cache; digest-pinned content costs no
-    registry request after the first sync.
-    """
-    ctx.meta["ocivendir.vendir_mode"] = bool((ctx.obj or {}).get("vendir_mode"))
-
-
-def _register() -> None:
-    from ocivendir.commands import cache, pull, sync, tools, verify, version  # noqa: PLC0415 - avoids an import cycle
-
-    for command in (cache.cache, pull.pull, sync.sync, tools.tools, verify.verify_relocation, version.version):
-        cli.add_command(command)
-
-
-_register()
 
 
 def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hint: str | None, exit_code: int) -> int:
@@ -68,27 +40,44 @@ def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hi
     return (1 if exit_code else 0) if vendir_mode else exit_code
 
 
+def _run(args: list[str], state: dict[str, Any]) -> int:
+    """The fast paths first (no click), else the click tree."""
+    vendir_mode = bool(state["vendir_mode"])
+    if args in _VERSION_ARGS:
+        from ocivendir.output import write_stdout  # noqa: PLC0415
+
+        write_stdout(version_line(vendir_mode) + "\n")
+        return 0
+    if vendir_mode:
+        from ocivendir.commands.vendirargs import parse_sync  # noqa: PLC0415
+
+        parsed = parse_sync(args)
+        if parsed is not None:
+            from ocivendir.commands.runtime import Run  # noqa: PLC0415
+            from ocivendir.commands.syncrun import run_sync  # noqa: PLC0415
+
+            flags, given = parsed
+            run_sync(flags, lambda: Run.from_flags(given, "vendir", vendir_quiet=True))
+            return 0
+    from ocivendir.commands.root import run_click  # noqa: PLC0415 - click only when no fast path applies
+
+    return run_click(args, state)
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
     """Run the CLI and exit with ocivendir's codes (vendir mode: 0 or 1)."""
-    from ocivendir.commands.goflags import go_error_message, normalize  # noqa: PLC0415 - avoids an import cycle
+    from ocivendir.commands.goflags import normalize  # noqa: PLC0415 - avoids an import cycle
 
     args = normalize(sys.argv[1:] if argv is None else list(argv))
-    vendir_mode = Path(prog or sys.argv[0]).name == "vendir"
+    vendir_mode = (prog or sys.argv[0]).rpartition("/")[2] == "vendir"
     state: dict[str, Any] = {
         "vendir_mode": vendir_mode,
         "json": "--json" in args,
         "debug": "--debug" in args,
         "command": next((a for a in args if not a.startswith("-")), ""),
     }
-    prog_name = "vendir" if vendir_mode else "ocivendir"
     try:
-        result = cli.main(args=args, prog_name=prog_name, standalone_mode=False, obj=state)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        sys.exit(_fail(state, KeyboardInterrupt(), "aborted", "Aborted", None, 1))
-    except click.ClickException as exc:
-        sys.exit(_fail(state, exc, "usage", go_error_message(exc, prog_name), None, 2))
+        sys.exit(_run(args, state))
     except OcivendirError as exc:
         sys.exit(_fail(state, exc, exc.code, exc.message, exc.hint, exc.exit_code))
     except KeyboardInterrupt as exc:
@@ -98,5 +87,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
     except Exception as exc:  # noqa: BLE001 - the one place every failure becomes a message and an exit code
         hint = "run again with --debug for a traceback"
         sys.exit(_fail(state, exc, "internal-error", f"{type(exc).__name__}: {exc}", hint, 1))
-    code = result if isinstance(result, int) else 0
-    sys.exit((1 if code else 0) if vendir_mode else code)
+
+
+def __getattr__(name: str) -> Any:  # noqa: ANN401 - the click group, loaded on first use
+    """`ocivendir.commands.cli` (the click root group) without importing click when only `main` is wanted."""
+    if name == "cli":
+        from ocivendir.commands.root import cli  # noqa: PLC0415
+
+        return cli
+    raise AttributeError(name)

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from ocivendir import __version__
-from ocivendir.commands import cli
+from ocivendir.commands.root import cli
 
 __all__ = ["generate", "main"]
 

@@ -6,9 +6,9 @@ understands; click's parse errors become pflag's messages (`unknown flag: --x`).
 
 from __future__ import annotations
 
-import re
-
-import click
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import click
 
 __all__ = ["go_error_message", "normalize"]
 
@@ -20,7 +20,7 @@ BOOL_FLAGS = frozenset({
     "--registry-insecure", "--registry-anon", "--yes", "-y",
 })  # fmt: skip
 NEGATABLE = frozenset({"--lazy", "--color", "--offline", "--registry-anon"})  # `--x=false` must beat a variable
-_SHORT_WITH_EQUALS = re.compile(r"^-([A-Za-z])=(.*)$", re.DOTALL)
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 def normalize(args: list[str]) -> list[str]:
@@ -36,9 +36,8 @@ def normalize(args: list[str]) -> list[str]:
             elif name in NEGATABLE:
                 out.append(f"--no-{name[2:]}")
             continue
-        short = _SHORT_WITH_EQUALS.match(arg)
-        if short and not arg.startswith("--"):
-            out.extend([f"-{short.group(1)}", short.group(2)])
+        if arg[:1] == "-" and arg[1:2] in _ASCII_LETTERS and arg[2:3] == "=":  # `-f=value`
+            out.extend([arg[:2], arg[3:]])
             continue
         out.append(arg)
     return out
@@ -46,6 +45,10 @@ def normalize(args: list[str]) -> list[str]:
 
 def go_error_message(exc: click.ClickException, prog: str) -> str:
     """The texts of pflag for unknown flags and extra arguments; click's message otherwise."""
+    import re  # noqa: PLC0415 - only on the click path
+
+    import click  # noqa: PLC0415
+
     if isinstance(exc, click.NoSuchOption):
         name = exc.option_name
         if name.startswith("--"):

@@ -15,11 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.store import BlobStore
-from ocivendir.commands.options import flag_values
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.errors import CacheError, UsageError
 from ocivendir.fs.limits import ExtractLimits
@@ -31,10 +28,12 @@ from ocivendir.results import WarningEvent
 from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings, parse_duration
 
 if TYPE_CHECKING:
+    import click
+
     from ocivendir.registry.client import RegistryClient
     from ocivendir.registry.mirrors import MirrorPlan
 
-__all__ = ["Run", "open_cache", "open_content", "prog_name", "settings_for"]
+__all__ = ["Run", "open_cache", "open_content", "prog_name", "settings_for", "settings_from"]
 
 _log = logging.getLogger("ocivendir.runtime")
 _FLAG_FIELDS = {f.name for f in dataclasses.fields(Flags)}
@@ -47,7 +46,14 @@ def prog_name(ctx: click.Context) -> str:
 
 def settings_for(ctx: click.Context) -> tuple[Settings, dict[str, Any]]:
     """Settings from the global flags given anywhere, plus the raw values of the command's own flags."""
-    values = dict(flag_values(ctx))
+    from ocivendir.commands.options import flag_values  # noqa: PLC0415 - click only on the click path
+
+    return settings_from(flag_values(ctx))
+
+
+def settings_from(given: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
+    """Settings from flag values named as click names them (the one point both parsers pass through)."""
+    values = dict(given)
     if "json_output" in values:
         values["json"] = values.pop("json_output")
     known = {k: v for k, v in values.items() if k in _FLAG_FIELDS}
@@ -64,9 +70,19 @@ class Run:
 
     @classmethod
     def start(cls, ctx: click.Context, *, vendir_quiet: bool = False) -> Run:
-        """Read settings, choose the renderer (stderr's TTY state alone picks it), set up logging."""
+        """A run from click's context: the flags given anywhere on the command line."""
         settings, flags = settings_for(ctx)
-        prog = prog_name(ctx)
+        return cls.begin(settings, flags, prog_name(ctx), vendir_quiet=vendir_quiet)
+
+    @classmethod
+    def from_flags(cls, given: dict[str, Any], prog: str, *, vendir_quiet: bool = False) -> Run:
+        """A run from flag values parsed without click (vendir mode's fast path), named as click names them."""
+        settings, flags = settings_from(given)
+        return cls.begin(settings, flags, prog, vendir_quiet=vendir_quiet)
+
+    @classmethod
+    def begin(cls, settings: Settings, flags: dict[str, Any], prog: str, *, vendir_quiet: bool) -> Run:
+        """Choose the renderer (stderr's TTY state alone picks it), set up logging."""
         stderr_tty = stderr_is_tty()
         lines = not (vendir_quiet and prog == "vendir" and not settings.tty)
         mode = OutputMode(

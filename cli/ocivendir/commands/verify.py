@@ -84,7 +84,7 @@ def verify_relocation(ctx: click.Context, bundles: tuple[str, ...], files: tuple
     references = tuple(parse_reference(b) for b in bundles)
     stream = None
     if files:
-        from ocivendir.commands.sync import read_inputs, split_values  # noqa: PLC0415
+        from ocivendir.commands.syncrun import read_inputs, split_values  # noqa: PLC0415
         from ocivendir.vendir.config import parse_stream  # noqa: PLC0415
 
         stream = parse_stream(read_inputs(split_values(files), sys.stdin))
