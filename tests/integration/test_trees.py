@@ -323,3 +323,52 @@ def test_a_tampered_layer_streamed_on_a_verified_one_leaves_nothing_behind(
     result, _ = pull("-i", ref, "-o", str(target), cache=cache)  # straight to the registry: the real bytes
     assert result.exit_code == 0, result.stderr
     assert sorted(listing(target)) == ["extra.bin", "keep/", "keep/one.txt", "keep/two.txt"]
+
+
+def test_a_tampered_layer_cannot_touch_the_project_of_a_sync_into_dot(
+    registry: Registry, pusher: Pusher, repo_prefix: str, fenced: Path
+) -> None:
+    """Streamed unverified bytes that white out everything they can name stay inside the content's fresh stage."""
+    image = make_image(entries=[Entry("app.yml", b"app: 1\n")], extra_layers=[[Entry("more.bin", os.urandom(100_000))]])
+    ref = pusher.image(f"{repo_prefix}/img", image)
+    evil = gzip.compress(tar_bytes([Entry(".wh..wh..opq"), Entry(".wh.app.yml"), Entry(".wh.vendir.yml"),
+                                    Entry("evil.txt", b"evil")]), mtime=0)  # fmt: skip
+    evil += bytes(len(image.layers[1]) - len(evil))
+    layer2 = json.loads(image.manifest)["layers"][1]["digest"]
+    previous = fenced / "out" / "vendor"
+    previous.mkdir()
+    (previous / "previous.yml").write_text(SENTINEL)
+    with fault_proxy(registry.host) as proxy:
+        proxy.rules.append(Rule("GET", f"/blobs/{layer2}", body=evil))
+        proxied = ref.replace(registry.host, proxy.host)
+        config = HEAD + f"directories:\n- path: out/vendor\n  contents:\n  - path: .\n    image: {{url: {proxied}}}\n"
+        result = sync(fenced, config)
+    assert result.exit_code == 1
+    assert "digest" in result.stderr
+    assert proxy.rules[0].hits == 2
+    assert (fenced / "vendir.yml").read_text() == config
+    assert listing(previous) == {"previous.yml": 0o644}
+    assert sorted(p.name for p in (fenced / "out").iterdir()) == ["beside.txt", "vendor"]
+    sentinels_survive(fenced)
+
+
+def test_oci_layer_semantics_hold_where_the_upstream_tools_deviate(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """First to last, whiteouts, opaque whiteouts, a file over an implicit directory and a file below a lower file."""
+    layers = [
+        [Entry("keep.txt", b"1"), Entry("gone.txt", b"1"), Entry("opq/lower.txt", b"1"), Entry("imp/inner.txt", b"1"),
+         Entry("was-file", b"1"), Entry("over.txt", b"lower")],
+        [Entry(".wh.gone.txt"), Entry("opq/.wh..wh..opq"), Entry("opq/upper.txt", b"2"), Entry("imp", b"now a file"),
+         Entry("was-file/below.txt", b"2"), Entry("over.txt", b"upper")],
+    ]  # fmt: skip
+    ref = pusher.image(f"{repo_prefix}/img", make_image(entries=layers[0], extra_layers=layers[1:]))
+    expected = {"keep.txt": 0o644, "opq/": 0o755, "opq/upper.txt": 0o644, "imp": 0o644, "was-file/": 0o755,
+                "was-file/below.txt": 0o644, "over.txt": 0o644}  # fmt: skip
+    result, _ = pull("-i", ref, "-o", str(tmp_path / "pulled"))
+    assert result.exit_code == 0, result.stderr
+    assert listing(tmp_path / "pulled") == expected
+    assert (tmp_path / "pulled" / "over.txt").read_bytes() == b"upper"
+    result = sync(tmp_path, image_config(ref))
+    assert result.exit_code == 0, result.stderr
+    assert listing(tmp_path / "vendor") == {"c/": 0o755, **{f"c/{k}": v for k, v in expected.items()}}
