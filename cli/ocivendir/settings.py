@@ -191,7 +191,10 @@ def _cache_dir(flags: Flags, environ: Mapping[str, str]) -> tuple[Path | None, b
         return Path(given).expanduser().absolute(), True
     import platformdirs  # noqa: PLC0415 - only when no directory is named
 
-    return Path(platformdirs.user_cache_dir("ocivendir")), False
+    try:
+        return Path(platformdirs.user_cache_dir("ocivendir")), False
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry (an arbitrary UID): the documented no-cache fallback
+        return None, False
 
 
 def _docker_configs(environ: Mapping[str, str]) -> tuple[Path, ...]:

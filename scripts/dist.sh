@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Owns: the one build command. Writes into dist/:
+#   ocivendir/                               self-contained onedir build (PyInstaller), needs only glibc >= 2.17..2.36
+#   ocivendir-<version>-linux-<arch>.tar.gz  that directory, reproducibly packed (what a Dockerfile ADDs)
+#   ocivendir-<version>-py3-none-any.whl, ocivendir-<version>.tar.gz   wheel and sdist (python -m build)
+# `--frozen` builds dist/ocivendir only (the sidecar test's need). Unchanged inputs are not rebuilt; everything
+# cached lives in build/ (ignored): the freezer wheel with its zlib-free bootloader, PyInstaller's work dir.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+frozen_only=0
+case "${1:-}" in
+    --frozen) frozen_only=1 ;;
+    "") ;;
+    *) echo "usage: scripts/dist.sh [--frozen]" >&2; exit 2 ;;
+esac
+
+fail() { echo "dist: $*" >&2; exit 1; }
+
+bash scripts/bootstrap.sh
+PY=.venv/bin/python
+cache=build/dist-cache
+mkdir -p "$cache" dist
+pyi_version=$("$PY" scripts/dist/freezer.py pin)
+
+# The freezer: PyInstaller built from its sdist with the bootloader linking zlib statically (PyPI's prebuilt
+# bootloader needs the system libz.so.1, which photon's sidecar may lack). Built once, kept in build/.
+ensure_freezer() {
+    if "$PY" scripts/dist/freezer.py check "$pyi_version" 2>/dev/null; then
+        return
+    fi
+    local wheel
+    wheel=$(ls "$cache"/wheels/pyinstaller-"$pyi_version"-*.whl 2>/dev/null | head -1 || true)
+    if [ -z "$wheel" ]; then
+        command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || {
+            if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+                echo "dist: installing gcc and libc6-dev with apt-get (the bootloader is compiled once)" >&2
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
+            else
+                fail "a C compiler is needed once to build PyInstaller's bootloader without libz (apt-get install gcc)"
+            fi
+        }
+        echo "dist: building PyInstaller $pyi_version with a static-zlib bootloader (once)" >&2
+        PYI_STATIC_ZLIB=1 PYINSTALLER_COMPILE_BOOTLOADER=1 PYINSTALLER_BOOTLOADER_WAF_ARGS=--no-debug \
+            "$PY" -m pip wheel -q --no-deps --no-binary pyinstaller "pyinstaller==$pyi_version" -w "$cache/wheels" \
+            >"$cache/freezer.log" 2>&1 || { cat "$cache/freezer.log" >&2; fail "building PyInstaller failed"; }
+        wheel=$(ls "$cache"/wheels/pyinstaller-"$pyi_version"-*.whl | head -1)
+    fi
+    # the dist extra's requirements, without reinstalling the project itself (a test run may be using the venv)
+    # shellcheck disable=SC2046 # one word per requirement
+    "$PY" -m pip install -q "$wheel" $("$PY" scripts/dist/freezer.py requirements) 2>&1 \
+        | { grep -v "^WARNING: Location" || true; } >&2
+    "$PY" scripts/dist/freezer.py check "$pyi_version" || fail "the installed PyInstaller is not the static-zlib build"
+}
+
+inputs_hash() {
+    { echo "$pyi_version"; "$PY" -c 'import sys; print(sys.version)'
+      find cli scripts/dist scripts/dist.sh pyproject.toml README.md -type f ! -name '*.pyc' -print0 \
+          | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-64
+}
+
+version=$("$PY" -c 'import sys; sys.path.insert(0, "cli"); import ocivendir; print(ocivendir.__version__)')
+arch=$(uname -m)
+tarball="dist/ocivendir-$version-linux-$arch.tar.gz"
+want=$(inputs_hash)
+
+freeze() {
+    if [ -x dist/ocivendir/ocivendir ] && [ "$(cat "$cache/frozen.stamp" 2>/dev/null)" = "$want" ]; then
+        echo "dist: dist/ocivendir is up to date" >&2
+        return
+    fi
+    ensure_freezer
+    local work="$cache/pyinstaller"
+    rm -rf "$work/dist"
+    "$PY" -m PyInstaller --noconfirm --log-level WARN --onedir --name ocivendir --strip \
+        --paths cli --runtime-hook scripts/dist/rth_environ.py \
+        --exclude-module tkinter --exclude-module pytest --exclude-module _pytest \
+        --distpath "$work/dist" --workpath "$work/build" --specpath "$work" \
+        scripts/dist/entry.py >"$cache/pyinstaller.log" 2>&1 \
+        || { cat "$cache/pyinstaller.log" >&2; fail "PyInstaller failed"; }
+    "$PY" scripts/dist/elfcheck.py "$work/dist/ocivendir" || fail "the build needs more than glibc from the system"
+    rm -rf dist/ocivendir
+    mv "$work/dist/ocivendir" dist/ocivendir
+    echo "$want" >"$cache/frozen.stamp"
+    rm -f "$cache/packaged.stamp"
+}
+
+package() {
+    if [ -f "$tarball" ] && [ "$(cat "$cache/packaged.stamp" 2>/dev/null)" = "$want" ]; then
+        echo "dist: $tarball and the wheel and sdist are up to date" >&2
+        return
+    fi
+    rm -rf build/lib build/bdist.* cli/*.egg-info
+    # reproducible: sorted names, fixed times and owners, no gzip timestamp
+    tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C dist -cf - ocivendir \
+        | gzip -n -9 >"$tarball.tmp"
+    mv "$tarball.tmp" "$tarball"
+    find dist -maxdepth 1 \( -name "ocivendir-*.whl" -o -name "ocivendir-[0-9]*.tar.gz" \) ! -name "${tarball#dist/}" \
+        -delete  # earlier versions: a Dockerfile ADD with a wildcard must match one archive
+    "$PY" -m build --no-isolation --sdist --wheel --outdir dist . >"$cache/build.log" 2>&1 \
+        || { cat "$cache/build.log" >&2; fail "python -m build failed"; }
+    echo "$want" >"$cache/packaged.stamp"
+}
+
+freeze
+[ "$frozen_only" = 1 ] || package
+ls -1 dist >&2

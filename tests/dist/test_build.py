@@ -1,0 +1,89 @@
+"""The artifacts of ./scripts/dist.sh: a glibc-only onedir build, its tarball, a wheel and an sdist that install."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from scripts.dist import elfcheck
+
+from ocivendir import __version__
+
+pytestmark = pytest.mark.dist
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_elf_file_needs_only_glibc_from_the_system_and_at_most_glibc_2_36(frozen: Path) -> None:
+    report = elfcheck.check(frozen)
+    assert report.problems == []
+    assert len(report.elf_files) >= 20  # the bootloader, libpython, OpenSSL, libffi, sqlite, the extension modules
+    assert report.floor <= (2, 36)
+    assert report.system_libraries <= elfcheck.GLIBC_FAMILY
+    names = {p.name for p in report.elf_files}
+    assert {"libssl.so.3", "libcrypto.so.3", "libffi.so.8", "libsqlite3.so.0", "libz.so.1"} <= names
+    assert any(n.startswith("_yaml.") for n in names)  # libyaml's binding travels too
+    assert elfcheck.needed(frozen / "ocivendir") == ["libc.so.6"]  # the bootloader has zlib built in
+
+
+def test_the_check_fails_loudly_on_a_library_outside_glibc(tmp_path: Path) -> None:
+    libssl = next(p for p in (Path("/usr/lib/x86_64-linux-gnu/libssl.so.3"), Path("/lib/x86_64-linux-gnu/libssl.so.3"),
+                              Path("/usr/lib/aarch64-linux-gnu/libssl.so.3")) if p.exists())  # fmt: skip
+    shutil.copy(libssl, tmp_path / "libssl.so.3")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/dist/elfcheck.py"), str(tmp_path)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert "libssl.so.3 needs libcrypto.so.3, which is neither a glibc library nor in the build" in done.stderr
+
+
+def test_code_ships_as_bytecode_and_the_symlink_named_vendir_is_vendir(frozen: Path, tmp_path: Path) -> None:
+    assert list(frozen.rglob("*.py")) == []
+    link = tmp_path / "vendir"
+    link.symlink_to(frozen / "ocivendir")
+    env = {"PATH": "/nonexistent"}
+    as_vendir = subprocess.run([str(link), "version"], capture_output=True, text=True, env=env, check=True)
+    assert as_vendir.stdout.startswith(f"vendir version 0.41.0+ocivendir.{__version__}\n")
+    as_self = subprocess.run([str(frozen / "ocivendir"), "--version"], capture_output=True, text=True, env=env,
+                             check=True)  # fmt: skip
+    assert as_self.stdout == f"ocivendir {__version__}\n"
+
+
+def test_the_tarball_is_the_build_directory(dist_dir: Path, frozen: Path) -> None:
+    arch = os.uname().machine
+    tarball = dist_dir / f"ocivendir-{__version__}-linux-{arch}.tar.gz"
+    with tarfile.open(tarball) as archive:
+        members = {m.name: m for m in archive.getmembers()}
+    files = {str(p.relative_to(frozen.parent)) for p in frozen.rglob("*")} | {"ocivendir"}
+    assert set(members) == files
+    executable = members["ocivendir/ocivendir"]
+    assert executable.mode & 0o111 == 0o111
+    assert {(m.uid, m.gid, m.mtime) for m in members.values()} == {(0, 0, 0)}
+
+
+def _fresh_venv(where: Path, artifact: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, capture_output=True)
+    python = where / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(artifact)], check=True, capture_output=True)
+    return python
+
+
+@pytest.mark.parametrize("kind", ["wheel", "sdist"])
+def test_wheel_and_sdist_install_in_a_fresh_venv_with_runtime_dependencies_only(
+    dist_dir: Path, tmp_path: Path, kind: str
+) -> None:
+    pattern = f"ocivendir-{re.escape(__version__)}-py3-none-any.whl" if kind == "wheel" else \
+        f"ocivendir-{re.escape(__version__)}.tar.gz"  # fmt: skip
+    artifact = next(p for p in dist_dir.iterdir() if re.fullmatch(pattern, p.name))
+    python = _fresh_venv(tmp_path / "venv", artifact)
+    helped = subprocess.run([str(python.parent / "ocivendir"), "--help"], capture_output=True, text=True, check=True)
+    assert helped.stdout.startswith("Usage: ocivendir [OPTIONS] COMMAND [ARGS]...")
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
+                            check=True).stdout.lower()  # fmt: skip
+    installed = {line.split("==")[0] for line in listed.splitlines()}
+    assert {"ocivendir", "click", "requests", "pyyaml", "oras", "rich", "platformdirs"} <= installed
+    assert not installed & {"pytest", "mypy", "ruff", "responses", "pyinstaller", "build"}
