@@ -55,14 +55,15 @@ ensure_freezer() {
 
 inputs_hash() {
     { echo "$pyi_version"; "$PY" -c 'import sys; print(sys.version)'
-      find cli scripts/dist scripts/dist.sh pyproject.toml README.md -type f ! -name '*.pyc' -print0 \
+      find "$@" -type f ! -name '*.pyc' -print0 \
           | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-64
 }
 
 version=$("$PY" -c 'import sys; sys.path.insert(0, "cli"); import ocivendir; print(ocivendir.__version__)')
 arch=$(uname -m)
 tarball="dist/ocivendir-$version-linux-$arch.tar.gz"
-want=$(inputs_hash)
+want=$(inputs_hash cli scripts/dist scripts/dist.sh pyproject.toml)  # what the frozen build is made of
+want_packages=$(inputs_hash cli scripts/dist scripts/dist.sh pyproject.toml README.md)  # the sdist holds the README
 
 freeze() {
     if [ -x dist/ocivendir/ocivendir ] && [ "$(cat "$cache/frozen.stamp" 2>/dev/null)" = "$want" ]; then
@@ -70,11 +71,16 @@ freeze() {
         return
     fi
     ensure_freezer
+    # Excluded: modules nothing at run time needs whose PyInstaller runtime hooks would import them at every start
+    # (setuptools alone costs more than the whole warm sync; multiprocessing, for concurrent.futures' unused
+    # ProcessPoolExecutor, 25 ms).
     local work="$cache/pyinstaller"
     rm -rf "$work/dist"
     "$PY" -m PyInstaller --noconfirm --log-level WARN --onedir --name ocivendir --strip \
         --paths cli --runtime-hook scripts/dist/rth_environ.py \
         --exclude-module tkinter --exclude-module pytest --exclude-module _pytest \
+        --exclude-module setuptools --exclude-module pkg_resources --exclude-module _distutils_hack \
+        --exclude-module distutils --exclude-module multiprocessing \
         --distpath "$work/dist" --workpath "$work/build" --specpath "$work" \
         scripts/dist/entry.py >"$cache/pyinstaller.log" 2>&1 \
         || { cat "$cache/pyinstaller.log" >&2; fail "PyInstaller failed"; }
@@ -86,7 +92,7 @@ freeze() {
 }
 
 package() {
-    if [ -f "$tarball" ] && [ "$(cat "$cache/packaged.stamp" 2>/dev/null)" = "$want" ]; then
+    if [ -f "$tarball" ] && [ "$(cat "$cache/packaged.stamp" 2>/dev/null)" = "$want_packages" ]; then
         echo "dist: $tarball and the wheel and sdist are up to date" >&2
         return
     fi
@@ -99,7 +105,7 @@ package() {
         -delete  # earlier versions: a Dockerfile ADD with a wildcard must match one archive
     "$PY" -m build --no-isolation --sdist --wheel --outdir dist . >"$cache/build.log" 2>&1 \
         || { cat "$cache/build.log" >&2; fail "python -m build failed"; }
-    echo "$want" >"$cache/packaged.stamp"
+    echo "$want_packages" >"$cache/packaged.stamp"
 }
 
 freeze

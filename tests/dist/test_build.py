@@ -53,6 +53,14 @@ def test_code_ships_as_bytecode_and_the_symlink_named_vendir_is_vendir(frozen: P
     assert as_self.stdout == f"ocivendir {__version__}\n"
 
 
+def test_start_up_runs_no_runtime_hook_that_imports_setuptools_or_multiprocessing(frozen: Path) -> None:
+    from PyInstaller.archive.readers import CArchiveReader  # noqa: PLC0415 - installed by scripts/dist.sh
+
+    entries = set(CArchiveReader(str(frozen / "ocivendir")).toc)
+    hooks = {name for name in entries if name.startswith(("pyi_rth_", "rth_"))}
+    assert hooks == {"pyi_rth_inspect", "pyi_rth_pkgutil", "rth_environ"}
+
+
 def test_the_tarball_is_the_build_directory(dist_dir: Path, frozen: Path) -> None:
     arch = os.uname().machine
     tarball = dist_dir / f"ocivendir-{__version__}-linux-{arch}.tar.gz"
