@@ -2,15 +2,19 @@
 
 The root holds the build (root-owned, read-only) under /opt/ocivendir with /vendir linked to it, glibc's libraries,
 /etc/passwd and /etc/group, the CA bundle at photon's path, /dev/null, /dev/urandom and /tmp; no Python, no /proc,
-PATH=/ only. The registry speaks TLS with a test CA.
+PATH=/ only. The registry speaks TLS with a test CA; a CONNECT proxy stands in for kapp-controller's httpsProxy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
+import socketserver
 import stat
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -106,6 +110,11 @@ def _config(bundle: str, image: str) -> str:
             f'      url: {image}\n    path: .\n  path: "1"\nkind: Config\nminimumRequiredVersion: ""\n')  # fmt: skip
 
 
+def _config_image(image: str) -> str:
+    return (f"apiVersion: vendir.k14s.io/v1alpha1\ndirectories:\n- contents:\n  - image:\n      url: {image}\n"
+            "    path: .\n  path: \"0\"\nkind: Config\nminimumRequiredVersion: \"\"\n")  # fmt: skip
+
+
 def _lock(bundle: str, image: str) -> str:
     return (f"apiVersion: vendir.k14s.io/v1alpha1\ndirectories:\n- contents:\n  - imgpkgBundle:\n      image: {bundle}\n"
             f'    path: .\n  path: "0"\n- contents:\n  - image:\n      url: {image}\n    path: .\n  path: "1"\n'
@@ -129,15 +138,18 @@ class Sidecar:
 
         return enter
 
-    def sync(self, stdin: str, *, cache: str | None, uid: int = 1000, home: str | None = "/home/kapp-controller") -> tuple[
+    def sync(self, stdin: str, *, cache: str | None, uid: int = 1000, home: str | None = "/home/kapp-controller",
+             env: dict[str, str] | None = None) -> tuple[
             subprocess.CompletedProcess[str], Path]:  # fmt: skip
         self.runs += 1
         cwd = f"/{MEM_TMP}/kapp-controller-fetch-template-deploy{self.runs}"
         (self.root / cwd.lstrip("/")).mkdir()
         os.chown(self.root / cwd.lstrip("/"), uid, 0)
+        extra_env = env
         env = {"PATH": "/", "IMGPKG_ACTIVE_KEYCHAINS": "gke,aks,ecr"}
         env |= {"HOME": home} if home else {}
         env |= {"VENDIR_CACHE_DIR": f"/{MEM_TMP}/{cache}"} if cache else {}
+        env |= extra_env or {}
         done = subprocess.run(["/vendir", "sync", "-f", "-", "--lock-file", "/dev/null"], input=stdin, env=env,
                               capture_output=True, text=True, preexec_fn=self._enter(cwd, uid), check=False,
                               timeout=120)  # fmt: skip
@@ -221,3 +233,78 @@ def test_the_build_syncs_in_a_glibc_only_root_as_uid_1000_cold_warm_and_with_the
         untouched[changed_by_the_test] = after[changed_by_the_test]
     assert after == untouched  # nothing written outside the fetch dirs, caches and /tmp
     assert list((root / "home/kapp-controller").iterdir()) == []
+
+
+class _ConnectProxy(socketserver.ThreadingTCPServer):
+    """An HTTP CONNECT proxy on 127.0.0.1 that tunnels every host to 127.0.0.1 (names need no DNS) and counts."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Tunnel)
+        self.connects: list[str] = []
+
+
+class _Tunnel(socketserver.StreamRequestHandler):
+    server: _ConnectProxy
+
+    def handle(self) -> None:
+        request_line = self.rfile.readline().decode("latin-1")
+        while self.rfile.readline() not in {b"\r\n", b"\n", b""}:
+            pass
+        method, target = request_line.split()[:2]
+        if method != "CONNECT":
+            self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            return
+        self.server.connects.append(target)
+        upstream = socket.create_connection(("127.0.0.1", int(target.rsplit(":", 1)[1])))
+        self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        self.wfile.flush()
+        threading.Thread(target=_pipe, args=(upstream, self.connection), daemon=True).start()
+        _pipe(self.connection, upstream)
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
+@pytest.fixture
+def connect_proxy() -> Iterator[_ConnectProxy]:
+    proxy = _ConnectProxy()
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        yield proxy
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def test_the_build_reaches_the_registry_through_https_proxy_and_honours_no_proxy(
+    frozen: Path, tls_registry: registry_support.Registry, connect_proxy: _ConnectProxy, tmp_path: Path
+) -> None:
+    _require_root()
+    assert tls_registry.ca_cert is not None
+    digest_ref = Pusher(tls_registry).image("sc/proxied", make_image({"p.yml": "proxied: true\n"}))
+    named = digest_ref.replace("127.0.0.1:", "registry.test:", 1)  # unresolvable in the root: only the proxy knows it
+    stdin = PLACEHOLDER + _config_image(named)
+    root = tmp_path / "root"
+    build_root(root, frozen, tls_registry.ca_cert)
+    sidecar = Sidecar(root)
+    proxy = f"127.0.0.1:{connect_proxy.server_address[1]}"  # no scheme, as kapp-controller's config allows
+
+    done, cwd = sidecar.sync(stdin, cache="cache-p", env={"HTTPS_PROXY": proxy})
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (cwd / "0/p.yml").read_text() == "proxied: true\n"
+    port = named.split("/", 1)[0].split(":")[1]
+    assert set(connect_proxy.connects) == {f"registry.test:{port}"}
+
+    seen = len(connect_proxy.connects)
+    done, _ = sidecar.sync(stdin, cache="cache-q", env={"https_proxy": f"http://{proxy}", "no_proxy": ".test"})
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert len(connect_proxy.connects) == seen

@@ -47,7 +47,7 @@ def _make_tls(directory: Path) -> tuple[Path, Path, Path]:
     ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
     key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
     ext = directory / "ext.cnf"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n")
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:registry.test\nbasicConstraints=CA:FALSE\n")
     run = ["openssl"]
     subprocess.run(
         [*run, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_crt, "-days", "2",
