@@ -213,8 +213,9 @@ class _Layer:
         with os.fdopen(fd, "wb") as out:
             while chunk := data.read(_CHUNK):
                 out.write(chunk)
-        target.chmod(file_mode(member.mode, self.policy.umask))
-        os.utime(target, (member.mtime, member.mtime), follow_symlinks=False)
+            out.flush()
+            os.fchmod(fd, file_mode(member.mode, self.policy.umask))  # on the descriptor: no path lookup, no link
+            os.utime(fd, (member.mtime, member.mtime))
         self.stats.files += 1
 
 
