@@ -7,6 +7,7 @@ stdout exactly the lock, nothing written elsewhere.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import random
@@ -141,6 +142,48 @@ def test_digest_pinned_content_survives_the_registry_going_away_and_a_tag_does_n
     assert done.stderr.startswith("vendir: Error: Syncing directory '0':")
     assert done.stdout == ""
     assert list(cwd.iterdir()) == []
+
+
+def _age_verdicts(cache: Path, seconds: float) -> int:
+    """Move every recorded relocation verdict `seconds` into the past (as if that much time had gone by)."""
+    import sqlite3  # noqa: PLC0415
+
+    with contextlib.closing(sqlite3.connect(cache / "index.db")) as db, db:
+        return db.execute("UPDATE verdicts SET checked_at = checked_at - ?", (seconds,)).rowcount
+
+
+def test_a_bundle_relocated_later_is_rewritten_at_the_first_reconcile_after_the_recheck_period(
+    registry: Registry, pusher: Pusher, repo_prefix: str, controller: Controller
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=2)
+    ref = published.ref(registry)
+    stream = PLACEHOLDER + config("imgpkgBundle", ref)
+    sidecar = {"OCIVENDIR_RELOCATION_RECHECK": "10m"}
+    done, cwd = controller.fetch(stream, **sidecar)
+    assert done.returncode == 0, done.stderr
+    original = (cwd / "0/.imgpkg/images.yml").read_bytes()
+    assert published.bundle_repo.encode() + b"@" not in original
+
+    for source_ref, image in published.images.items():  # the images are copied into the bundle's own repository
+        pusher.copy_image(published.image_repos[source_ref], image, published.bundle_repo)
+    mark = registry.mark()
+    done, cwd = controller.fetch(stream, **sidecar)  # within the period: the negative verdict is trusted
+    assert (done.returncode, done.stdout) == (0, lock("imgpkgBundle", ref))
+    assert (cwd / "0/.imgpkg/images.yml").read_bytes() == original
+    assert registry.since(mark) == []
+
+    assert _age_verdicts(controller.cache, 10 * 60 + 1) == 1
+    mark = registry.mark()
+    done, cwd = controller.fetch(stream, **sidecar)  # the first reconcile after the period re-checks and rewrites
+    assert (done.returncode, done.stdout, done.stderr) == (0, lock("imgpkgBundle", ref), "")
+    assert f"{published.bundle_repo}@".encode() in (cwd / "0/.imgpkg/images.yml").read_bytes()
+    checks = registry.since(mark)
+    assert [method for method, _, _ in checks] == ["HEAD"] * 3  # the locations tag, then one HEAD per image
+
+    mark = registry.mark()
+    done, cwd = controller.fetch(stream, **sidecar)  # a positive verdict is kept: no request, still rewritten
+    assert f"{published.bundle_repo}@".encode() in (cwd / "0/.imgpkg/images.yml").read_bytes()
+    assert registry.since(mark) == []
 
 
 @pytest.mark.parametrize(
