@@ -150,3 +150,30 @@ def test_a_command_flag_beats_its_variable(observe: Any, command: str, option: c
 def test_every_variable_in_the_table_belongs_to_an_option() -> None:
     names = {p.name for p in _root_options()} | {p.name for _, p in _command_only_options()}
     assert set(OPTION_ENV) <= names
+
+
+# every persistent flag of imgpkg's root command (ui_flags.go, debug_flags.go) and vendir's (ui_flags.go), with a value
+UPSTREAM_ROOT_FLAGS = ["--tty", "--color=false", "--json", "-y", "--yes", "--column", "name", "--debug"]
+
+
+def _leaf_commands(group: click.Group = cli, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+    for name, command in sorted(group.commands.items()):
+        if command.hidden:
+            continue
+        if isinstance(command, click.Group):
+            found += _leaf_commands(command, (*prefix, name))
+        else:
+            found.append((*prefix, name))
+    return found
+
+
+@pytest.mark.parametrize("prog", ["ocivendir", "vendir"])
+@pytest.mark.parametrize("path", _leaf_commands(), ids=" ".join)
+def test_imgpkgs_and_vendirs_root_flags_are_accepted_by_every_command_before_and_after_it(
+    path: tuple[str, ...], prog: str
+) -> None:
+    after = run_cli(*path, *UPSTREAM_ROOT_FLAGS, "--help", prog=prog)
+    assert after.exit_code == 0, after.stderr
+    before = run_cli(*UPSTREAM_ROOT_FLAGS, *path, "--help", prog=prog)
+    assert before.exit_code == 0, before.stderr

@@ -78,6 +78,9 @@ _GLOBAL = (
     _opt("--tty", is_flag=True, default=None, help="Print progress lines even in vendir mode."),
     _opt("--color/--no-color", "color", default=None, env_in_help=True,
          help="Colour on a terminal (NO_COLOR turns it off)."),
+    # imgpkg's and vendir's other root flags (ui_flags.go): accepted on every command, as they are, with no effect
+    _opt("-y", "--yes", is_flag=True, default=None, hidden=True, help="Accepted for compatibility; no effect."),
+    _opt("--column", multiple=True, hidden=True, help="Accepted for compatibility; no effect."),
 )  # fmt: skip
 
 _REGISTRY = (

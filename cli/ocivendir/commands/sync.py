@@ -38,8 +38,6 @@ __all__ = ["read_inputs", "split_values", "sync"]
     help="Allow symlinks that point outside their directory.",
 )
 @delegate_option
-@click.option("-y", "--yes", is_flag=True, hidden=True)
-@click.option("--column", multiple=True, hidden=True)
 @registry_options
 @global_options
 @click.pass_context
@@ -52,8 +50,6 @@ def sync(
     lazy: bool,
     chdir: str | None,
     allow_symlinks: bool,
-    yes: bool,
-    column: tuple[str, ...],
 ) -> None:
     """Sync directories from vendir.yml, as `vendir sync` does: directories and vendir.lock.yml out.
 
@@ -70,7 +66,6 @@ def sync(
     """  # fmt: skip
     from ocivendir.commands.runtime import Run  # noqa: PLC0415 - `--help` stays light
 
-    del yes, column  # accepted for vendir compatibility, no effect
     flags = SyncFlags(files=files, lock_file=lock_file, locked=locked, directories=directories, lazy=lazy,
                       chdir=chdir, allow_symlinks=allow_symlinks)  # fmt: skip
     run_sync(flags, lambda: Run.start(ctx, vendir_quiet=True))
