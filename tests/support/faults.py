@@ -57,9 +57,10 @@ class FaultProxy:
         return next((r for r in self.rules if kind(r) and r.matches(method, path)), None)
 
     def wait(self, method: str, path: str) -> None:
-        """Stall as the delay rules say."""
+        """Stall as the delay rules say (each counts its hits)."""
         for rule in self.rules:
             if rule.delay and rule.matches(method, path):
+                rule.hits += 1
                 time.sleep(rule.delay)
 
     def altered(self, method: str, path: str, data: bytes) -> bytes:

@@ -14,7 +14,17 @@ from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMedia
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
 from ocivendir.fs.limits import Tally
 from ocivendir.fs.remove import remove_tree
-from ocivendir.oci.manifest import LAYER_GZIP, LAYER_ZSTD, Descriptor, ImageConfig, Index, Manifest, layer_compression
+from ocivendir.oci.manifest import (
+    LAYER_GZIP,
+    LAYER_ZSTD,
+    MAGIC_BYTES,
+    Descriptor,
+    ImageConfig,
+    Index,
+    Manifest,
+    layer_compression,
+    sniff_compression,
+)
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.results import LogEvent
 
@@ -64,10 +74,39 @@ class Readable(Protocol):
         """Up to `size` bytes."""
 
 
+class _Peeked:
+    """A reader whose first bytes have been looked at (the compression magic), handed back before the rest."""
+
+    def __init__(self, stream: Readable) -> None:
+        self._stream = stream
+        head = b""
+        while len(head) < MAGIC_BYTES:
+            more = stream.read(MAGIC_BYTES - len(head))
+            if not more:
+                break
+            head += more
+        self.head = self._pending = head
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to `size` bytes: the peeked ones first."""
+        if not self._pending:
+            return self._stream.read(size)
+        if size < 0:
+            data, self._pending = self._pending + self._stream.read(), b""
+            return data
+        data, self._pending = self._pending[:size], self._pending[size:]
+        return data
+
+
 def _decompressed(stream: Readable, media_type: str) -> IO[bytes]:
-    """The tar stream of a layer: gunzipped, zstd-decoded, or as it is. Readers are duck-typed file objects."""
-    raw = cast("IO[bytes]", stream)
-    compression = layer_compression(media_type)
+    """The tar stream of a layer: gunzipped, zstd-decoded, or as it is, by its magic bytes (as imgpkg decides).
+
+    The media type must still be a layer type. Readers are duck-typed file objects.
+    """
+    layer_compression(media_type)
+    peeked = _Peeked(stream)
+    raw = cast("IO[bytes]", peeked)
+    compression = sniff_compression(peeked.head)
     if compression == LAYER_GZIP:
         return cast("IO[bytes]", gzip.GzipFile(fileobj=raw, mode="rb"))
     if compression == LAYER_ZSTD:

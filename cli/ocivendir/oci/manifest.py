@@ -19,6 +19,7 @@ __all__ = [
     "LAYER_GZIP",
     "LAYER_PLAIN",
     "LAYER_ZSTD",
+    "MAGIC_BYTES",
     "MANIFEST_TYPES",
     "OCI_INDEX",
     "OCI_MANIFEST",
@@ -31,6 +32,7 @@ __all__ = [
     "parse_config",
     "parse_manifest",
     "sha256_digest",
+    "sniff_compression",
 ]
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -52,7 +54,9 @@ _LAYER_TYPES = {
     "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip": LAYER_GZIP,
     "application/vnd.docker.image.rootfs.diff.tar": LAYER_PLAIN,
     "application/vnd.oci.image.layer.v1.tar": LAYER_PLAIN,
+    "application/vnd.oci.image.layer.nondistributable.v1.tar": LAYER_PLAIN,
     "application/vnd.oci.image.layer.v1.tar+zstd": LAYER_ZSTD,
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd": LAYER_ZSTD,
 }
 
 
@@ -157,6 +161,18 @@ def parse_config(raw: bytes) -> ImageConfig:
     if not isinstance(labels, dict):
         labels = {}
     return ImageConfig(labels={str(k): str(v) for k, v in labels.items()})
+
+
+_MAGIC = ((b"\x1f\x8b", LAYER_GZIP), (b"\x28\xb5\x2f\xfd", LAYER_ZSTD))
+MAGIC_BYTES = 4
+
+
+def sniff_compression(head: bytes) -> str:
+    """`gzip`, `zstd` or `tar` from a layer's first bytes, as go-containerregistry decides (not by media type).
+
+    imgpkg reads a `…nondistributable.v1.tar` layer that holds gzip data, for one, as gzip.
+    """
+    return next((kind for magic, kind in _MAGIC if head.startswith(magic)), LAYER_PLAIN)
 
 
 def layer_compression(media_type: str) -> str:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from ocivendir.errors import (
@@ -77,10 +77,18 @@ class Resolved:
     raw: bytes | None = None
 
 
+_DETAIL_CHARS = 300
+
+
 def _registry_error_text(response: Response) -> str:
+    """The registry's own words: `CODE: message` from a distribution error body, else its text, else the reason."""
     with contextlib.suppress(ValueError, AttributeError, KeyError, IndexError, TypeError):
         first = response.json()["errors"][0]
         return f"{first.get('code', '')}: {first.get('message', '')}".strip(": ")
+    with contextlib.suppress(ValueError, AttributeError, TypeError, RuntimeError):
+        text = " ".join(response.text.split())[:_DETAIL_CHARS]
+        if text and text.isprintable():
+            return text
     return response.reason or ""
 
 
@@ -106,6 +114,7 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._auth_headers: dict[tuple[str, str], str] = {}
         self._credential_cache: dict[tuple[str, str, bool], Credential] = {}
+        self._pings: dict[str, str] = {}
 
     def on_warning(self, warn: Callable[[str], None]) -> None:
         """Where mirror warnings go (a skipped lying mirror, an unreachable or refusing one)."""
@@ -150,6 +159,8 @@ class RegistryClient:
                     hint="set IMGPKG_REGISTRY_*, log in to the docker config, or give registries.yaml an auth entry",
                 )
             return basic_auth(credential.username, credential.password)
+        if not scheme:
+            raise Unauthorized(f"{what}: {endpoint.name} answered 401 with no authentication challenge, on /v2/ too")
         if scheme != "bearer":
             raise Unauthorized(f"{what}: {endpoint.name} asks for unsupported auth scheme '{scheme}'")
         if credential.registry_token:
@@ -193,19 +204,42 @@ class RegistryClient:
         if response.status_code != 401:  # noqa: PLR2004
             return response
         self._stats.challenge()
+        if auth:
+            self._refused(response, endpoint, what)
         challenge = response.headers.get("WWW-Authenticate", "")
         response.close()
-        if auth:
-            raise Unauthorized(f"{what}: {endpoint.name} refused the credentials for {endpoint.path}")
+        if not challenge:  # some registries and proxies challenge only on /v2/, as go-containerregistry expects
+            challenge = self._ping(endpoint, what)
         header = self._authorize(endpoint, challenge, what)
         with self._lock:
             self._auth_headers[key] = header
         sent["Authorization"] = header
         response = self._raw(method, endpoint, path, sent, stream=stream, what=what)
         if response.status_code == 401:  # noqa: PLR2004
-            response.close()
-            raise Unauthorized(f"{what}: {endpoint.name} refused the credentials for {endpoint.path}")
+            self._refused(response, endpoint, what)
         return response
+
+    @staticmethod
+    def _refused(response: Response, endpoint: Endpoint, what: str) -> NoReturn:
+        """A 401 after authenticating: the registry's own message says why."""
+        detail = _registry_error_text(response)
+        response.close()
+        raise Unauthorized(f"{what}: {endpoint.name} refused the credentials for {endpoint.path} ({detail})")
+
+    def _ping(self, endpoint: Endpoint, what: str) -> str:
+        """The challenge of `GET /v2/` (once per host and run), for a 401 that carried none."""
+        with self._lock:
+            known = self._pings.get(endpoint.host)
+        if known is not None:
+            return known
+        response = self._raw("GET", endpoint, "/v2/", {}, stream=False, what=what)
+        challenge = response.headers.get("WWW-Authenticate", "") if response.status_code == 401 else ""  # noqa: PLR2004
+        if response.status_code == 401:  # noqa: PLR2004
+            self._stats.challenge()
+        response.close()
+        with self._lock:
+            self._pings[endpoint.host] = challenge
+        return challenge
 
     def _send(
         self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], *, stream: bool, what: str
@@ -266,9 +300,18 @@ class RegistryClient:
         return self._walker.walk(ref.repository, str(ref), lambda endpoint: self._resolve_at(endpoint, ref, what))
 
     def _resolve_at(self, endpoint: Endpoint, ref: Reference, what: str) -> Resolved:
+        """One HEAD; a GET when HEAD is refused, lacks a digest, or fails without a body.
+
+        The GET then fails with the registry's own words: MANIFEST_UNKNOWN, NAME_UNKNOWN, its text on refused
+        credentials.
+        """
         path = endpoint.api_path(f"manifests/{ref.identifier}")
-        response = self._send("HEAD", endpoint, path, {"Accept": ACCEPT_MANIFESTS}, stream=False, what=what)
-        if response.status_code not in _HEAD_REFUSED:
+        fetch = f"Fetching manifest '{ref}'"
+        try:
+            response = self._send("HEAD", endpoint, path, {"Accept": ACCEPT_MANIFESTS}, stream=False, what=what)
+        except Unauthorized:
+            return self._resolved_by_get(endpoint, ref, fetch)
+        if response.status_code not in _HEAD_REFUSED and not _client_error(response.status_code):
             self._raise_for(response, what)
             digest_header = response.headers.get("Docker-Content-Digest")
             if digest_header:
@@ -277,7 +320,11 @@ class RegistryClient:
                     raise DigestMismatch(f"{what}: registry reports {digest}")
                 size = int(response.headers.get("Content-Length") or 0)
                 return Resolved(digest=digest, media_type=_content_type(response), size=size)
-        raw, media_type, digest = self._manifest_at(endpoint, ref, f"Fetching manifest '{ref}'")
+        response.close()
+        return self._resolved_by_get(endpoint, ref, fetch)
+
+    def _resolved_by_get(self, endpoint: Endpoint, ref: Reference, what: str) -> Resolved:
+        raw, media_type, digest = self._manifest_at(endpoint, ref, what)
         return Resolved(digest=digest, media_type=media_type, size=len(raw), raw=raw)
 
     def get_manifest(self, ref: Reference) -> tuple[bytes, str, Digest]:
@@ -445,6 +492,10 @@ def _presence(status: int) -> ImageStatus:
     if status in {401, 403}:
         return ImageStatus.DENIED
     return ImageStatus.ERROR
+
+
+def _client_error(status: int) -> bool:
+    return 400 <= status < 500 and status != 429  # noqa: PLR2004
 
 
 def _content_type(response: Response) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import errno
 import http.cookiejar
+import logging
 import socket
 import ssl
 import threading
@@ -39,11 +40,37 @@ __all__ = [
     "ClientOptions",
     "ConnectFailure",
     "Response",
+    "ResponseTimeout",
     "Route",
     "SchemeMemory",
     "Transport",
     "basic_auth",
 ]
+
+
+_http_log = logging.getLogger("ocivendir.http")
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+
+
+def _log_exchange(response: Response) -> None:
+    """With --debug: each request and response line with its headers, as imgpkg's --debug shows them.
+
+    Credentials are redacted and bodies never logged.
+    """
+    if not _http_log.isEnabledFor(logging.DEBUG):
+        return
+    for each in (*response.history, response):
+        request = each.request
+        _http_log.debug("--> %s %s\n%s", request.method, request.url, _headers(request.headers))
+        _http_log.debug("<-- %s %s %s\n%s", each.status_code, each.reason, each.url, _headers(each.headers))
+
+
+def _headers(headers: Any) -> str:  # noqa: ANN401 - requests' case-insensitive dicts
+    lines = []
+    for name, value in sorted(headers.items(), key=lambda item: str(item[0]).lower()):
+        shown = "<redacted>" if str(name).lower() in _SECRET_HEADERS else value
+        lines.append(f"{name}: {shown}")
+    return "\n".join(lines)
 
 
 class SchemeMemory(Protocol):
@@ -93,6 +120,10 @@ class Route:
 
 class ConnectFailure(Exception):
     """No scheme could open a connection (or the connection broke before an answer)."""
+
+
+class ResponseTimeout(Transient):
+    """The registry accepted the request but sent no response headers within the response-header timeout."""
 
 
 class BodyBroken(Exception):
@@ -350,6 +381,10 @@ class Transport:
                     proxies=self._proxy(scheme, host),
                     allow_redirects=True,
                 )
+            except requests.exceptions.ReadTimeout:
+                # connected and asked, but no answer in time: the registry's answer, not a reason to retry
+                line = f'{method.capitalize()} "{url}"'
+                raise ResponseTimeout(f"{what}: {line}: net/http: timeout awaiting response headers") from None
             except requests.exceptions.SSLError as exc:
                 message = _tls_message(exc, url)
                 if message is not None:
@@ -364,6 +399,7 @@ class Transport:
             self.counter.request(method, response.status_code, count=1 + len(response.history), endpoint=route.label)
             if route.scheme is None:
                 self._note_scheme(host, scheme)
+            _log_exchange(response)
             return response
         raise ConnectFailure(f"{what}: {'; '.join(failures)}")
 
@@ -386,4 +422,5 @@ class Transport:
             self.counter.connect_error()
             raise Transient(f"{what}: fetching a token from {realm}: {exc}") from None
         self.counter.request(response.request.method or "GET", response.status_code, auth=True, endpoint=route.label)
+        _log_exchange(response)
         return response
