@@ -151,6 +151,7 @@ class Settings:
     registry_config: Path | None = None
     registry_concurrency: int = DEFAULT_REGISTRY_CONCURRENCY
     delegate_vendir: Path | None = None
+    home: Path | None = None  # HOME, as Go's os.UserHomeDir reads it: `pull -o` never replaces it
 
 
 def _env(environ: Mapping[str, str], *names: str) -> str | None:
@@ -325,6 +326,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         ssl_cert_dir=env.get("SSL_CERT_DIR") or None,
         insecure_registries=_insecure_hosts(flags, env),
         delegate_vendir=Path(delegate) if delegate else None,
+        home=Path(env["HOME"]) if env.get("HOME") else None,
         registry_config=_registry_config(flags, env),
         registry_concurrency=_count(
             "registry_concurrency",

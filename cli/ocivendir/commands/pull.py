@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ocivendir.commands.options import global_options, registry_options
 from ocivendir.errors import UsageError
 
+if TYPE_CHECKING:
+    from ocivendir.settings import Settings
+
 __all__ = ["pull"]
+
+DISALLOWED = "Disallowed output directory (trying to avoid accidental deletion)"
 
 
 def _check(bundle: str | None, image: str | None, lock: str | None, output: str | None, recursive: bool,
@@ -17,7 +23,7 @@ def _check(bundle: str | None, image: str | None, lock: str | None, output: str 
     if not output:
         raise UsageError('required flag(s) "output" not set')
     if output in {"/", ".", ".."}:
-        raise UsageError("Disallowed output directory (trying to avoid accidental deletion)")
+        raise UsageError(DISALLOWED)
     given = [x for x in (bundle, image, lock) if x]
     if len(given) > 1:
         raise UsageError("Expected only one of image, bundle, or lock")
@@ -27,6 +33,21 @@ def _check(bundle: str | None, image: str | None, lock: str | None, output: str 
         raise UsageError("Cannot use --recursive (-r) flag when pulling a bundle")
     if not bundle_check and (bundle or lock):
         raise UsageError("Cannot set --image-is-bundle-check while using -b flag")
+
+
+def _output_target(output: str, settings: Settings) -> Path:
+    """Where `-o` really is, once it spares the working directory, HOME and the cache (checked after resolution)."""
+    from ocivendir.fs.paths import Guard, UnsafePath, replace_target  # noqa: PLC0415
+
+    guards = [Guard.of(Path.cwd(), "the working directory")]
+    if settings.home is not None:
+        guards.append(Guard.of(settings.home, "the home directory"))
+    if settings.cache_dir is not None:
+        guards.append(Guard.of(settings.cache_dir, "the cache", inside=True))
+    try:
+        return replace_target(output, guards, directory_only=True)
+    except UnsafePath as exc:
+        raise UsageError(f"{DISALLOWED}: '{output}' {exc}") from None
 
 
 @click.command()
@@ -63,17 +84,18 @@ def pull(ctx: click.Context, bundle: str | None, image: str | None, lock: str | 
         parse_reference(str(bundle or image))  # a bad reference fails before anything is created
     run = Run.start(ctx)
     assert output is not None  # noqa: S101 - checked by _check
+    target = _output_target(output, run.settings)
     options = PullOptions(
         reference=bundle or image,
         lock_file=Path(lock) if lock else None,
         mode="image" if image else "bundle",
-        output=Path(output),
+        output=target,
         recursive=recursive,
         image_is_bundle_check=image_is_bundle_check,
         umask=run.settings.umask,
         relocation_recheck=run.settings.relocation_recheck,
     )
-    with open_content(run, target=Path(output).absolute()) as (content, lock_dir):
+    with open_content(run, target=target) as (content, lock_dir):
         result = run_pull(options, content, lock_dir)
     run.output.line("")
     run.output.line("Succeeded")

@@ -84,6 +84,7 @@ class SyncFlags:
 def run_sync(flags: SyncFlags, start: Callable[[], Run]) -> None:
     """Sync as vendir does; `start` makes the Run once the working directory is chosen."""
     from ocivendir.commands.runtime import open_content  # noqa: PLC0415
+    from ocivendir.engine.placement import check_placement, guards_for  # noqa: PLC0415
     from ocivendir.engine.sync import SyncOptions  # noqa: PLC0415
     from ocivendir.engine.sync import sync as engine_sync  # noqa: PLC0415
     from ocivendir.vendir.config import parse_stream  # noqa: PLC0415
@@ -96,8 +97,9 @@ def run_sync(flags: SyncFlags, start: Callable[[], Run]) -> None:
     settings = run.settings
     options = SyncOptions(stream=stream, cwd=Path.cwd(), previous_lock=previous, locked=locked, lazy=flags.lazy,
                           partial=bool(directories), allow_all_symlinks=flags.allow_symlinks, umask=settings.umask,
-                          relocation_recheck=settings.relocation_recheck,
-                          delegate_vendir=settings.delegate_vendir)  # fmt: skip
+                          relocation_recheck=settings.relocation_recheck, delegate_vendir=settings.delegate_vendir,
+                          guards=tuple(guards_for(files or [DEFAULT_FILE], settings.cache_dir)))  # fmt: skip
+    check_placement(config, options.cwd, options.guards, partial=options.partial)  # before anything is created
     with open_content(run, target=Path.cwd() / ".ocivendir") as (content, lock_dir):
         outcome = engine_sync(options, config, content, lock_dir, tags)
         requests, warnings = content.requests, tuple(content.warnings)

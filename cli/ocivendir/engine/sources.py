@@ -19,7 +19,7 @@ from ocivendir.engine.image import extract_layers, fetch_image
 from ocivendir.engine.pull import BundlePuller, PullOptions, PullTally
 from ocivendir.errors import ConfigError, IndexNotSupported, NotABundle, SyncError
 from ocivendir.fs.extract import TreePolicy
-from ocivendir.fs.swap import scoped_path
+from ocivendir.fs.paths import scoped_path
 from ocivendir.oci.reference import parse_reference, vendir_tag
 from ocivendir.registry.credentials import CredentialRules, secret_rules
 from ocivendir.results import LogEvent

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ocivendir.engine.content import Content
+from ocivendir.engine.placement import check_placement
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
 from ocivendir.errors import ConfigError, OcivendirError, SyncError
 from ocivendir.fs.locks import file_lock
-from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, scoped_path, swap_in, unswap
+from ocivendir.fs.paths import Guard, scoped_path
+from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in, unswap
 from ocivendir.oci.reference import parse_reference
 from ocivendir.results import LogEvent
 from ocivendir.vendir import globs
@@ -58,6 +60,7 @@ class SyncOptions:
     umask: int = 0o022
     relocation_recheck: float = 3600.0
     delegate_vendir: Path | None = None
+    guards: tuple[Guard, ...] = ()  # besides the working directory: input files' directories, the cache
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -410,6 +413,7 @@ def sync(options: SyncOptions, config: Config, content: Content, lock_dir: Path,
          tags: dict[tuple[str, str], str | None]) -> SyncOutcome:  # fmt: skip
     """Stage every directory, then swap them all in; on any failure nothing on disk changes."""
     _unsupported(config, options.delegate_vendir)
+    check_placement(config, options.cwd, options.guards, partial=options.partial)
     targets = [options.cwd / d.path for d in config.directories]
     syncer = _Syncer(options, content, lock_dir, tags)
     with _target_locks(lock_dir, targets):

@@ -1,4 +1,4 @@
-"""Owns: atomic file writes, staged directory swaps with roll-back, recovery of killed runs, and scoped paths.
+"""Owns: atomic file writes, staged directory swaps with roll-back, and recovery of killed runs.
 
 A target is built in a sibling `.<name>.ocivendir-stage-<rand>` and swapped in by rename. A kill at any moment
 leaves the target as its old tree, its new tree, or its old tree under a `-old-` sibling name that `recover`
@@ -20,7 +20,6 @@ __all__ = [
     "new_sibling",
     "recover",
     "remove_tree",
-    "scoped_path",
     "swap_in",
     "unswap",
     "write_if_changed",
@@ -158,12 +157,3 @@ def recover(target: Path, keep: Path | None = None) -> None:
 def glob_escape(text: str) -> str:
     """Escape glob metacharacters in a literal name."""
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
-
-
-def scoped_path(root: Path, relative: str) -> Path:
-    """`root/relative`, refusing any path that would leave root (vendir's ScopedPath)."""
-    candidate = Path(os.path.normpath(root / relative))
-    if not candidate.is_relative_to(Path(os.path.normpath(root))):
-        msg = f"Invalid path: '{relative}' leaves '{root}'"
-        raise ValueError(msg)
-    return candidate

@@ -311,7 +311,9 @@ def validate(config: Config, found: Sequence[Sequence[Sequence[str]]]) -> None: 
                 raise ConfigError(f"{inner}: Expected path to not be one of '/', '.', '..', ''")
     problem = _overlap([d.path for d in config.directories])
     for directory in config.directories:
-        problem = problem or _overlap([posixpath.join(directory.path, c.path) for c in directory.contents])
+        # Go's filepath.Join cleans: `a/..` and `b` overlap as `v` and `v/b`
+        problem = problem or _overlap([posixpath.normpath(posixpath.join(directory.path, c.path))
+                                       for c in directory.contents])  # fmt: skip
     if problem:
         raise ConfigError(f"Validating config: {problem}")
 

@@ -1,0 +1,93 @@
+"""fs/paths.py: paths are resolved first (`..`, trailing slashes, symlinks), then checked against what must survive."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ocivendir.fs.paths import Guard, UnsafePath, leaves, replace_target, scoped_path
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tmp/work (the cwd) with a subdirectory, a file, links to itself, its parent and elsewhere; tmp/cache."""
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "file").write_text("x")
+    (work / "self").symlink_to(".")
+    (work / "up").symlink_to("..")
+    (work / "dangling").symlink_to("missing")
+    (tmp_path / "elsewhere").mkdir()
+    (work / "away").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "cache").mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+def guards(tree: Path) -> list[Guard]:
+    return [Guard.of(tree, "the working directory"), Guard.of(tree.parent / "cache", "the cache", inside=True)]
+
+
+@pytest.mark.parametrize(
+    ("given", "reason"),
+    [
+        (".", "is the working directory"),
+        ("./", "is the working directory"),
+        (".//", "is the working directory"),
+        ("sub/..", "is the working directory"),
+        ("sub/../", "is the working directory"),
+        ("self", "is the working directory"),
+        ("self/", "is the working directory"),
+        ("..", "contains the working directory"),
+        ("up", "contains the working directory"),
+        ("/", "contains the working directory"),
+        ("../cache", "is the cache"),
+        ("../cache/blobs/x", "is inside the cache"),
+        ("up/cache", "is the cache"),
+    ],
+)
+def test_what_a_path_resolves_to_is_checked(tree: Path, given: str, reason: str) -> None:
+    with pytest.raises(UnsafePath, match=f"which {reason}"):
+        replace_target(given, guards(tree))
+    with pytest.raises(UnsafePath, match=f"which {reason}"):
+        replace_target(Path(os.getcwd(), given) if given != "/" else given, guards(tree))  # noqa: PTH109
+
+
+def test_an_existing_non_directory_is_refused_only_when_asked(tree: Path) -> None:
+    for given in ("file", "dangling"):
+        with pytest.raises(UnsafePath, match="exists and is not a directory"):
+            replace_target(given, guards(tree), directory_only=True)
+        assert replace_target(given, guards(tree)) == tree / given
+
+
+def test_the_placement_is_the_resolved_parent_and_the_last_name(tree: Path) -> None:
+    assert replace_target("sub/out/", guards(tree)) == tree / "sub/out"
+    assert replace_target("self/out", guards(tree)) == tree / "out"
+    # a final symlink is replaced by the swap, not followed: its target is spared
+    assert replace_target("away", guards(tree)) == tree / "away"
+
+
+def test_within_keeps_a_target_strictly_inside(tree: Path) -> None:
+    root = Guard.of(tree, "the working directory")
+    assert replace_target("sub/x", [], within=root) == tree / "sub/x"
+    for given, reason in (("away", "is outside"), ("up/x", "is outside"), ("self", "is the working")):
+        with pytest.raises(UnsafePath, match=reason):
+            replace_target(given, [], within=root)
+
+
+@pytest.mark.parametrize(
+    ("relative", "expected"),
+    [("a", False), ("a/b/../c", False), (".", False), ("0", False), ("..", True), ("../x", True),
+     ("a/../../x", True), ("/abs", True), ("", False)],
+)  # fmt: skip
+def test_leaves_is_lexical(relative: str, expected: bool) -> None:
+    assert leaves(relative) is expected
+
+
+def test_scoped_path_refuses_escapes(tmp_path: Path) -> None:
+    assert scoped_path(tmp_path, "a/b") == tmp_path / "a/b"
+    for bad in ("../x", "a/../../x", "/etc/passwd"):
+        with pytest.raises(ValueError, match="leaves"):
+            scoped_path(tmp_path, bad)
