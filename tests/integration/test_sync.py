@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -410,3 +411,18 @@ def test_symlinks_leaving_the_directory_are_refused_before_the_swap(work: Path, 
     dangling = sync(work, config)
     assert dangling.exit_code == 1
     assert "Unable to resolve symlink:" in dangling.stderr
+
+
+def test_a_registry_that_refuses_connections_fails_the_sync_at_once(
+    work: Path, cache: Path, no_retry_sleep: list[float]
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    ref = f"127.0.0.1:{port}/team/app@sha256:{'ab' * 32}"
+    config = HEAD + f"directories:\n- path: v\n  contents:\n  - path: a\n    image: {{url: {ref}}}\n"
+    result = sync(work, config, prog="vendir")
+    assert result.exit_code == 1
+    # one try per allowed scheme (https, then plain HTTP for a loopback host), no retry of a refusal
+    assert result.stderr.count("connect: connection refused") == 2, result.stderr
+    assert no_retry_sleep == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,6 +192,27 @@ def test_public_hosts_never_fall_back_to_plain_http(rsps: responses.RequestsMock
         rsps.head(f"{BASE}/manifests/v1", body=requests.exceptions.ConnectionError("refused"))
     with pytest.raises(Transient, match="reachable"):
         client(attempts=2).resolve(parse_reference(f"{REG}/team/app:v1"))
+
+
+def test_a_refused_connection_is_not_retried(rsps: responses.RequestsMock) -> None:
+    refused = requests.exceptions.ConnectionError(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"))
+    rsps.head(f"{BASE}/manifests/v1", body=refused)
+    sleeps: list[float] = []
+    c = client(sleeps=sleeps)
+    with pytest.raises(Transient, match="connect: connection refused"):
+        c.resolve(parse_reference(f"{REG}/team/app:v1"))
+    assert (c.stats.connect_errors, sleeps) == (1, [])
+
+
+def test_a_reset_connection_is_still_retried(rsps: responses.RequestsMock) -> None:
+    reset = requests.exceptions.ConnectionError(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"))
+    for _ in range(3):
+        rsps.head(f"{BASE}/manifests/v1", body=reset)
+    sleeps: list[float] = []
+    c = client(sleeps=sleeps, attempts=3)
+    with pytest.raises(Transient, match="connection reset by peer"):
+        c.resolve(parse_reference(f"{REG}/team/app:v1"))
+    assert (c.stats.connect_errors, len(sleeps)) == (3, 2)
 
 
 def test_unknown_ca_names_the_x509_error_kapp_controller_matches(rsps: responses.RequestsMock) -> None:

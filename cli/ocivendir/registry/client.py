@@ -252,7 +252,7 @@ class RegistryClient:
             try:
                 response = self._send_once(method, endpoint, path, headers, stream=stream, what=what)
             except ConnectFailure as exc:
-                if attempt + 1 >= policy.attempts:
+                if exc.refused or attempt + 1 >= policy.attempts:  # a refusal now is a refusal in 8 s too
                     raise Unreachable(str(exc), hint=f"is the registry {endpoint.name} reachable?") from None
                 self._sleep(policy.delay(attempt, None, what), what)
                 attempt += 1

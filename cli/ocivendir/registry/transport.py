@@ -119,7 +119,16 @@ class Route:
 
 
 class ConnectFailure(Exception):
-    """No scheme could open a connection (or the connection broke before an answer)."""
+    """No scheme could open a connection (or the connection broke before an answer).
+
+    `refused` when every scheme tried was refused outright: nothing listens there, and trying again within the same
+    run will not change that (Go's vendir fails at once too), so the client does not retry it.
+    """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        """The failures joined, and whether all were refusals."""
+        super().__init__(message)
+        self.refused = refused
 
 
 class ResponseTimeout(Transient):
@@ -368,6 +377,7 @@ class Transport:
         """
         session = self._session(route.registry, route.tls)
         failures: list[str] = []
+        reasons: list[str] = []
         host = route.host
         for scheme in [route.scheme] if route.scheme else self._schemes_for(host):
             url = f"{scheme}://{host}{path}"
@@ -390,18 +400,21 @@ class Transport:
                 if message is not None:
                     raise TLSVerifyError(f"{what}: {message}") from None
                 self.counter.connect_error()
-                failures.append(f'{method.capitalize()} "{url}": {_reason(exc)}')
+                reasons.append(_reason(exc))
+                failures.append(f'{method.capitalize()} "{url}": {reasons[-1]}')
                 continue
             except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
                 self.counter.connect_error()
-                failures.append(f'{method.capitalize()} "{url}": {_reason(exc)}')
+                reasons.append(_reason(exc))
+                failures.append(f'{method.capitalize()} "{url}": {reasons[-1]}')
                 continue
             self.counter.request(method, response.status_code, count=1 + len(response.history), endpoint=route.label)
             if route.scheme is None:
                 self._note_scheme(host, scheme)
             _log_exchange(response)
             return response
-        raise ConnectFailure(f"{what}: {'; '.join(failures)}")
+        refused = bool(reasons) and all(reason == _ERRNO_TEXT[errno.ECONNREFUSED] for reason in reasons)
+        raise ConnectFailure(f"{what}: {'; '.join(failures)}", refused=refused)
 
     def _proxy(self, scheme: str, host: str) -> dict[str, str]:
         name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
