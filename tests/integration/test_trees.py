@@ -246,11 +246,22 @@ def test_a_layer_2100_levels_deep_is_refused_and_a_deep_leftover_stage_is_recove
     assert sorted(p.name for p in (fenced / "out").iterdir()) == ["beside.txt", "inner"]
     assert listing(target) == {"ok.txt": 0o644}
     sentinels_survive(fenced)
+    deep_directory(fenced / ".vendor.ocivendir-stage-0123456789ab", 2100)  # a sync's leftover stage, likewise
+    result = sync(fenced, image_config(good))
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in fenced.iterdir()) == [
+        "out",
+        "sentinel.txt",
+        "vendir.lock.yml",
+        "vendir.yml",
+        "vendor",
+    ]
 
 
 def test_expansion_past_max_extract_size_is_refused_by_flag_and_by_environment(
     registry: Registry, pusher: Pusher, repo_prefix: str, fenced: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(fenced)
     bomb = make_image(entries=[Entry(f"zeros-{n}.bin", bytes(1 << 20)) for n in range(8)])
     assert len(bomb.layers[0]) < 64 << 10  # 8 MiB of zeros in a few KiB of gzip
     ref = pusher.image(f"{repo_prefix}/bomb", bomb)
@@ -265,6 +276,10 @@ def test_expansion_past_max_extract_size_is_refused_by_flag_and_by_environment(
     monkeypatch.setenv("OCIVENDIR_MAX_EXTRACT_SIZE", "2Mi")
     assert pull("-i", ref, "-o", str(target))[0].exit_code == 1
     assert sync(fenced, image_config(ref)).exit_code == 1
+    vendir_mode = run_cli("sync", "-f", "-", "--lock-file", "/dev/null", prog="vendir", stdin=image_config(ref))
+    assert vendir_mode.exit_code == 1  # kapp-controller's sidecar sets the variable
+    assert "would expand the image past the limit of 2 MiB" in vendir_mode.stderr
+    assert not (Path.cwd() / "vendor").exists()
     result, _ = pull("-i", ref, "-o", str(target), "--max-extract-size", "8Mi")  # the flag wins
     assert result.exit_code == 0, result.stderr
     assert sum(p.stat().st_size for p in target.iterdir()) == 8 << 20
