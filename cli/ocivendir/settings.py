@@ -241,7 +241,10 @@ def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
     if path is None:
         import platformdirs  # noqa: PLC0415 - only when the network is needed
 
-        path = Path(platformdirs.user_config_dir("ocivendir")) / "registries.yaml"
+        try:
+            path = Path(platformdirs.user_config_dir("ocivendir")) / "registries.yaml"
+        except (RuntimeError, KeyError):  # no HOME and no passwd entry (an arbitrary UID): there is no default file
+            return MirrorPlan(), []
         if not path.is_file():
             return MirrorPlan(), []
     try:

@@ -63,7 +63,9 @@ def _copy_system_library(root: Path, name: str) -> None:
 
 
 def _interpreter(executable: Path) -> str:
-    headers = subprocess.run([shutil.which("readelf") or "readelf", "-l", "-W", str(executable)], capture_output=True, text=True, check=True)
+    headers = subprocess.run(
+        [shutil.which("readelf") or "readelf", "-l", "-W", str(executable)], capture_output=True, text=True, check=True
+    )
     return headers.stdout.split("[Requesting program interpreter: ", 1)[1].split("]", 1)[0]
 
 
@@ -112,7 +114,7 @@ def _config(bundle: str, image: str) -> str:
 
 def _config_image(image: str) -> str:
     return (f"apiVersion: vendir.k14s.io/v1alpha1\ndirectories:\n- contents:\n  - image:\n      url: {image}\n"
-            "    path: .\n  path: \"0\"\nkind: Config\nminimumRequiredVersion: \"\"\n")  # fmt: skip
+            '    path: .\n  path: "0"\nkind: Config\nminimumRequiredVersion: ""\n')  # fmt: skip
 
 
 def _lock(bundle: str, image: str) -> str:
