@@ -372,3 +372,23 @@ def test_a_mirror_gets_its_own_tls_trust_from_registries_yaml(
     trusted = run_cli("pull", "-i", ref, "-o", str(tmp_path / "b"), "--no-cache", "--json")
     assert trusted.exit_code == 0, trusted.stderr
     assert set(served(json.loads(trusted.stdout)).values()) == {mirror}
+
+
+def test_a_malformed_file_is_a_usage_error_naming_file_and_line_and_unknown_keys_are_warnings(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = pair.pusher.image("team/app", make_image({"a.txt": "a"}))
+    path = tmp_path / "registries.yaml"
+    monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(path))
+    path.write_text(f'mirrors:\n  "{pair.origin.host}":\n    endpoint: "{pair.mirror.url}"\n')
+    broken = run_cli("pull", "-i", ref, "-o", str(tmp_path / "a"), "--no-cache")
+    assert broken.exit_code == 2
+    assert f"{path}:3: endpoint of mirror '{pair.origin.host}' must be a list" in broken.stderr
+    assert not (tmp_path / "a").exists()
+    secret = "configs:\n  other.example:\n    auth: {username: u, password: hunter2, pasword: typo}\n"
+    path.write_text(f'mirrors:\n  "{pair.origin.host}":\n    endpoint: ["{pair.mirror.url}"]\n    mirror: x\n{secret}')
+    warned = run_cli("pull", "-i", ref, "-o", str(tmp_path / "b"), "--no-cache")
+    assert warned.exit_code == 0, warned.stderr
+    assert f"ocivendir: Warning: {path}:4: unknown key 'mirror' in mirror '{pair.origin.host}' ignored" in warned.stderr
+    assert f"{path}:7: unknown key 'pasword' in auth of 'other.example' ignored" in warned.stderr
+    assert "hunter2" not in warned.stderr + warned.stdout
