@@ -8,7 +8,8 @@ import pytest
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.oci.reference import Repository, parse_reference
-from ocivendir.registry.credentials import Credential
+from ocivendir.registry.auth import Keyring
+from ocivendir.registry.credentials import Credential, CredentialRules, HostCredential
 from ocivendir.registry.mirrors import Endpoint, parse_registries
 from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings
 
@@ -218,3 +219,23 @@ def test_the_per_endpoint_cap_comes_from_flag_then_variable(flags: Flags, env: d
 def test_a_bad_per_endpoint_cap_names_its_source() -> None:
     with pytest.raises(UsageError, match="OCIVENDIR_REGISTRY_CONCURRENCY"):
         load_settings(Flags(), {"OCIVENDIR_REGISTRY_CONCURRENCY": "0"})
+
+
+# --- where registries.yaml credentials stand in the lookup (registry/auth.py) ------------------------------------
+
+
+def test_keyring_order_hostname_rules_then_registries_yaml_then_registry_wide_then_docker_config(
+    tmp_path: Path,
+) -> None:
+    docker = tmp_path / "config.json"
+    docker.write_text('{"auths": {"m.example": {"username": "docker", "password": "d"}, '
+                      '"o.example": {"username": "docker", "password": "d"}}}')  # fmt: skip
+    plan, _ = parse_registries("configs:\n  o.example: {auth: {username: file, password: f}}\n", SOURCE)
+    hostname = HostCredential(hostname="o.example/team", credential=Credential(username="secret", password="s"))
+    everywhere = Credential(username="everyone", password="e")
+    keyring = Keyring(CredentialRules(hosts=(hostname,), default=everywhere), (docker,), plan)
+    assert keyring("o.example", "team/app") == Credential(username="secret", password="s")  # a Secret with hostname
+    assert keyring("o.example", "other/app") == Credential(username="file", password="f")  # registries.yaml
+    assert keyring("x.example", "a/b") == everywhere  # registry-wide, for an origin
+    assert keyring("m.example", "a/b", mirror=True) == Credential(username="docker", password="d")  # never `everywhere`
+    assert keyring("z.example", "a/b", mirror=True) == Credential()
