@@ -48,7 +48,7 @@ complete -c ocivendir -n '__fish_seen_subcommand_from prune' -l debug -d 'Debug 
 complete -c ocivendir -n '__fish_seen_subcommand_from prune' -l tty -d 'Print progress lines even in vendir mode.'
 complete -c ocivendir -n '__fish_seen_subcommand_from prune' -l color -d 'Colour on a terminal (NO_COLOR turns it off).'
 complete -c ocivendir -n '__fish_seen_subcommand_from prune' -l no-color -d 'Colour on a terminal (NO_COLOR turns it off).'
-complete -c ocivendir -n '__fish_seen_subcommand_from verify' -l dry-run -d 'Report problems; repair nothing.'
+complete -c ocivendir -n '__fish_seen_subcommand_from verify' -l repair -d 'Fix what is found: remove corrupt blobs with the entries that need them, and reb'
 complete -c ocivendir -n '__fish_seen_subcommand_from verify' -l cache-dir -d 'Cache root (then VENDIR_CACHE_DIR, then the user cache dir).'
 complete -c ocivendir -n '__fish_seen_subcommand_from verify' -l no-cache -d 'Do not read or write the cache.'
 complete -c ocivendir -n '__fish_seen_subcommand_from verify' -l cache-max-size -d 'Total cache budget, e.g. 1GiB (default), 500Mi.'

@@ -208,7 +208,7 @@ class CacheVerifyResult:
     checked: int
     repairs: tuple[str, ...]
     consistent: bool
-    dry_run: bool
+    repair: bool
 
 
 def _plain(value: Any) -> Any:  # noqa: ANN401 - converts any result field to JSON types

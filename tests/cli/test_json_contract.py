@@ -19,7 +19,7 @@ PINNED = {
     results.CacheEntry: {"created", "digest", "kind", "last_used", "ref", "size", "verdict"},
     results.CacheTotals: {"bytes", "entries"},
     results.CachePruneResult: {"bytes_freed", "dry_run", "removed", "skipped_in_use"},
-    results.CacheVerifyResult: {"checked", "consistent", "dry_run", "repairs"},
+    results.CacheVerifyResult: {"checked", "consistent", "repair", "repairs"},
     results.RequestStats: {"auth", "by_endpoint", "by_method", "by_status", "bytes_received", "connect_errors",
                            "served_by", "total"},
     results.RelocationOutcome: {"bundle_repo", "denied", "from_cache", "method", "missing", "relocated", "rewritten"},

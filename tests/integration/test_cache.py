@@ -81,10 +81,10 @@ def test_cache_verify_finds_and_removes_a_truncated_blob(pusher: Pusher, repo_pr
     assert run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--cache-dir", str(cache)).exit_code == 0
     layer_hex = json.loads(image.manifest)["layers"][0]["digest"].split(":")[1]
     (cache / "blobs/sha256" / layer_hex).write_bytes(b"short")
-    dry = run_cli("cache", "verify", "--dry-run", "--cache-dir", str(cache))
+    dry = run_cli("cache", "verify", "--cache-dir", str(cache))
     assert dry.exit_code == 1
     assert "would remove" in dry.stdout
-    fixed = run_cli("cache", "verify", "--cache-dir", str(cache), "--json")
+    fixed = run_cli("cache", "verify", "--repair", "--cache-dir", str(cache), "--json")
     assert fixed.exit_code == 0
     doc = json.loads(fixed.stdout)
     assert any("truncated" in r for r in doc["result"]["repairs"])

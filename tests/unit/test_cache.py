@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ocivendir.cache.index import BlobRow, CacheIndex
-from ocivendir.cache.prune import PrunePlan, list_entries, prune, prune_to_budget, verify
+from ocivendir.cache.prune import PrunePlan, list_entries, prune, prune_to_budget
+from ocivendir.cache.repair import verify
 from ocivendir.cache.store import BlobStore
 from ocivendir.errors import DigestMismatch
 from ocivendir.fs.locks import file_lock
@@ -23,6 +24,9 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 
 
 def digest_of(data: bytes) -> Digest:
@@ -94,15 +98,15 @@ def test_ls_lists_refs_most_recent_first_with_unique_byte_totals(
     cache: tuple[BlobStore, CacheIndex], clock: Clock
 ) -> None:
     shared = b"s" * 1000
-    add(cache, "r.io/a", [shared, b"a" * 10])
+    add(cache, "r.io/aa", [shared, b"a" * 10])
     clock.now += 10
-    add(cache, "r.io/b", [shared, b"b" * 5000], kind="bundle")
+    add(cache, "r.io/bb", [shared, b"b" * 5000], kind="bundle")
     result = list_entries(*cache)
-    assert [e.ref.split("@")[0] for e in result.entries] == ["r.io/b", "r.io/a"]
+    assert [e.ref.split("@")[0] for e in result.entries] == ["r.io/bb", "r.io/aa"]
     assert result.totals.entries == 2
     assert result.totals.bytes == sum(b.size for b in cache[1].iter_blobs())
-    assert [e.ref.split("@")[0] for e in list_entries(*cache, kinds=["bundle"]).entries] == ["r.io/b"]
-    assert list_entries(*cache, sort="size").entries[0].ref.startswith("r.io/b")
+    assert [e.ref.split("@")[0] for e in list_entries(*cache, kinds=["bundle"]).entries] == ["r.io/bb"]
+    assert list_entries(*cache, sort="size").entries[0].ref.startswith("r.io/bb")
 
 
 def test_prune_evicts_least_recently_used_first_and_keeps_shared_blobs(
@@ -167,10 +171,10 @@ def test_verify_removes_truncated_blobs_with_the_refs_that_need_them(cache: tupl
     add(cache, "r.io/app", [layer])
     add(cache, "r.io/other", [b"fine"])
     store.path(digest_of(layer)).write_bytes(layer[:100])
-    dry = verify(store, index, dry_run=True)
+    dry = verify(store, index)
     assert dry.consistent is False
     assert len(index.refs()) == 2
-    result = verify(store, index)
+    result = verify(store, index, repair=True)
     assert result.consistent is True
     assert any("truncated" in r and "r.io/app@" in r for r in result.repairs)
     assert [r.ref.split("@")[0] for r in index.refs()] == ["r.io/other"]
@@ -188,7 +192,7 @@ def test_listing_ten_thousand_entries_is_one_query(cache: tuple[BlobStore, Cache
             ("INSERT INTO edges VALUES (?,?)", (digest, digest)),
             (
                 "INSERT INTO refs VALUES (?,?,?,?,?,?,?)",
-                (f"r.io/x{number}@{digest}", digest, "image", "m", 100, now, now),
+                (f"r.io/x{number}@{digest}", digest, "image", MANIFEST_TYPE, 100, now, now),
             ),
         ]
     index._write(statements)

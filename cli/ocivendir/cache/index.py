@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from ocivendir.cache.rows import (
+    BlobRow,
+    RefRow,
+    Verdict,
+    blob_row,
+    decoded,
+    digest_value,
+    ref_row,
+    scheme_value,
+    size_value,
+    time_value,
+    verdict_row,
+)
 from ocivendir.cache.store import LayoutEntry
 from ocivendir.errors import CacheError
-from ocivendir.oci.reference import Digest, parse_digest
+from ocivendir.oci.reference import Digest
 
-__all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict"]
+__all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict", "repair_hint"]
 
+_log = logging.getLogger("ocivendir.cache")
 SCHEMA_VERSION = 1
 _T = TypeVar("_T")
 _BUSY_RETRIES = 20
@@ -47,6 +61,7 @@ _PUT_VERDICT = (
     "INSERT OR REPLACE INTO verdicts(bundle_ref, relocated, method, locations_digest, missing_json, checked_at) "
     "VALUES (?,?,?,?,?,?)"
 )
+_REF_COLUMNS = "SELECT ref, manifest_digest, kind, media_type, size, created, last_used FROM refs"
 _LISTING = (
     "SELECT r.ref, r.manifest_digest, r.kind, r.media_type, r.size, r.created, r.last_used, "
     "COALESCE((SELECT SUM(b.size) FROM edges e JOIN blobs b ON b.digest = e.blob_digest "
@@ -55,58 +70,45 @@ _LISTING = (
 )
 
 
-@dataclass(frozen=True, kw_only=True)
-class RefRow:
-    """A cached ref: a fully qualified `registry/repo@sha256:<hex>` and what it is."""
-
-    ref: str
-    manifest_digest: Digest
-    kind: str
-    media_type: str
-    size: int
-    created: float
-    last_used: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class BlobRow:
-    """A cached blob."""
-
-    digest: Digest
-    size: int
-    media_type: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Verdict:
-    """A recorded relocation verdict for a fully qualified bundle ref."""
-
-    bundle_ref: str
-    relocated: bool
-    method: str
-    missing: tuple[str, ...]
-    checked_at: float
-    locations_digest: Digest | None = None
+def repair_hint(path: Path) -> str:
+    """How to repair an unusable index: rebuild it from the blobs, which are the truth."""
+    return (
+        f"run 'ocivendir cache verify --repair --cache-dir {path.parent}' to rebuild it from the cached blobs, "
+        "or remove the cache directory"
+    )
 
 
 class CacheIndex:
-    """One connection to `index.db`, shared by the run's threads under a lock; busy waits never reach users."""
+    """One connection to `index.db`, shared by the run's threads under a lock; busy waits never reach users.
+
+    Every value read back is decoded by `cache/rows.py`; a row that does not decode counts as absent.
+    """
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
-        """Open (and create or migrate) the index."""
+        """Open (and create or migrate) the index; an unusable file is a CacheError naming it and the repair."""
         import sqlite3  # noqa: PLC0415 - keeps `--help` and `version` from importing sqlite3
 
         self._sqlite3 = sqlite3
+        self.path = path
         self._clock = clock
         self._lock = threading.RLock()
+        if path.exists() and not path.is_file():
+            raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
         try:
             self._db = sqlite3.connect(path, timeout=5.0, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA busy_timeout = 5000")
-            self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
-            self._retry(lambda: self._db.executescript(_SCHEMA))
-            self._retry(self._stamp_version)
         except sqlite3.DatabaseError as exc:
-            raise CacheError(f"Cannot open cache index '{path}': {exc}") from None
+            raise self._unusable(exc) from None
+        self._retry(lambda: self._db.execute("PRAGMA busy_timeout = 5000"))
+        self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
+        self._retry(lambda: self._db.executescript(_SCHEMA))
+        self._retry(self._stamp_version)
+
+    def _unusable(self, exc: Exception) -> CacheError:
+        reason = str(exc)
+        if "readonly" in reason.replace(" ", "") or "unable to open" in reason:
+            hint = f"make '{self.path}' and its directory writable by this user"
+            return CacheError(f"Cannot write cache index '{self.path}': {reason}", hint=hint)
+        return CacheError(f"Cannot use cache index '{self.path}': {reason}", hint=repair_hint(self.path))
 
     def _stamp_version(self) -> None:
         if self._db.execute("SELECT schema_version FROM meta").fetchone() is None:
@@ -118,16 +120,19 @@ class CacheIndex:
             self._db.close()
 
     def _retry(self, action: Callable[[], _T]) -> _T:
-        for attempt in range(_BUSY_RETRIES):
+        """Run an action, waiting out busy locks; any other database error is a CacheError naming the file."""
+        for attempt in range(_BUSY_RETRIES + 1):
             try:
                 with self._lock:
                     return action()
             except self._sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or attempt == _BUSY_RETRIES:
+                    raise self._unusable(exc) from None
                 time.sleep(min(0.05 * (attempt + 1), 0.5))
-        with self._lock:
-            return action()
+            except self._sqlite3.DatabaseError as exc:
+                raise self._unusable(exc) from None
+        raise AssertionError  # pragma: no cover - the loop returns or raises
 
     @property
     def now(self) -> float:
@@ -144,7 +149,8 @@ class CacheIndex:
                     self._db.execute(sql, params)
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
 
         self._retry(run)
@@ -174,19 +180,14 @@ class CacheIndex:
         self._write(statements)
 
     def ref(self, ref: str) -> RefRow | None:
-        """A cached ref, if recorded."""
-        rows = self._rows(
-            "SELECT ref, manifest_digest, kind, media_type, size, created, last_used FROM refs WHERE ref = ?", (ref,)
-        )
-        return _ref_row(rows[0]) if rows else None
+        """A cached ref, if recorded (and well-formed)."""
+        rows = self._rows(f"{_REF_COLUMNS} WHERE ref = ?", (ref,))
+        return decoded("refs", ref, ref_row, rows[0]) if rows else None
 
     def refs(self) -> list[RefRow]:
-        """Every cached ref, most recently used first."""
-        rows = self._rows(
-            "SELECT ref, manifest_digest, kind, media_type, size, created, last_used FROM refs "
-            "ORDER BY last_used DESC, ref"
-        )
-        return [_ref_row(r) for r in rows]
+        """Every well-formed cached ref, most recently used first."""
+        rows = self._rows(f"{_REF_COLUMNS} ORDER BY last_used DESC, ref")
+        return [r for row in rows if (r := decoded("refs", row[0], ref_row, row))]
 
     def layout_entries(self) -> list[LayoutEntry]:
         """What index.json lists: one descriptor per cached ref."""
@@ -197,27 +198,28 @@ class CacheIndex:
     def blob(self, digest: Digest) -> BlobRow | None:
         """A recorded blob."""
         rows = self._rows("SELECT digest, size, media_type FROM blobs WHERE digest = ?", (str(digest),))
-        if not rows:
-            return None
-        return BlobRow(digest=parse_digest(str(rows[0][0])), size=int(str(rows[0][1])), media_type=str(rows[0][2]))
+        return decoded("blobs", str(digest), blob_row, rows[0]) if rows else None
 
     def iter_blobs(self) -> Iterator[BlobRow]:
-        """Every recorded blob."""
+        """Every well-formed recorded blob."""
         for row in self._rows("SELECT digest, size, media_type FROM blobs ORDER BY digest"):
-            yield BlobRow(digest=parse_digest(str(row[0])), size=int(str(row[1])), media_type=str(row[2]))
+            blob = decoded("blobs", row[0], blob_row, row)
+            if blob is not None:
+                yield blob
 
     def edges(self, manifest_digest: Digest) -> list[Digest]:
         """The blobs a manifest needs (itself included)."""
         rows = self._rows("SELECT blob_digest FROM edges WHERE manifest_digest = ?", (str(manifest_digest),))
-        return [parse_digest(str(r[0])) for r in rows]
+        return [d for r in rows if (d := decoded("edges", r[0], digest_value, r[0]))]
 
     def listing(self) -> list[tuple[RefRow, int, bool | None]]:
         """Every ref with the bytes of the blobs it needs and its verdict, in one query (fast for 10,000 refs)."""
-        rows = self._rows(_LISTING)
         listed = []
-        for row in rows:
-            verdict = None if row[8] is None else bool(row[8])
-            listed.append((_ref_row(row[:7]), int(str(row[7])), verdict))
+        for row in self._rows(_LISTING):
+            ref = decoded("refs", row[0], ref_row, row[:7])
+            size = decoded("blobs", row[0], size_value, row[7])
+            if ref is not None and size is not None:
+                listed.append((ref, size, None if row[8] is None else row[8] == 1))
         return listed
 
     def graph(self) -> tuple[dict[str, set[str]], dict[str, int]]:
@@ -225,13 +227,18 @@ class CacheIndex:
         edges: dict[str, set[str]] = {}
         for manifest, blob in self._rows("SELECT manifest_digest, blob_digest FROM edges"):
             edges.setdefault(str(manifest), set()).add(str(blob))
-        sizes = {str(d): int(str(n)) for d, n in self._rows("SELECT digest, size FROM blobs")}
-        return edges, sizes
+        return edges, self._sizes()
+
+    def _sizes(self) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for row in self._rows("SELECT digest, size FROM blobs"):
+            if (checked := decoded("blobs", row[0], _sized, row)) is not None:
+                sizes[str(checked[0])] = checked[1]
+        return sizes
 
     def unique_bytes(self) -> int:
-        """Bytes of all recorded blobs, each counted once."""
-        rows = self._rows("SELECT COALESCE(SUM(size), 0) FROM blobs")
-        return int(str(rows[0][0]))
+        """Bytes of all recorded (well-formed) blobs, each counted once."""
+        return sum(self._sizes().values())
 
     def remove_refs(self, refs: Iterable[str]) -> list[Digest]:
         """Drop refs (and their verdicts); return the blobs no remaining ref needs, whose rows are deleted too."""
@@ -241,13 +248,12 @@ class CacheIndex:
             "SELECT digest FROM blobs WHERE digest NOT IN ("
             " SELECT e.blob_digest FROM edges e JOIN refs r ON r.manifest_digest = e.manifest_digest)"
         )
-        digests = [parse_digest(str(r[0])) for r in orphans]
         statements: list[tuple[str, tuple[object, ...]]] = []
-        for digest in digests:
-            statements.append(("DELETE FROM blobs WHERE digest = ?", (str(digest),)))
-            statements.append(("DELETE FROM edges WHERE manifest_digest = ?", (str(digest),)))
+        for (raw,) in orphans:
+            statements.append(("DELETE FROM blobs WHERE digest = ?", (raw,)))
+            statements.append(("DELETE FROM edges WHERE manifest_digest = ?", (raw,)))
         self._write(statements)
-        return digests
+        return [d for (raw,) in orphans if (d := decoded("blobs", raw, digest_value, raw))]
 
     def forget_blob(self, digest: Digest) -> list[str]:
         """A blob is gone: drop its row and every ref that needs it; return those refs."""
@@ -264,22 +270,12 @@ class CacheIndex:
     # --- verdicts, schemes, tags ----------------------------------------------------------------------------
 
     def verdict(self, bundle_ref: str) -> Verdict | None:
-        """The last recorded relocation verdict for a fully qualified bundle ref."""
+        """The last recorded relocation verdict for a fully qualified bundle ref (None if absent or malformed)."""
         rows = self._rows(
             "SELECT relocated, method, missing_json, checked_at, locations_digest FROM verdicts WHERE bundle_ref = ?",
             (bundle_ref,),
         )
-        if not rows:
-            return None
-        relocated, method, missing_json, checked_at, locations = rows[0]
-        return Verdict(
-            bundle_ref=bundle_ref,
-            relocated=bool(relocated),
-            method=str(method),
-            missing=tuple(json.loads(str(missing_json))),
-            checked_at=float(str(checked_at)),
-            locations_digest=parse_digest(str(locations)) if locations else None,
-        )
+        return decoded("verdicts", bundle_ref, lambda row: verdict_row(bundle_ref, row), rows[0]) if rows else None
 
     def put_verdict(self, bundle_ref: str, *, relocated: bool, method: str, missing: Iterable[str]) -> None:
         """Record a verdict reached now."""
@@ -292,7 +288,7 @@ class CacheIndex:
         self._write([(sql, (str(digest), bundle_ref))])
 
     def verdicts(self) -> dict[str, Verdict]:
-        """Every recorded verdict by bundle ref."""
+        """Every recorded, well-formed verdict by bundle ref."""
         return {
             ref: v
             for ref in (str(r[0]) for r in self._rows("SELECT bundle_ref FROM verdicts"))
@@ -300,9 +296,9 @@ class CacheIndex:
         }
 
     def scheme_for(self, host: str) -> str | None:
-        """The scheme that last worked for a host."""
+        """The scheme that last worked for a host: `https` or `http`, anything else is ignored (and overwritten)."""
         rows = self._rows("SELECT scheme FROM schemes WHERE host = ?", (host,))
-        return str(rows[0][0]) if rows else None
+        return decoded("schemes", host, scheme_value, rows[0][0]) if rows else None
 
     def remember_scheme(self, host: str, scheme: str) -> None:
         """Record the scheme that worked for a host."""
@@ -319,16 +315,12 @@ class CacheIndex:
     def tag(self, ref: str) -> tuple[Digest, float] | None:
         """The last recorded answer for a tag and when it was given."""
         rows = self._rows("SELECT digest, resolved_at FROM tags WHERE ref = ?", (ref,))
-        return (parse_digest(str(rows[0][0])), float(str(rows[0][1]))) if rows else None
+        return decoded("tags", ref, _tag_row, rows[0]) if rows else None
 
 
-def _ref_row(row: tuple[object, ...]) -> RefRow:
-    return RefRow(
-        ref=str(row[0]),
-        manifest_digest=parse_digest(str(row[1])),
-        kind=str(row[2]),
-        media_type=str(row[3]),
-        size=int(str(row[4])),
-        created=float(str(row[5])),
-        last_used=float(str(row[6])),
-    )
+def _tag_row(row: tuple[object, ...]) -> tuple[Digest, float]:
+    return digest_value(row[0]), time_value(row[1])
+
+
+def _sized(row: tuple[object, ...]) -> tuple[Digest, int]:
+    return digest_value(row[0]), size_value(row[1])

@@ -1,4 +1,4 @@
-"""Owns: keeping the cache bounded and true — listing, LRU pruning under entry locks, and verify/repair.
+"""Owns: keeping the cache bounded — listing and LRU pruning under entry locks (verify/repair is cache/repair.py).
 
 A ref in use by a running pull or sync holds a shared entry lock; prune takes each candidate's lock exclusively
 without waiting, and skips (and reports) the ones it cannot get. A blob goes only when no remaining ref needs it.
@@ -14,13 +14,11 @@ from dataclasses import dataclass
 from ocivendir.cache.index import CacheIndex, RefRow
 from ocivendir.cache.store import BlobStore
 from ocivendir.fs.locks import LockBusy, file_lock
-from ocivendir.oci.reference import Digest
-from ocivendir.results import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals, CacheVerifyResult
+from ocivendir.results import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals
 
-__all__ = ["HYSTERESIS", "PrunePlan", "list_entries", "prune", "prune_to_budget", "verify"]
+__all__ = ["HYSTERESIS", "PrunePlan", "list_entries", "prune", "prune_to_budget"]
 
 HYSTERESIS = 0.9
-_CHUNK = 1 << 20
 
 
 def _entry(row: RefRow, size: int, verdict: bool | None) -> CacheEntry:
@@ -138,39 +136,3 @@ def prune_to_budget(store: BlobStore, index: CacheIndex, budget: int, keep: Iter
     if index.unique_bytes() <= budget:
         return None
     return prune(store, index, PrunePlan(max_size=int(budget * HYSTERESIS), keep=frozenset(keep)))
-
-
-def _blob_ok(store: BlobStore, digest: Digest, size: int) -> str | None:
-    path = store.path(digest)
-    try:
-        actual = path.stat().st_size
-    except FileNotFoundError:
-        return "missing"
-    if actual != size:
-        return f"truncated ({actual} of {size} bytes)"
-    hasher = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            hasher.update(chunk)
-    return None if hasher.hexdigest() == digest.hex else "corrupt (sha256 differs)"
-
-
-def verify(store: BlobStore, index: CacheIndex, *, dry_run: bool = False) -> CacheVerifyResult:
-    """Re-hash every recorded blob; remove the bad ones with the refs that need them (unless dry-run)."""
-    repairs: list[str] = []
-    checked = 0
-    for blob in list(index.iter_blobs()):
-        checked += 1
-        problem = _blob_ok(store, blob.digest, blob.size)
-        if problem is None:
-            continue
-        if dry_run:
-            repairs.append(f"would remove blob {blob.digest}: {problem}")
-            continue
-        store.delete(blob.digest)
-        refs = index.forget_blob(blob.digest)
-        repairs.append(f"removed blob {blob.digest}: {problem}" + (f"; dropped {', '.join(refs)}" if refs else ""))
-    if repairs and not dry_run:
-        store.write_index_json(index.layout_entries())
-    consistent = not dry_run or not repairs
-    return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=consistent, dry_run=dry_run)

@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING
 import click
 
 from ocivendir.commands.options import global_options
-from ocivendir.errors import UsageError
+from ocivendir.errors import CacheError, UsageError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ocivendir.cache.index import CacheIndex
     from ocivendir.cache.store import BlobStore
     from ocivendir.commands.runtime import Run
+    from ocivendir.results import CacheVerifyResult
 
 __all__ = ["cache"]
 
@@ -34,18 +37,26 @@ def _when(timestamp: float) -> str:
 
 
 @contextmanager
-def _opened(ctx: click.Context) -> Iterator[tuple[Run, BlobStore, CacheIndex]]:
+def _opened(ctx: click.Context, run: Run | None = None) -> Iterator[tuple[Run, BlobStore, CacheIndex]]:
     from ocivendir.commands.runtime import Run, open_cache  # noqa: PLC0415 - `--help` stays light
-    from ocivendir.fs.locks import file_lock  # noqa: PLC0415
 
-    run = Run.start(ctx)
+    run = run or Run.start(ctx)
     opened = open_cache(run.settings, required=True)
     if opened is None:
         raise UsageError("the cache commands need a cache (remove --no-cache)")
     store, index = opened
+    with _held(store, index):
+        yield run, store, index
+
+
+@contextmanager
+def _held(store: BlobStore, index: CacheIndex) -> Iterator[None]:
+    """The root lock held shared while a cache command works, as every run holds it; the index closed after."""
+    from ocivendir.fs.locks import file_lock  # noqa: PLC0415
+
     try:
         with file_lock(store.lock_path("root"), shared=True):
-            yield run, store, index
+            yield
     finally:
         index.close()
 
@@ -129,26 +140,51 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
 
 
 @cache.command("verify")
-@click.option("--dry-run", is_flag=True, help="Report problems; repair nothing.")
+@click.option("--repair", is_flag=True,
+              help="Fix what is found: remove corrupt blobs with the entries that need them, and rebuild an "
+                   "unusable index.db from the blobs.")  # fmt: skip
 @global_options
 @click.pass_context
-def verify_cache(ctx: click.Context, dry_run: bool) -> int:
-    """Re-hash every blob; remove corrupt or truncated ones with the entries that need them (refetched on next use).
+def verify_cache(ctx: click.Context, repair: bool) -> int:
+    """Re-hash every blob and report what is wrong; with --repair, fix it (removed content is refetched on next use).
 
-    Exit 0 when the cache is consistent at the end, else 1.
+    Without --repair nothing changes. An index.db that cannot be read (garbage, a directory in its place) is rebuilt
+    from the blobs by --repair: refs come back from index.json when their manifest and blobs re-hash correctly. Exit 0
+    when the cache is consistent at the end, else 1.
 
     \b
     Examples:
       ocivendir cache verify
-      ocivendir cache verify --dry-run --json
+      ocivendir cache verify --repair --json
     """
-    from ocivendir.cache.prune import verify  # noqa: PLC0415
+    from ocivendir.cache.repair import verify  # noqa: PLC0415
+    from ocivendir.commands.runtime import Run  # noqa: PLC0415
 
-    with _opened(ctx) as (run, store, index):
-        result = verify(store, index, dry_run=dry_run)
+    run = Run.start(ctx)
+    try:
+        with _opened(ctx, run) as (_, store, index):
+            result = verify(store, index, repair=repair)
+    except CacheError:
+        if not repair or run.settings.cache_dir is None:
+            raise
+        result = _rebuild_and_verify(run.settings.cache_dir)
     output = run.output
-    for repair in result.repairs:
-        output.block(repair + "\n")
+    for line in result.repairs:
+        output.block(line + "\n")
     output.block(f"{result.checked} blobs checked, {len(result.repairs)} problems\n")
     output.envelope("cache verify", "ok" if result.consistent else "error", result)
     return 0 if result.consistent else 1
+
+
+def _rebuild_and_verify(root: Path) -> CacheVerifyResult:
+    """--repair on a cache whose index cannot be read: rebuild it from the blobs, then verify as usual."""
+    import dataclasses  # noqa: PLC0415
+
+    from ocivendir.cache.repair import rebuild, verify  # noqa: PLC0415
+    from ocivendir.cache.store import BlobStore  # noqa: PLC0415
+
+    store = BlobStore(root)
+    index, notes = rebuild(store)
+    with _held(store, index):
+        result = verify(store, index, repair=True)
+    return dataclasses.replace(result, repairs=(*notes, *result.repairs))

@@ -47,6 +47,8 @@ __all__ = [
     "basic_auth",
 ]
 
+_log = logging.getLogger("ocivendir.registry")
+
 
 _http_log = logging.getLogger("ocivendir.http")
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
@@ -347,14 +349,17 @@ class Transport:
             return self._sessions[key]
 
     def _schemes_for(self, host: str) -> list[str]:
+        plain_ok = self._options.insecure_all or host in self._options.insecure_hosts or is_plain_http_host(host)
+        allowed = ("https", "http") if plain_ok else ("https",)
         with self._lock:
             known = self._run_schemes.get(host)
         if known is None and self._schemes is not None:
             known = self._schemes.scheme_for(host)
-        if known is not None:
-            return [known]
-        plain_ok = self._options.insecure_all or host in self._options.insecure_hosts or is_plain_http_host(host)
-        return ["https", "http"] if plain_ok else ["https"]
+            if known is not None and known not in allowed:
+                # the cache is data, never routing: a remembered plain-HTTP scheme must still be allowed today
+                _log.debug("ignoring remembered scheme %r for %s: plain HTTP is not allowed for it", known, host)
+                known = None
+        return [known] if known is not None else list(allowed)
 
     def _note_scheme(self, host: str, scheme: str) -> None:
         with self._lock:

@@ -1,0 +1,151 @@
+"""Owns: `cache verify` — re-hashing every blob, and (with repair) making the index agree with the blobs again.
+
+The blobs are the truth. A corrupt or truncated blob goes with the refs that need them; an unusable `index.db` is
+rebuilt from the blobs: every manifest blob gives its edges, and a ref comes back from an `index.json` annotation only
+when that descriptor's digest is the ref's own digest and the manifest and all its blobs re-hash correctly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from ocivendir.cache.index import CacheIndex
+from ocivendir.cache.rows import BadRow, BlobRow, decoded, digest_ref, digest_value
+from ocivendir.cache.store import BlobStore
+from ocivendir.errors import CacheError, OcivendirError
+from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.fs.swap import remove_tree
+from ocivendir.oci.manifest import Manifest, parse_config, parse_manifest
+from ocivendir.oci.reference import Digest, parse_reference
+from ocivendir.results import CacheVerifyResult
+
+__all__ = ["INDEX_FILES", "blob_problem", "rebuild", "rebuild_index", "remove_index_files", "verify"]
+
+INDEX_FILES = ("index.db", "index.db-wal", "index.db-shm", "index.db-journal")
+_CHUNK = 1 << 20
+_MAX_MANIFEST = 4 * 1024 * 1024
+_REF_NAME = "org.opencontainers.image.ref.name"
+
+
+def blob_problem(store: BlobStore, digest: Digest, size: int | None) -> str | None:
+    """Why a blob file is not the blob it should be (missing, truncated, corrupt), or None."""
+    path = store.path(digest)
+    try:
+        actual = path.stat().st_size
+    except FileNotFoundError:
+        return "missing"
+    if not path.is_file():
+        return "not a regular file"
+    if size is not None and actual != size:
+        return f"truncated ({actual} of {size} bytes)"
+    hasher = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            hasher.update(chunk)
+    return None if hasher.hexdigest() == digest.hex else "corrupt (sha256 differs)"
+
+
+def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False) -> CacheVerifyResult:
+    """Re-hash every recorded blob; with `repair`, remove the bad ones with the refs that need them."""
+    repairs: list[str] = []
+    checked = 0
+    for blob in list(index.iter_blobs()):
+        checked += 1
+        problem = blob_problem(store, blob.digest, blob.size)
+        if problem is None:
+            continue
+        if not repair:
+            repairs.append(f"would remove blob {blob.digest}: {problem}")
+            continue
+        if store.path(blob.digest).is_dir():
+            remove_tree(store.path(blob.digest))
+        store.delete(blob.digest)
+        refs = index.forget_blob(blob.digest)
+        repairs.append(f"removed blob {blob.digest}: {problem}" + (f"; dropped {', '.join(refs)}" if refs else ""))
+    if repairs and repair:
+        store.write_index_json(index.layout_entries())
+    return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=repair or not repairs, repair=repair)
+
+
+def remove_index_files(root: Path) -> None:
+    """Remove an unusable `index.db` (and its WAL and journal files), whatever is in their place."""
+    for name in INDEX_FILES:
+        remove_tree(root / name)
+
+
+def _good_blobs(store: BlobStore) -> Iterator[tuple[Digest, int]]:
+    """Every blob file whose name is a digest and whose bytes hash to it."""
+    for path in sorted(store.blobs.iterdir()):
+        digest = decoded("blob file", path.name, digest_value, f"sha256:{path.name}")
+        if digest is not None and blob_problem(store, digest, None) is None:
+            yield digest, path.stat().st_size
+
+
+def _manifest(store: BlobStore, digest: Digest, size: int) -> Manifest | None:
+    if size > _MAX_MANIFEST:
+        return None
+    with contextlib.suppress(OcivendirError, ValueError, UnicodeDecodeError):
+        parsed = parse_manifest(store.path(digest).read_bytes())
+        return parsed if isinstance(parsed, Manifest) else None
+    return None
+
+
+def _named_refs(store: BlobStore) -> Iterator[tuple[str, Digest]]:
+    """The refs index.json names, kept only when each names its own descriptor's digest."""
+    try:
+        doc = json.loads((store.root / "index.json").read_bytes())
+        descriptors = doc["manifests"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return
+    for entry in descriptors if isinstance(descriptors, list) else ():
+        with contextlib.suppress(BadRow, OcivendirError, TypeError, AttributeError, KeyError):
+            ref = digest_ref(entry["annotations"][_REF_NAME])
+            digest = parse_reference(ref).digest
+            if digest is not None and str(digest) == entry["digest"]:
+                yield ref, digest
+
+
+def _kind(store: BlobStore, manifest: Manifest) -> str:
+    with contextlib.suppress(OcivendirError, OSError, ValueError):
+        if parse_config(store.path(manifest.config.digest).read_bytes()).is_bundle:
+            return "bundle"
+    return "image"
+
+
+def rebuild_index(store: BlobStore, index: CacheIndex) -> list[str]:
+    """Fill an empty index from the blobs on disk (and the refs index.json names); return what was done."""
+    present = dict(_good_blobs(store))
+    restored: list[str] = []
+    for ref, digest in _named_refs(store):
+        manifest = _manifest(store, digest, present.get(digest, _MAX_MANIFEST + 1))
+        if manifest is None or any(present.get(b.digest) != b.size for b in manifest.blobs):
+            continue
+        rows = [BlobRow(digest=b.digest, size=b.size, media_type=b.media_type) for b in manifest.blobs]
+        top = BlobRow(digest=digest, size=present[digest], media_type=manifest.media_type)
+        index.record_ref(ref, top, _kind(store, manifest), rows)
+        restored.append(ref)
+    store.write_index_json(index.layout_entries())
+    return [f"rebuilt index.db from {len(present)} blobs: {len(restored)} refs restored"]
+
+
+def rebuild(store: BlobStore, *, wait: float = 30.0) -> tuple[CacheIndex, list[str]]:
+    """Replace an unusable `index.db` with one rebuilt from the blobs, holding the cache's root lock exclusively.
+
+    Every run holds the root lock shared, so nothing reads the index while it is replaced; a cache still in use after
+    `wait` seconds is a CacheError.
+    """
+    store.ensure_layout()
+    try:
+        with file_lock(store.lock_path("root"), timeout=wait):
+            remove_index_files(store.root)
+            index = CacheIndex(store.root / "index.db")
+            return index, rebuild_index(store, index)
+    except LockBusy:
+        raise CacheError(
+            f"Cannot rebuild the cache index in '{store.root}': the cache is in use by a running pull or sync",
+            hint="try again when they have finished",
+        ) from None

@@ -1,0 +1,181 @@
+"""The cache index is data, never code or routing: tampered rows count as absent, a broken file is a clear error."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import responses
+
+from ocivendir.cache.index import BlobRow, CacheIndex
+from ocivendir.errors import CacheError
+from ocivendir.oci.reference import Digest, parse_reference
+from ocivendir.registry.client import ClientOptions, RegistryClient
+from ocivendir.registry.credentials import Credential
+
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+GOOD = "sha256:" + "a" * 64
+REF = f"r.io/team/app@{GOOD}"
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[CacheIndex]:
+    opened = CacheIndex(tmp_path / "index.db")
+    yield opened
+    opened.close()
+
+
+def raw(index: CacheIndex, sql: str, *params: object) -> None:
+    index._write([(sql, params)])  # the tamperer writes index.db directly
+
+
+def refs_row(ref: object, digest: object, kind: object = "image", media: object = MANIFEST_TYPE,
+             size: object = 10, when: object = 1.0) -> tuple[object, ...]:  # fmt: skip
+    return (ref, digest, kind, media, size, when, when)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        refs_row(REF, "sha256:../../../etc"),
+        refs_row(REF, GOOD.upper()),
+        refs_row(REF, GOOD, kind="script"),
+        refs_row(REF, GOOD, media="text/html\n<x>"),
+        refs_row(REF, GOOD, size=-1),
+        refs_row(REF, GOOD, size="ten"),
+        refs_row(REF, GOOD, when="yesterday"),
+        refs_row(REF + " ", GOOD),
+        refs_row(f"r.io/team/app:latest@{GOOD}", GOOD),
+    ],
+)
+def test_a_tampered_ref_row_counts_as_absent(index: CacheIndex, row: tuple[object, ...]) -> None:
+    raw(index, "INSERT INTO refs VALUES (?,?,?,?,?,?,?)", *row)
+    assert index.ref(str(row[0])) is None
+    assert index.refs() == []
+    assert index.listing() == []
+    assert index.layout_entries() == []
+
+
+def test_a_good_ref_row_reads_back(index: CacheIndex) -> None:
+    raw(index, "INSERT INTO refs VALUES (?,?,?,?,?,?,?)", *refs_row(REF, GOOD))
+    row = index.ref(REF)
+    assert row is not None
+    assert row.manifest_digest == Digest("a" * 64)
+
+
+@pytest.mark.parametrize(
+    ("digest", "size", "media"), [("sha256:zz", 1, "x"), (GOOD, -5, "x"), (GOOD, 1, "bad\x00type"), (GOOD, 1.5, "x")]
+)
+def test_a_tampered_blob_row_is_skipped(index: CacheIndex, digest: str, size: object, media: str) -> None:
+    raw(index, "INSERT INTO blobs VALUES (?,?,?,?,?)", digest, size, media, 1.0, 1.0)
+    assert list(index.iter_blobs()) == []
+    assert index.blob(Digest("a" * 64)) is None
+
+
+def test_tampered_edges_are_skipped_and_orphan_rows_with_bad_digests_are_dropped(index: CacheIndex) -> None:
+    raw(index, "INSERT INTO edges VALUES (?,?)", GOOD, "../../escape")
+    raw(index, "INSERT INTO blobs VALUES (?,?,?,?,?)", "../../escape", 1, "x", 1.0, 1.0)
+    assert index.edges(Digest("a" * 64)) == []
+    assert index.remove_refs([]) == []
+    assert index.graph()[1] == {}
+
+
+@pytest.mark.parametrize(
+    ("relocated", "method", "missing", "locations"),
+    [
+        (2, "probes", "[]", None),
+        (1, "eval", "[]", None),
+        (0, "probes", "{not json", None),
+        (0, "probes", "[1, 2]", None),
+        (0, "probes", "[" * 5000, None),
+        (1, "locations", "[]", "sha256:../x"),
+    ],
+)
+def test_a_tampered_verdict_counts_as_absent(
+    index: CacheIndex, relocated: object, method: str, missing: str, locations: str | None
+) -> None:
+    raw(index, "INSERT INTO verdicts VALUES (?,?,?,?,?,?)", REF, relocated, method, locations, missing, 1.0)
+    assert index.verdict(REF) is None
+    assert index.verdicts() == {}
+
+
+def test_a_tampered_tag_answer_counts_as_absent(index: CacheIndex) -> None:
+    raw(index, "INSERT INTO tags VALUES (?,?,?)", "r.io/team/app:v1", "sha256:nothex", 1.0)
+    raw(index, "INSERT INTO tags VALUES (?,?,?)", "r.io/team/app:v2", GOOD, "yesterday")
+    assert index.tag("r.io/team/app:v1") is None
+    assert index.tag("r.io/team/app:v2") is None
+    index.put_tag("r.io/team/app:v1", Digest("a" * 64))
+    assert index.tag("r.io/team/app:v1") is not None
+
+
+@pytest.mark.parametrize("scheme", ["http://evil.example/#", "https://evil.example:443/x?", "file", "HTTPS", "", 1])
+def test_a_remembered_scheme_other_than_https_or_http_is_ignored_and_overwritten(
+    index: CacheIndex, scheme: object
+) -> None:
+    raw(index, "INSERT INTO schemes VALUES (?,?,?)", "r.io", scheme, 1.0)
+    assert index.scheme_for("r.io") is None
+    index.remember_scheme("r.io", "https")
+    assert index.scheme_for("r.io") == "https"
+
+
+@responses.activate
+def test_a_remembered_plain_http_scheme_is_not_used_where_plain_http_is_not_allowed(tmp_path: Path) -> None:
+    data = b'{"schemaVersion":2}'
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    responses.get(f"https://registry.example.com/v2/team/app/manifests/{digest}", body=data)
+    index = CacheIndex(tmp_path / "index.db")
+    index.remember_scheme("registry.example.com", "http")  # a downgrade planted in the cache
+    client = RegistryClient(ClientOptions(), lambda _r, _p: Credential(), index)
+    raw_bytes, _, _ = client.get_manifest(parse_reference(f"registry.example.com/team/app@{digest}"))
+    assert raw_bytes == data
+    assert [c.request.url.split(":")[0] for c in responses.calls] == ["https"]
+    assert index.scheme_for("registry.example.com") == "https"  # overwritten by what worked
+    index.close()
+
+
+@responses.activate
+def test_a_remembered_plain_http_scheme_is_kept_for_a_host_allowed_plain_http(tmp_path: Path) -> None:
+    data = b'{"schemaVersion":2}'
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    responses.get(f"http://registry.example.com/v2/team/app/manifests/{digest}", body=data)
+    index = CacheIndex(tmp_path / "index.db")
+    index.remember_scheme("registry.example.com", "http")
+    options = ClientOptions(insecure_hosts=frozenset({"registry.example.com"}))
+    client = RegistryClient(options, lambda _r, _p: Credential(), index)
+    client.get_manifest(parse_reference(f"registry.example.com/team/app@{digest}"))
+    assert [c.request.url.split(":")[0] for c in responses.calls] == ["http"]  # no failed https attempt
+    index.close()
+
+
+def test_garbage_in_place_of_the_index_is_a_clear_error_naming_the_file_and_the_repair(tmp_path: Path) -> None:
+    path = tmp_path / "index.db"
+    path.write_bytes(b"\x00garbage, not SQLite" * 200)
+    with pytest.raises(CacheError) as caught:
+        CacheIndex(path)
+    assert str(path) in caught.value.message
+    assert caught.value.hint is not None
+    assert "cache verify --repair" in caught.value.hint
+
+
+def test_a_directory_in_place_of_the_index_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "index.db"
+    path.mkdir()
+    with pytest.raises(CacheError) as caught:
+        CacheIndex(path)
+    assert str(path) in caught.value.message
+    assert "not a regular file" in caught.value.message
+
+
+def test_an_index_truncated_after_use_fails_clearly_on_the_next_query(tmp_path: Path) -> None:
+    path = tmp_path / "index.db"
+    index = CacheIndex(path)
+    blob = BlobRow(digest=Digest("a" * 64), size=1, media_type=MANIFEST_TYPE)
+    index.record_ref(REF, blob, "image", [])
+    index.close()
+    data = path.read_bytes()
+    path.write_bytes(data[:100] + b"\xff" * (len(data) - 100))
+    with pytest.raises(CacheError) as caught:
+        CacheIndex(path).ref(REF)
+    assert str(path) in caught.value.message
