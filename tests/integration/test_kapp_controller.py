@@ -315,3 +315,18 @@ def test_dangerous_skip_tls_verify_skips_verification_for_that_content_only(
     assert done.returncode == 0, done.stderr
     assert (cwd / "0/s.txt").read_text() == "skipped"
     assert done.stdout == lock("image", ref)
+
+
+def test_twenty_reconciles_into_fresh_directories_do_not_grow_the_cache(
+    registry: Registry, pusher: Pusher, repo_prefix: str, controller: Controller
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    stdin = PLACEHOLDER + config("imgpkgBundle", published.ref(registry))
+    counts = []
+    for _ in range(20):
+        done, cwd = controller.fetch(stdin)
+        assert done.returncode == 0, done.stderr
+        shutil.rmtree(cwd)  # kapp-controller removes its temporary fetch directory after each reconcile
+        counts.append(sum(1 for _ in controller.cache.rglob("*")))
+    assert counts == [counts[0]] * 20
+    assert not list((controller.cache / "locks").glob("target-*"))

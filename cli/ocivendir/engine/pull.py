@@ -7,8 +7,6 @@ the relocation verdict, and swap the stage in place of the output directory.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -18,14 +16,14 @@ from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
 from ocivendir.engine.relocate import Decision, decide
 from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, UsageError
 from ocivendir.fs.extract import DirectoryRule, TreePolicy
-from ocivendir.fs.locks import file_lock
+from ocivendir.fs.locks import target_lock
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
 from ocivendir.oci.reference import Digest, Reference, Repository, parse_reference
 from ocivendir.oci.relocation import locations_ref, rewrite
 from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutcome
 
-__all__ = ["BundlePuller", "PullOptions", "PullTally", "pull", "read_images_lock", "settle_bundle", "target_lock"]
+__all__ = ["BundlePuller", "PullOptions", "PullTally", "pull", "read_images_lock", "settle_bundle"]
 
 RELOCATED_MESSAGE = (
     "The bundle repo ({repo}) is hosting every image specified in the bundle's Images Lock file (.imgpkg/images.yml)"
@@ -56,14 +54,6 @@ class PullTally:
     skipped: int = 0
     nested: list[str] = field(default_factory=list)
     relocation: RelocationOutcome | None = None
-
-
-@contextlib.contextmanager
-def target_lock(lock_dir: Path, target: Path) -> Iterator[None]:
-    """Hold the exclusive lock of one output directory (kept outside the user's tree)."""
-    name = hashlib.sha256(str(target).encode()).hexdigest()
-    with file_lock(lock_dir / f"target-{name}"):
-        yield
 
 
 def _reference(options: PullOptions) -> Reference:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import shutil
 import stat
@@ -21,7 +20,7 @@ from ocivendir.engine.content import Content
 from ocivendir.engine.placement import check_placement
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
 from ocivendir.errors import ConfigError, OcivendirError, SyncError
-from ocivendir.fs.locks import file_lock
+from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import Guard, scoped_path
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in, unswap
 from ocivendir.oci.reference import parse_reference
@@ -391,8 +390,7 @@ class _Syncer:
 def _target_locks(lock_dir: Path, targets: list[Path]) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for target in sorted({str(t) for t in targets}):
-            name = hashlib.sha256(target.encode()).hexdigest()
-            stack.enter_context(file_lock(lock_dir / f"target-{name}"))
+            stack.enter_context(target_lock(lock_dir, Path(target)))
         yield
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["LockBusy", "file_lock"]
+__all__ = ["LockBusy", "file_lock", "removable_lock", "target_lock"]
 
 _POLL_SECONDS = 0.02
 
@@ -44,3 +45,43 @@ def file_lock(path: Path, *, shared: bool = False, timeout: float | None = None)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextlib.contextmanager
+def removable_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on `path` and remove the file on release, so one-off lock names do not pile up.
+
+    Unlinking a lock file races with a waiter that opened it before the unlink and locks it after: that waiter holds a
+    lock on a file no longer at `path`, while a newcomer creates and locks a new one. So the lock counts only once the
+    locked file is still the one at `path` (same device and inode); otherwise it is let go and taken again.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                current = path.stat()
+            except FileNotFoundError:
+                continue
+            if (current.st_dev, current.st_ino) != (held.st_dev, held.st_ino):
+                continue
+            try:
+                yield
+            finally:
+                path.unlink(missing_ok=True)  # still locked: a waiter on this file will see it gone and retry
+            return
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def target_lock(lock_dir: Path, target: Path) -> Iterator[None]:
+    """The exclusive lock of one output directory, `target-<sha256 of its path>` in `lock_dir`, removed on release.
+
+    kapp-controller syncs into a fresh directory on every reconcile, so a lock file kept per target would grow the
+    cache by one file per reconcile.
+    """
+    with removable_lock(lock_dir / f"target-{hashlib.sha256(str(target).encode()).hexdigest()}"):
+        yield
