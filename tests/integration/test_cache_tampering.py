@@ -103,3 +103,45 @@ def test_cache_verify_repair_rebuilds_an_unusable_index_from_the_blobs(
     assert code == 0, stderr
     assert registry.since(mark) == []
     assert (tmp_path / "three/a.txt").read_text() == "a" * 3000
+
+
+def _flip_middle(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    for offset in range(len(data) // 3, len(data) // 3 + 16):
+        data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_cached_layer_whose_corruption_breaks_gzip_heals_in_the_same_run(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    image = make_image({"data.txt": "".join(f"line {n}\n" for n in range(20_000))})
+    ref = pusher.image(f"{repo_prefix}/img", image)
+    cache = tmp_path / "cache"
+    assert pull(ref, tmp_path / "one", cache)[0] == 0
+    layer = json.loads(image.manifest)["layers"][0]["digest"]
+    _flip_middle(cache / "blobs/sha256" / layer.split(":")[1])
+    mark = registry.mark()
+    code, doc, stderr = pull(ref, tmp_path / "two", cache)
+    assert code == 0, stderr
+    assert (tmp_path / "two/data.txt").read_bytes() == (tmp_path / "one/data.txt").read_bytes()
+    assert [p for m, p, _ in registry.since(mark) if m == "GET"] == [f"/v2/{repo_prefix}/img/blobs/{layer}"]
+    assert any("fetching it again" in w for w in doc["result"]["warnings"])  # type: ignore[index]
+    assert run_cli("cache", "verify", "--cache-dir", str(cache)).exit_code == 0
+
+
+def test_a_corrupt_cached_config_heals_in_the_same_run(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    image = make_image({"a.txt": "a"})
+    ref = pusher.image(f"{repo_prefix}/img", image)
+    cache = tmp_path / "cache"
+    assert pull(ref, tmp_path / "one", cache)[0] == 0
+    config = json.loads(image.manifest)["config"]["digest"]
+    _flip_middle(cache / "blobs/sha256" / config.split(":")[1])
+    mark = registry.mark()
+    code, _, stderr = pull(ref, tmp_path / "two", cache)
+    assert code == 0, stderr
+    assert (tmp_path / "two/a.txt").read_text() == "a"
+    assert [p for m, p, _ in registry.since(mark) if m == "GET"] == [f"/v2/{repo_prefix}/img/blobs/{config}"]
+    assert run_cli("cache", "verify", "--cache-dir", str(cache)).exit_code == 0

@@ -8,7 +8,6 @@ when that descriptor's digest is the ref's own digest and the manifest and all i
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,30 +22,11 @@ from ocivendir.oci.manifest import Manifest, parse_config, parse_manifest
 from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.results import CacheVerifyResult
 
-__all__ = ["INDEX_FILES", "blob_problem", "rebuild", "rebuild_index", "remove_index_files", "verify"]
+__all__ = ["INDEX_FILES", "rebuild", "rebuild_index", "remove_index_files", "verify"]
 
 INDEX_FILES = ("index.db", "index.db-wal", "index.db-shm", "index.db-journal")
-_CHUNK = 1 << 20
 _MAX_MANIFEST = 4 * 1024 * 1024
 _REF_NAME = "org.opencontainers.image.ref.name"
-
-
-def blob_problem(store: BlobStore, digest: Digest, size: int | None) -> str | None:
-    """Why a blob file is not the blob it should be (missing, truncated, corrupt), or None."""
-    path = store.path(digest)
-    try:
-        actual = path.stat().st_size
-    except FileNotFoundError:
-        return "missing"
-    if not path.is_file():
-        return "not a regular file"
-    if size is not None and actual != size:
-        return f"truncated ({actual} of {size} bytes)"
-    hasher = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            hasher.update(chunk)
-    return None if hasher.hexdigest() == digest.hex else "corrupt (sha256 differs)"
 
 
 def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False) -> CacheVerifyResult:
@@ -55,7 +35,7 @@ def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False) -> Cach
     checked = 0
     for blob in list(index.iter_blobs()):
         checked += 1
-        problem = blob_problem(store, blob.digest, blob.size)
+        problem = store.problem(blob.digest, blob.size)
         if problem is None:
             continue
         if not repair:
@@ -81,7 +61,7 @@ def _good_blobs(store: BlobStore) -> Iterator[tuple[Digest, int]]:
     """Every blob file whose name is a digest and whose bytes hash to it."""
     for path in sorted(store.blobs.iterdir()):
         digest = decoded("blob file", path.name, digest_value, f"sha256:{path.name}")
-        if digest is not None and blob_problem(store, digest, None) is None:
+        if digest is not None and store.problem(digest, None) is None:
             yield digest, path.stat().st_size
 
 

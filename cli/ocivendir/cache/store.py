@@ -192,6 +192,31 @@ class BlobStore:
             except DigestMismatch:
                 self.delete(digest)
                 raise
+            except Exception as exc:
+                # a reader that fails half-way (gzip CRC, a broken tar) may be reading a damaged blob: re-hash it, so
+                # the caller can drop and refetch it in this run instead of failing until `cache verify --repair`
+                problem = self.problem(digest, size)
+                if problem is None:
+                    raise
+                self.delete(digest)
+                raise DigestMismatch(f"{what}: cached blob {digest} is {problem} ({exc})") from None
+
+    def problem(self, digest: Digest, size: int | None) -> str | None:
+        """Why a blob file is not the blob it should be (missing, not a file, truncated, corrupt), or None."""
+        path = self.path(digest)
+        try:
+            actual = path.stat().st_size
+        except FileNotFoundError:
+            return "missing"
+        if not path.is_file():
+            return "not a regular file"
+        if size is not None and actual != size:
+            return f"truncated ({actual} of {size} bytes)"
+        hasher = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                hasher.update(chunk)
+        return None if hasher.hexdigest() == digest.hex else "corrupt (sha256 differs)"
 
     def delete(self, digest: Digest) -> None:
         """Remove a blob file (under its lock)."""

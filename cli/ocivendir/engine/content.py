@@ -228,9 +228,19 @@ class Content:
 
     def config(self, repo: Repository, manifest: Manifest) -> ImageConfig:
         """An image's config (labels)."""
-        self.ensure_blobs(repo, (manifest.config,))
         what = f"Reading config of '{repo}'"
-        return parse_config(self.store.read_verified(manifest.config.digest, manifest.config.size, what))
+        for attempt in range(2):
+            self.ensure_blobs(repo, (manifest.config,))
+            try:
+                return parse_config(self.store.read_verified(manifest.config.digest, manifest.config.size, what))
+            except DigestMismatch as exc:
+                if attempt:
+                    raise
+                # read_verified deleted the damaged file: forget it and fetch it again in this run
+                self.warn(f"{exc}; fetching it again")
+                if self.index is not None:
+                    self.index.forget_blob(manifest.config.digest)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # --- blobs ----------------------------------------------------------------------------------------------
 
