@@ -201,3 +201,36 @@ def test_listing_ten_thousand_entries_is_one_query(cache: tuple[BlobStore, Cache
     assert result.totals.bytes == 1_000_000
     planned = prune(store, index, PrunePlan(max_size=500_000, dry_run=True))
     assert len(planned.removed) == 5_000
+
+
+def test_verify_finds_and_repair_removes_junk_orphans_stale_files_and_a_broken_layout(
+    cache: tuple[BlobStore, CacheIndex],
+) -> None:
+    store, index = cache
+    kept = add(cache, "r.io/keep", [b"kept" * 100])
+    orphan = b"nobody needs me"
+    (store.blobs / digest_of(orphan).hex).write_bytes(orphan)
+    (store.blobs / "notes.txt").write_text("junk")
+    (store.blobs / ("b" * 64)).mkdir()
+    (store.blobs.parent / "sha512").mkdir()
+    (store.tmp / f"{'c' * 64}-dead01").write_bytes(b"partial")
+    (store.locks / f"target-{'d' * 64}").write_bytes(b"")
+    (store.locks / f"blob-{'e' * 64}").mkdir()
+    (store.root / "index.json").write_text("{broken")
+    (store.root / "oci-layout").write_text("{}")
+    (store.root / "mine.txt").write_text("left alone")
+    report = verify(store, index, exclusive=True)
+    assert report.consistent is False
+    assert len(report.repairs) == 9
+    assert (store.blobs / "notes.txt").exists()  # reporting changes nothing
+    assert verify(store, index).repairs == ()  # without the cache to itself only blobs are re-hashed
+    fixed = verify(store, index, repair=True, exclusive=True)
+    assert fixed.consistent is True
+    assert len(fixed.repairs) == 9
+    assert verify(store, index, exclusive=True).repairs == ()
+    assert sorted(p.name for p in store.blobs.parent.iterdir()) == ["sha256"]
+    assert list(store.tmp.iterdir()) == []
+    assert not (store.locks / f"blob-{'e' * 64}").exists()
+    assert (store.root / "mine.txt").exists()
+    assert [e.ref.split("@")[0] for e in list_entries(store, index).entries] == ["r.io/keep"]
+    assert store.has(kept)

@@ -15,6 +15,7 @@ from pathlib import Path
 from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.rows import BadRow, BlobRow, decoded, digest_ref, digest_value
 from ocivendir.cache.store import BlobStore
+from ocivendir.cache.tidy import tidy
 from ocivendir.errors import CacheError, OcivendirError
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.fs.swap import remove_tree
@@ -29,8 +30,12 @@ _MAX_MANIFEST = 4 * 1024 * 1024
 _REF_NAME = "org.opencontainers.image.ref.name"
 
 
-def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False) -> CacheVerifyResult:
-    """Re-hash every recorded blob; with `repair`, remove the bad ones with the refs that need them."""
+def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False, exclusive: bool = False) -> CacheVerifyResult:
+    """Re-hash every recorded blob; with `repair`, remove the bad ones with the refs that need them.
+
+    With `exclusive` (the caller holds the root lock exclusively: no pull or sync is running), the directory is also
+    checked for junk, orphans, stale temp and lock files and a broken layout (`cache/tidy.py`).
+    """
     repairs: list[str] = []
     checked = 0
     for blob in list(index.iter_blobs()):
@@ -48,6 +53,8 @@ def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False) -> Cach
         repairs.append(f"removed blob {blob.digest}: {problem}" + (f"; dropped {', '.join(refs)}" if refs else ""))
     if repairs and repair:
         store.write_index_json(index.layout_entries())
+    if exclusive:
+        repairs += tidy(store, index, repair=repair)
     return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=repair or not repairs, repair=repair)
 
 

@@ -21,9 +21,9 @@ from ocivendir.fs.swap import atomic_write
 from ocivendir.oci.manifest import sha256_digest
 from ocivendir.oci.reference import Digest
 
-__all__ = ["BlobStore", "LayoutEntry", "VerifyingReader"]
+__all__ = ["LAYOUT_MARKER", "BlobStore", "LayoutEntry", "VerifyingReader"]
 
-_LAYOUT = b'{"imageLayoutVersion":"1.0.0"}'
+LAYOUT_MARKER = b'{"imageLayoutVersion":"1.0.0"}'
 # OCI-layout readers (containers/image, so skopeo) only look at descriptors typed as OCI manifests or indexes; a
 # Docker-typed manifest is listed under the OCI type so they find it. The blob's bytes are never changed.
 _LAYOUT_TYPES = {
@@ -90,7 +90,7 @@ class BlobStore:
             for directory in (self.blobs, self.tmp, self.locks):
                 directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             if not (self.root / "oci-layout").exists():
-                atomic_write(self.root / "oci-layout", _LAYOUT, mode=0o644)
+                atomic_write(self.root / "oci-layout", LAYOUT_MARKER, mode=0o644)
             if not (self.root / "index.json").exists():
                 self.write_index_json(())
         except OSError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,7 +38,8 @@ def _when(timestamp: float) -> str:
 
 
 @contextmanager
-def _opened(ctx: click.Context, run: Run | None = None) -> Iterator[tuple[Run, BlobStore, CacheIndex]]:
+def _opened(ctx: click.Context, run: Run | None = None, *,
+            exclusive: bool | None = False) -> Iterator[tuple[Run, BlobStore, CacheIndex, bool]]:  # fmt: skip
     from ocivendir.commands.runtime import Run, open_cache  # noqa: PLC0415 - `--help` stays light
 
     run = run or Run.start(ctx)
@@ -45,18 +47,34 @@ def _opened(ctx: click.Context, run: Run | None = None) -> Iterator[tuple[Run, B
     if opened is None:
         raise UsageError("the cache commands need a cache (remove --no-cache)")
     store, index = opened
-    with _held(store, index):
-        yield run, store, index
+    with _held(store, index, exclusive=exclusive) as alone:
+        yield run, store, index, alone
 
 
 @contextmanager
-def _held(store: BlobStore, index: CacheIndex) -> Iterator[None]:
-    """The root lock held shared while a cache command works, as every run holds it; the index closed after."""
-    from ocivendir.fs.locks import file_lock  # noqa: PLC0415
+def _held(store: BlobStore, index: CacheIndex, *, exclusive: bool | None = False) -> Iterator[bool]:
+    """The root lock while a cache command works; yields whether it is held exclusively. The index is closed after.
 
+    Shared (as every run holds it); exclusive, waiting up to 30 s for running pulls and syncs (`True`); or exclusive
+    only if it is free at once, else shared (`None`).
+    """
+    from ocivendir.fs.locks import LockBusy, file_lock  # noqa: PLC0415
+
+    root = store.lock_path("root")
     try:
-        with file_lock(store.lock_path("root"), shared=True):
-            yield
+        with contextlib.ExitStack() as stack:
+            alone = exclusive is not False
+            if alone:
+                try:
+                    stack.enter_context(file_lock(root, timeout=30 if exclusive else 0))
+                except LockBusy:
+                    if exclusive:
+                        raise CacheError(f"Cannot repair the cache in '{store.root}': it is in use by a running pull "
+                                         "or sync", hint="try again when they have finished") from None  # fmt: skip
+                    alone = False
+            if not alone:
+                stack.enter_context(file_lock(root, shared=True))
+            yield alone
     finally:
         index.close()
 
@@ -85,7 +103,7 @@ def ls(ctx: click.Context, sort: str, kinds: tuple[str, ...]) -> None:
     """
     from ocivendir.cache.prune import list_entries  # noqa: PLC0415
 
-    with _opened(ctx) as (run, store, index):
+    with _opened(ctx) as (run, store, index, _):
         result = list_entries(store, index, sort=sort, kinds=kinds)
     output = run.output
     rows = [[e.ref, e.digest[7:19], e.kind, _human(e.size), _when(e.created), _when(e.last_used), e.verdict or "-"]
@@ -120,7 +138,7 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
 
     if everything and (older_than or max_size):
         raise UsageError("--all excludes --older-than and --max-size")
-    with _opened(ctx) as (run, store, index):
+    with _opened(ctx) as (run, store, index, _):
         budget = run.settings.cache_max_size
         plan = PrunePlan(
             older_than=parse_duration(older_than, "--older-than") if older_than else None,
@@ -148,9 +166,11 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
 def verify_cache(ctx: click.Context, repair: bool) -> int:
     """Re-hash every blob and report what is wrong; with --repair, fix it (removed content is refetched on next use).
 
-    Without --repair nothing changes. An index.db that cannot be read (garbage, a directory in its place) is rebuilt
-    from the blobs by --repair: refs come back from index.json when their manifest and blobs re-hash correctly. Exit 0
-    when the cache is consistent at the end, else 1.
+    Without --repair nothing changes. When no pull or sync is running (always with --repair, which waits up to 30 s for
+    them), the directory is checked too: junk and orphan files, stale temp and lock files, a broken index.json or
+    oci-layout, a directory where a blob or lock file belongs. An index.db that cannot be read (garbage, a directory in
+    its place) is rebuilt from the blobs by --repair: refs come back from index.json when their manifest and blobs
+    re-hash correctly. Exit 0 when the cache is consistent at the end, else 1.
 
     \b
     Examples:
@@ -162,8 +182,8 @@ def verify_cache(ctx: click.Context, repair: bool) -> int:
 
     run = Run.start(ctx)
     try:
-        with _opened(ctx, run) as (_, store, index):
-            result = verify(store, index, repair=repair)
+        with _opened(ctx, run, exclusive=True if repair else None) as (_, store, index, alone):
+            result = verify(store, index, repair=repair, exclusive=alone)
     except CacheError:
         if not repair or run.settings.cache_dir is None:
             raise
@@ -185,6 +205,6 @@ def _rebuild_and_verify(root: Path) -> CacheVerifyResult:
 
     store = BlobStore(root)
     index, notes = rebuild(store)
-    with _held(store, index):
-        result = verify(store, index, repair=True)
+    with _held(store, index, exclusive=True):
+        result = verify(store, index, repair=True, exclusive=True)
     return dataclasses.replace(result, repairs=(*notes, *result.repairs))

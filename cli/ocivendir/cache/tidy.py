@@ -1,0 +1,98 @@
+"""Owns: finding — and with repair, removing — what does not belong in the cache directory.
+
+Junk and orphan files under `blobs/`, stale temp files, stray entries under `locks/`, a broken `oci-layout` or
+`index.json`, and a directory where a blob or a lock file belongs. It runs only while the caller holds the cache's
+root lock exclusively, so no running pull or sync is writing. Unknown entries at the top of the cache directory are
+left alone: the directory may have been named by mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ocivendir.cache.index import CacheIndex
+from ocivendir.cache.store import LAYOUT_MARKER, BlobStore
+from ocivendir.fs.swap import atomic_write, remove_tree
+
+__all__ = ["tidy"]
+
+_HEX = re.compile(r"[0-9a-f]{64}")
+_LOCK = re.compile(r"root|index-json|grants-key|(blob|entry|target)-[0-9a-f]{64}")
+
+
+def _remove(path: Path, why: str, *, repair: bool) -> str:
+    if repair:
+        remove_tree(path)
+        return f"removed {path}: {why}"
+    return f"would remove {path}: {why}"
+
+
+def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
+    recorded = {blob.digest.hex for blob in index.iter_blobs()}
+    found = [
+        _remove(path, "not a blob directory", repair=repair)
+        for path in sorted(store.blobs.parent.iterdir())
+        if path.name != "sha256"
+    ]
+    for path in sorted(store.blobs.iterdir()):
+        if not _HEX.fullmatch(path.name):
+            found.append(_remove(path, "junk (not named by a digest)", repair=repair))
+        elif path.is_symlink() or not path.is_file():
+            found.append(_remove(path, "not a regular file where a blob belongs", repair=repair))
+        elif path.name not in recorded:
+            found.append(_remove(path, "orphan blob (no cached entry needs it)", repair=repair))
+    return found
+
+
+def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
+    found = [_remove(path, "stale temp file", repair=repair) for path in sorted(store.tmp.iterdir())]
+    for path in sorted(store.locks.iterdir()):
+        if path.is_symlink() or not path.is_file():
+            found.append(_remove(path, "not a regular file where a lock file belongs", repair=repair))
+        elif not _LOCK.fullmatch(path.name) or path.name.startswith("target-"):
+            found.append(_remove(path, "stale lock file", repair=repair))
+    return found
+
+
+def _layout(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
+    found = []
+    marker = store.root / "oci-layout"
+    if not marker.is_file() or marker.read_bytes() != LAYOUT_MARKER:
+        found.append(f"{'rewrote' if repair else 'would rewrite'} {marker}: broken")
+        if repair:
+            remove_tree(marker)
+            atomic_write(marker, LAYOUT_MARKER, mode=0o644)
+    listed = store.root / "index.json"
+    wanted = sorted((e.ref, str(e.digest)) for e in index.layout_entries())
+    try:
+        doc = json.loads(listed.read_bytes())
+        names = sorted((m["annotations"]["org.opencontainers.image.ref.name"], m["digest"]) for m in doc["manifests"])
+    except (OSError, ValueError, TypeError, KeyError):
+        names = None
+    if names != wanted:
+        found.append(f"{'rewrote' if repair else 'would rewrite'} {listed}: broken or out of date")
+        if repair:
+            remove_tree(listed)
+            store.write_index_json(index.layout_entries())
+    return found
+
+
+def tidy(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
+    """Report (and with `repair`, fix) everything in the cache directory that is not cached content or its index."""
+    found = [
+        _remove(directory, "not a directory", repair=repair)
+        for directory in (store.blobs, store.tmp, store.locks)
+        if directory.exists() and not directory.is_dir()
+    ]
+    if repair:
+        store.ensure_layout()
+    if not all(d.is_dir() for d in (store.blobs, store.tmp, store.locks)):
+        return found
+    return (
+        found
+        + _blob_files(store, index, repair=repair)
+        + _scratch(store, repair=repair)
+        + _layout(store, index, repair=repair)
+    )
