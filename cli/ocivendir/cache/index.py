@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from ocivendir.cache.grants import is_principal
 from ocivendir.cache.rows import (
     BlobRow,
     RefRow,
@@ -47,6 +48,8 @@ CREATE TABLE IF NOT EXISTS verdicts(bundle_ref TEXT PRIMARY KEY, relocated INTEG
     locations_digest TEXT, missing_json TEXT NOT NULL, checked_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS schemes(host TEXT PRIMARY KEY, scheme TEXT NOT NULL, checked_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS tags(ref TEXT PRIMARY KEY, digest TEXT NOT NULL, resolved_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS grants(manifest_digest TEXT NOT NULL, repository TEXT NOT NULL, principal TEXT NOT NULL,
+    granted_at REAL NOT NULL, PRIMARY KEY(manifest_digest, repository, principal));
 """
 _UPSERT_BLOB = (
     "INSERT INTO blobs(digest, size, media_type, created, last_used) VALUES (?,?,?,?,?) "
@@ -252,6 +255,7 @@ class CacheIndex:
         for (raw,) in orphans:
             statements.append(("DELETE FROM blobs WHERE digest = ?", (raw,)))
             statements.append(("DELETE FROM edges WHERE manifest_digest = ?", (raw,)))
+            statements.append(("DELETE FROM grants WHERE manifest_digest = ?", (raw,)))
         self._write(statements)
         return [d for (raw,) in orphans if (d := decoded("blobs", raw, digest_value, raw))]
 
@@ -305,6 +309,19 @@ class CacheIndex:
         self._write(
             [("INSERT OR REPLACE INTO schemes(host, scheme, checked_at) VALUES (?,?,?)", (host, scheme, self.now))]
         )
+
+    def grants(self, manifest_digest: Digest, repository: str) -> frozenset[str]:
+        """The principals recorded as able to read a manifest in a repository (malformed rows are ignored)."""
+        rows = self._rows(
+            "SELECT principal FROM grants WHERE manifest_digest = ? AND repository = ?",
+            (str(manifest_digest), repository),
+        )
+        return frozenset(str(r[0]) for r in rows if is_principal(r[0]))
+
+    def grant(self, manifest_digest: Digest, repository: str, principal: str) -> None:
+        """Record that `principal` could read a manifest in a repository."""
+        sql = "INSERT OR REPLACE INTO grants(manifest_digest, repository, principal, granted_at) VALUES (?,?,?,?)"
+        self._write([(sql, (str(manifest_digest), repository, principal, self.now))])
 
     def put_tag(self, ref: str, digest: Digest) -> None:
         """Record a tag's answer (used only by --stale-if-error)."""

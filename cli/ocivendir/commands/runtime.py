@@ -30,6 +30,7 @@ from ocivendir.settings import Flags, Settings, load_registry_plan, load_setting
 if TYPE_CHECKING:
     import click
 
+    from ocivendir.oci.reference import Repository
     from ocivendir.registry.client import RegistryClient
     from ocivendir.registry.mirrors import MirrorPlan
 
@@ -185,6 +186,23 @@ def _client_factory(run: Run) -> Callable[[ClientSpec, CacheIndex | None], Regis
     return factory
 
 
+def _principal(run: Run, store: BlobStore) -> Callable[[ClientSpec, Repository], str]:
+    """Who the caller is to a registry, for a shared cache's access grants: its credential's keyed fingerprint.
+
+    Only the credential lookup runs (no network stack); registries.yaml is not read for it.
+    """
+    from ocivendir.cache.grants import Fingerprints  # noqa: PLC0415 - only when a cached manifest is checked
+    from ocivendir.registry.auth import Keyring  # noqa: PLC0415
+
+    fingerprints = Fingerprints(store.root / "grants.key")
+
+    def principal(spec: ClientSpec, repo: Repository) -> str:
+        keyring = Keyring(_rules(run.settings, spec.credentials), run.settings.docker_configs)
+        return fingerprints.principal(repo.registry, keyring(repo.registry, repo.path))
+
+    return principal
+
+
 def _throwaway_store(target: Path | None) -> BlobStore:
     """Without a cache: blobs go to a sibling of the target (or a private temp dir), removed when the run ends."""
     if target is not None:
@@ -213,7 +231,8 @@ def open_content(run: Run, *, target: Path | None) -> Iterator[tuple[Content, Pa
         content = Content(store=store, index=index, client_factory=_client_factory(run),
                           concurrency=settings.concurrency, events=run.output.event, offline=settings.offline,
                           stale_if_error=settings.stale_if_error,
-                          extract_limits=ExtractLimits(max_bytes=settings.max_extract_size))  # fmt: skip
+                          extract_limits=ExtractLimits(max_bytes=settings.max_extract_size),
+                          principal=_principal(run, store) if index is not None else None)  # fmt: skip
         try:
             yield content, lock_dir
             if index is not None and content.counters.stored_new:

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
+from ocivendir.engine import access
 from ocivendir.errors import DigestMismatch, Transient
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
@@ -101,6 +103,7 @@ class Content:
         offline: bool = False,
         stale_if_error: float | None = None,
         extract_limits: ExtractLimits | None = None,
+        principal: Callable[[ClientSpec, Repository], str] | None = None,
     ) -> None:
         """Wire a store (the cache or a throwaway one), its index (None without a cache) and a client factory."""
         self.store = store
@@ -114,6 +117,8 @@ class Content:
         self.offline = offline
         self.stale_if_error = stale_if_error
         self.extract_limits = extract_limits or ExtractLimits()
+        self.principal = principal
+        self._principals: dict[tuple[ClientSpec, Repository], str] = {}
         self.counters = FetchCounters()
         self.warnings: list[str] = []
         self._held = contextlib.ExitStack()
@@ -131,6 +136,15 @@ class Content:
                 client.on_warning(self.warn)
                 self._clients[self._spec] = client
             return self._clients[self._spec]
+
+    def principal_for(self, repo: Repository) -> str:
+        """Who this view's caller is to `repo`'s registry: `anonymous` or its credential's keyed fingerprint."""
+        if self.principal is None:
+            return ANONYMOUS_PRINCIPAL
+        key = (self._spec, repo)
+        if key not in self._principals:
+            self._principals[key] = self.principal(self._spec, repo)
+        return self._principals[key]
 
     def view(self, spec: ClientSpec) -> Content:
         """The same store, index, counters and warnings, with a client for other credentials (one content's)."""
@@ -186,6 +200,7 @@ class Content:
             resolved = self.client().resolve(ref)
         except Transient as exc:
             return self._stale_answer(ref, exc)
+        access.record(self, ref.repository, resolved.digest)  # the tag's HEAD just proved access
         if resolved.raw is not None:
             self.store.admit_bytes(resolved.digest, resolved.raw)
         if self.index is not None:
@@ -212,12 +227,15 @@ class Content:
             except DigestMismatch as exc:
                 self._drop_corrupt(digest, str(exc))
             else:
+                access.admit(self, repo, digest)
                 self.counters.hit()
                 return data
         raw, fetched = self.store.admit_fetched(digest, lambda: self.client().get_manifest(repo.at(digest))[0])
         if fetched:
+            access.record(self, repo, digest)
             self.counters.fetch(len(raw))
         else:
+            access.admit(self, repo, digest)
             self.counters.hit()
         return raw
 

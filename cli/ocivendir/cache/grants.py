@@ -1,0 +1,85 @@
+"""Owns: who may be served a cached manifest — credential fingerprints keyed by a per-cache secret.
+
+A shared cache records, per manifest and repository, the principals that could read it: `anonymous`, or
+`hmac-sha256:<hex>`, an HMAC of the credential under a random key kept in the cache (`grants.key`, mode 0600). The
+secret itself is never stored, nor a plain hash that a low-entropy password could be guessed from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import re
+import secrets as _random
+import threading
+from pathlib import Path
+
+from ocivendir.registry.credentials import Credential
+
+__all__ = ["ANONYMOUS_PRINCIPAL", "Fingerprints", "is_principal"]
+
+ANONYMOUS_PRINCIPAL = "anonymous"
+_KEY_BYTES = 32
+_PRINCIPAL = re.compile(r"anonymous|hmac-sha256:[0-9a-f]{64}")
+
+
+def is_principal(value: object) -> bool:
+    """True for a value ocivendir writes as a principal."""
+    return isinstance(value, str) and _PRINCIPAL.fullmatch(value) is not None
+
+
+class Fingerprints:
+    """Credential fingerprints under the cache's key, created (0600) on first need."""
+
+    def __init__(self, key_path: Path) -> None:
+        """Use the key at `key_path`; nothing is read or written until a fingerprint is needed."""
+        self._path = key_path
+        self._key: bytes | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> bytes:
+        with self._lock:
+            if self._key is None:
+                self._key = self._read() or self._create()
+            return self._key
+
+    def _read(self) -> bytes | None:
+        with contextlib.suppress(OSError):
+            if self._path.is_file() and not self._path.is_symlink():
+                data = self._path.read_bytes()
+                if len(data) == _KEY_BYTES:
+                    return data
+        return None
+
+    def _create(self) -> bytes:
+        """A new random key, published without clobbering one another process made at the same moment."""
+        tmp = self._path.with_name(f".{self._path.name}-{_random.token_hex(6)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, _random.token_bytes(_KEY_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, self._path)
+            existing = self._read()
+            if existing is None:  # a malformed key in its place: replace it (grants made with it stop matching)
+                tmp.replace(self._path)
+                existing = self._read()
+        finally:
+            tmp.unlink(missing_ok=True)
+        if existing is None:
+            msg = f"cannot create the cache key {self._path}"
+            raise OSError(msg)
+        return existing
+
+    def principal(self, registry: str, credential: Credential) -> str:
+        """`anonymous` for no credential, else the credential's keyed fingerprint (bound to the registry)."""
+        parts = (credential.username, credential.password, credential.identity_token, credential.registry_token)
+        if not any(parts):
+            return ANONYMOUS_PRINCIPAL
+        message = "\0".join((registry, *parts)).encode()
+        return "hmac-sha256:" + hmac.new(self._load(), message, hashlib.sha256).hexdigest()
