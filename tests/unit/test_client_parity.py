@@ -138,3 +138,11 @@ def test_nondistributable_layers_are_layers(media_type: str, compression: str) -
 )
 def test_compression_is_told_by_the_magic_bytes(head: bytes, compression: str) -> None:
     assert sniff_compression(head) == compression
+
+
+def test_missing_credentials_cost_no_second_request(rsps: responses.RequestsMock) -> None:
+    rsps.head(f"{BASE}/manifests/v1", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
+    c = client()
+    with pytest.raises(Unauthorized, match="requires authentication and no credentials were found"):
+        c.resolve(parse_reference(f"{REG}/team/app:v1"))
+    assert c.stats.total == 1  # nothing to learn from a GET: no credentials were refused

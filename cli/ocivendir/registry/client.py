@@ -224,7 +224,7 @@ class RegistryClient:
         """A 401 after authenticating: the registry's own message says why."""
         detail = _registry_error_text(response)
         response.close()
-        raise Unauthorized(f"{what}: {endpoint.name} refused the credentials for {endpoint.path} ({detail})")
+        raise _Refused(f"{what}: {endpoint.name} refused the credentials for {endpoint.path} ({detail})")
 
     def _ping(self, endpoint: Endpoint, what: str) -> str:
         """The challenge of `GET /v2/` (once per host and run), for a 401 that carried none."""
@@ -309,7 +309,7 @@ class RegistryClient:
         fetch = f"Fetching manifest '{ref}'"
         try:
             response = self._send("HEAD", endpoint, path, {"Accept": ACCEPT_MANIFESTS}, stream=False, what=what)
-        except Unauthorized:
+        except _Refused:  # credentials were sent and refused: the GET says why (a HEAD has no body)
             return self._resolved_by_get(endpoint, ref, fetch)
         if response.status_code not in _HEAD_REFUSED and not _client_error(response.status_code):
             self._raise_for(response, what)
@@ -478,6 +478,10 @@ def _route(endpoint: Endpoint) -> Route:
         tls=endpoint.config.tls,
         label=endpoint.name,
     )
+
+
+class _Refused(Unauthorized):
+    """Credentials were sent and the registry refused them."""
 
 
 class _ShortRead(Exception):
