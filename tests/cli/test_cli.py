@@ -166,3 +166,15 @@ def test_hostile_yaml_is_one_readable_usage_error_from_a_file_or_stdin(
     assert as_vendir.stderr == f"vendir: Error: Parsing resource config '-':\n  {expected}\n"
     assert as_vendir.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vendir.yml"]
+
+
+def test_a_lock_file_that_cannot_be_written_names_it_instead_of_a_bare_errno(tmp_path: Path) -> None:
+    (tmp_path / "vendir.yml").write_text(
+        "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: v\n  contents:\n  - path: .\n"
+        "    inline: {paths: {a: b}}\n"
+    )
+    (tmp_path / "lockdir").mkdir()
+    result = run_cli("sync", "--chdir", str(tmp_path), "--lock-file", "lockdir", "--no-cache")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "ocivendir: Error: Writing lock config 'lockdir': is a directory"
+    assert "Errno" not in result.stderr

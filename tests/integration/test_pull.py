@@ -252,8 +252,15 @@ def test_pull_by_bundle_lock_file(registry: Registry, pusher: Pusher, repo_prefi
     assert (tmp_path / "out/.imgpkg/images.yml").exists()
     lock.write_text("apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: BundleLock\nbundle:\n  image: r.io/some/app:v1\n")
     code, doc, _ = pull("--lock", str(lock), "-o", str(tmp_path / "bad"))
-    assert code == 1
+    assert code == 2  # the user's own file: a usage error (design §4.7), before any request
     assert "Expected ref to be in digest form, got 'r.io/some/app:v1'" in doc["error"]["message"]  # type: ignore[index]
+    lock.write_bytes(b"\x00\xff binary")
+    code, doc, _ = pull("--lock", str(lock), "-o", str(tmp_path / "bad"))
+    assert code == 2
+    assert doc["error"]["message"] == (  # type: ignore[index]
+        f"Reading bundle lock '{lock}': Unmarshaling bundle lock: error converting YAML to JSON: yaml: control "
+        "characters are not allowed"
+    )
 
 
 def test_layers_apply_first_to_last_with_whiteouts_as_vendir_does(pusher: Pusher, repo_prefix: str,

@@ -12,7 +12,15 @@ import requests
 import responses
 from responses import matchers
 
-from ocivendir.errors import DigestMismatch, NotFound, RateLimited, TLSVerifyError, Transient, Unauthorized
+from ocivendir.errors import (
+    DigestMismatch,
+    NotFound,
+    RateLimited,
+    RegistryError,
+    TLSVerifyError,
+    Transient,
+    Unauthorized,
+)
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
@@ -236,3 +244,27 @@ def test_resolve_falls_back_to_get_when_head_is_refused(rsps: responses.Requests
     resolved = client().resolve(parse_reference(f"{REG}/team/app:v1"))
     assert str(resolved.digest) == DIGEST
     assert resolved.raw == MANIFEST
+
+
+@pytest.mark.parametrize("header", ["sha256:xyz", "md5:abc", "garbage"])
+def test_a_malformed_digest_from_the_registry_is_a_registry_error_not_a_usage_error(
+    rsps: responses.RequestsMock, header: str
+) -> None:
+    rsps.head(f"{BASE}/manifests/v1", headers={"Docker-Content-Digest": header, "Content-Type": "x"})
+    rsps.get(f"{BASE}/manifests/v2", body=MANIFEST, headers={"Docker-Content-Digest": header})
+    for tag in ("v1", "v2"):
+        call = client().resolve if tag == "v1" else client().get_manifest
+        with pytest.raises(RegistryError, match="the registry served an invalid digest") as caught:
+            call(parse_reference(f"{REG}/team/app:{tag}"))
+        assert caught.value.exit_code == 1
+
+
+def test_a_malformed_descriptor_digest_in_a_served_manifest_is_a_registry_error() -> None:
+    from ocivendir.oci.manifest import parse_manifest  # noqa: PLC0415
+
+    config = f'{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{DIGEST}","size":2}}'
+    layer = '{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:../../x","size":1}'
+    bad = MANIFEST.replace(b'"config":{},"layers":[]', f'"config":{config},"layers":[{layer}]'.encode())
+    with pytest.raises(RegistryError, match="invalid digest") as caught:
+        parse_manifest(bad)
+    assert caught.value.exit_code == 1

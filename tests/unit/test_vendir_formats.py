@@ -167,3 +167,26 @@ def test_semver_selection() -> None:
     )
     with pytest.raises(ConfigError, match="Parsing version constraint 'nonsense'"):
         select_tag(tags, "nonsense", None)
+
+
+SECRET = "apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ndata: {{password: {value}, username: dXNlcg==}}\n---\n"
+GO_BASE64 = "json: cannot unmarshal string into Go struct field .data.password of type []uint8: illegal base64 data"
+
+
+@pytest.mark.parametrize(
+    ("value", "offset"),
+    [('"aGk"', 0), ('"aG k="', 2), ('"a!hi"', 1), ('"aGk=x"', 4), ('"aGk=\\naGk="', 5), ('"aGk=="', 4), ('"==="', 0)],
+)  # as vendir 0.40.0 reports them
+def test_secret_data_that_is_not_base64_fails_as_vendir_fails(value: str, offset: int) -> None:
+    message = error(SECRET.format(value=value) + HEAD + "directories: []\n")
+    assert message == (
+        "Parsing resource config '-': Unmarshaling secret: error unmarshaling JSON: while decoding JSON: "
+        f"{GO_BASE64} at input byte {offset}"
+    )
+
+
+def test_secret_data_is_decoded_as_go_decodes_it_newlines_included() -> None:
+    stream = parse(SECRET.format(value='"aGVs\\nbG8="') + HEAD + "directories: []\n")
+    assert stream.secrets[0].data == {"password": "hello", "username": "user"}  # type: ignore[attr-defined]
+    number = error(SECRET.format(value="1234") + HEAD + "directories: []\n")
+    assert number.endswith("json: cannot unmarshal number into Go struct field .data.password of type []uint8")

@@ -151,6 +151,11 @@ def _finish(run: Run, lock: LockConfig, lock_file: str, has_local: bool) -> None
     if has_local:
         run.output.line(f"Lock config is not saved to '{lock_file}' due to command line overrides")
     else:
-        write_if_changed(Path(lock_file), lock.dump())
+        try:
+            write_if_changed(Path(lock_file), lock.dump())
+        except OSError as exc:
+            from ocivendir.errors import SyncError  # noqa: PLC0415
+
+            raise SyncError(f"Writing lock config '{lock_file}': {(exc.strerror or str(exc)).lower()}") from None
     run.output.line("")
     run.output.line("Succeeded")

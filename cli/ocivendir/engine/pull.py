@@ -62,7 +62,10 @@ def _reference(options: PullOptions) -> Reference:
             raw = options.lock_file.read_bytes()
         except OSError as exc:
             raise UsageError(f"Reading bundle lock '{options.lock_file}': {exc.strerror}") from None
-        return parse_bundle_lock(raw).image
+        try:
+            return parse_bundle_lock(raw).image
+        except ImagesLockError as exc:  # the user's own file: a usage error, not something fetched
+            raise UsageError(f"Reading bundle lock '{options.lock_file}': {exc.message}") from None
     if options.reference is None:  # pragma: no cover - the command checks this first
         raise UsageError("Expected either image or bundle reference")
     return parse_reference(options.reference)

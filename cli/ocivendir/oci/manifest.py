@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ocivendir.errors import DigestMismatch, UnsupportedMediaType
+from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
 from ocivendir.oci.reference import Digest, parse_digest
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "layer_compression",
     "parse_config",
     "parse_manifest",
+    "served_digest",
     "sha256_digest",
     "sniff_compression",
 ]
@@ -109,12 +110,20 @@ class ImageConfig:
         return BUNDLE_LABEL in self.labels
 
 
+def served_digest(text: str, where: str) -> Digest:
+    """A digest a registry served (in a manifest or a header): malformed, it is the registry's fault (exit 1)."""
+    try:
+        return parse_digest(text)
+    except BadReference as exc:
+        raise RegistryError(f"{where}: the registry served an invalid digest: {exc.message}") from None
+
+
 def _descriptor(raw: Any, where: str) -> Descriptor:  # noqa: ANN401 - raw JSON
     if not isinstance(raw, dict):
         raise UnsupportedMediaType(f"{where}: expected a descriptor object")
     try:
         size = raw["size"]
-        digest = parse_digest(str(raw["digest"]))
+        digest = served_digest(str(raw["digest"]), where)
         media_type = str(raw.get("mediaType", ""))
     except KeyError as exc:
         raise UnsupportedMediaType(f"{where}: descriptor lacks {exc.args[0]!r}") from None

@@ -130,8 +130,10 @@ def _check_registry(registry: str, original: str) -> str:
 def _check_repository(repo: str, original: str) -> None:
     if not 2 <= len(repo) <= 255 or not _REPO_CHARS.fullmatch(repo):  # noqa: PLR2004 - ggcr's bounds
         raise BadReference(f"could not parse reference: {original}")
-    if any(part == "" for part in repo.split("/")):
-        raise BadReference(f"could not parse reference: {original}")
+    if any(part in {"", ".", ".."} for part in repo.split("/")):  # the distribution grammar's path components
+        raise BadReference(
+            f"could not parse reference: {original}", hint="repository path components cannot be empty, '.' or '..'"
+        )
 
 
 def parse_reference(text: str) -> Reference:

@@ -26,8 +26,8 @@ from ocivendir.errors import (
     Transient,
     Unauthorized,
 )
-from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, sha256_digest
-from ocivendir.oci.reference import Digest, Reference, Repository, parse_digest
+from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, served_digest, sha256_digest
+from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.endpoints import EndpointWalker, Unreachable
 from ocivendir.registry.mirrors import Endpoint, MirrorPlan
@@ -315,7 +315,7 @@ class RegistryClient:
             self._raise_for(response, what)
             digest_header = response.headers.get("Docker-Content-Digest")
             if digest_header:
-                digest = parse_digest(digest_header)
+                digest = served_digest(digest_header, f"{what}: Docker-Content-Digest")
                 if ref.digest is not None and digest != ref.digest:
                     raise DigestMismatch(f"{what}: registry reports {digest}")
                 size = int(response.headers.get("Content-Length") or 0)
@@ -342,7 +342,7 @@ class RegistryClient:
         actual = sha256_digest(raw)
         expected = ref.digest
         if expected is None and response.headers.get("Docker-Content-Digest"):
-            expected = parse_digest(response.headers["Docker-Content-Digest"])
+            expected = served_digest(response.headers["Docker-Content-Digest"], f"{what}: Docker-Content-Digest")
         if expected is not None and actual != expected:
             raise DigestMismatch(f"{what}: expected digest {expected}, got {actual}")
         return raw, _content_type(response), actual

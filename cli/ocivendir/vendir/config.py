@@ -6,8 +6,6 @@ configDigest.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import posixpath
 from collections.abc import Sequence
@@ -17,7 +15,7 @@ from typing import Any
 from ocivendir import VENDIR_COMPAT_VERSION
 from ocivendir.errors import ConfigError
 from ocivendir.goyaml import emit
-from ocivendir.goyaml.load import DecodeError, go_bool, go_int, go_string_field, load_documents
+from ocivendir.goyaml.load import DecodeError, go_bool, go_bytes, go_int, go_string_field, load_documents
 from ocivendir.goyaml.load import field as get
 
 __all__ = [
@@ -345,16 +343,16 @@ def parse_config_document(doc: dict[str, Any]) -> Config:
 
 
 def _secret(doc: dict[str, Any]) -> Secret:
+    """A v1 Secret: `data` values are base64 decoded strictly, as Go's encoding/json decodes a []byte field."""
     metadata = get(doc, "metadata") or {}
     name = go_string_field(get(metadata, "name"), ".metadata.name")
     data: dict[str, str] = {}
     for key, value in (get(doc, "data") or {}).items():
+        decoded = go_bytes(value, f".data.{key}")
         try:
-            data[str(key)] = base64.b64decode(go_string_field(value, f".data.{key}"), validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError) as exc:
-            raise DecodeError(
-                f"error unmarshaling JSON: illegal base64 data in secret '{name}' key '{key}': {exc}"
-            ) from None
+            data[str(key)] = decoded.decode()
+        except UnicodeDecodeError:
+            raise DecodeError(f"secret '{name}' key '{key}': the decoded value is not UTF-8 text") from None
     return Secret(name=name, type=go_string_field(get(doc, "type"), ".type"), data=data)
 
 
@@ -364,12 +362,20 @@ def _config_map(doc: dict[str, Any]) -> ConfigMap:
     return ConfigMap(name=go_string_field(get(metadata, "name"), ".metadata.name"), data=data)
 
 
+_UNMARSHALING = {
+    "Secret": "Unmarshaling secret",
+    "ConfigMap": "Unmarshaling config map",
+    "Config": "Unmarshaling config",
+}
+
+
 def _dispatch(doc: object, source: str, found: dict[str, list[Any]]) -> None:
     prefix = f"Parsing resource config '{source}'"
     mapping = doc if isinstance(doc, dict) else {}
     api, kind = go_string_field(mapping.get("apiVersion"), "apiVersion"), go_string_field(mapping.get("kind"), "kind")
     if (api, kind) not in {("v1", "Secret"), ("v1", "ConfigMap"), (API_VERSION, "Config")}:
         raise ConfigError(f"{prefix}: Unknown apiVersion '{api}' or kind '{kind}' for resource")
+    what = _UNMARSHALING[kind]
     try:
         if (api, kind) == ("v1", "Secret"):
             found["secrets"].append(_secret(mapping))
@@ -378,11 +384,11 @@ def _dispatch(doc: object, source: str, found: dict[str, list[Any]]) -> None:
         else:
             found["configs"].append(parse_config_document(mapping))
     except DecodeError as exc:
-        raise ConfigError(f"{prefix}: Unmarshaling config: {exc}") from None
+        raise ConfigError(f"{prefix}: {what}: {exc}") from None
     except ConfigError as exc:
         if exc.message.startswith(prefix):
             raise
-        raise ConfigError(f"{prefix}: Unmarshaling config: {exc.message}") from None
+        raise ConfigError(f"{prefix}: {what}: {exc.message}") from None
 
 
 def _dedupe_secrets(secrets: list[Secret]) -> tuple[Secret, ...]:
