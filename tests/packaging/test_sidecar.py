@@ -21,23 +21,12 @@ from pathlib import Path
 import pytest
 from scripts.dist import elfcheck
 
+from tests.integration.test_kapp_controller import PLACEHOLDER
 from tests.support import registry as registry_support
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate
 
 pytestmark = [pytest.mark.dist, pytest.mark.integration]
 
-PLACEHOLDER = """apiVersion: v1
-data:
-  .dockerconfigjson: eyJhdXRocyI6e319
-kind: Secret
-metadata:
-  annotations:
-    secretgen.carvel.dev/image-pull-secret: ""
-  name: my-pkgi-fetch-0
-  namespace: apps
-type: kubernetes.io/dockerconfigjson
----
-"""
 CA_BUNDLE = "etc/pki/tls/certs/ca-bundle.crt"
 MEM_TMP = "etc/kappctrl-mem-tmp"
 OPENSHIFT_UID = 1000660000
