@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "RESULTS.md").write_text(report.render(results))
     met = results["fleet"].get("goal", {}).get("met", True)
-    print(f"bench: wrote {args.out / 'RESULTS.md'} and results.json; fleet goal {'met' if met else 'NOT MET'}",
+    verdict = "not run" if "not_run" in results["fleet"] else "met" if met else "NOT MET"
+    print(f"bench: wrote {args.out / 'RESULTS.md'} and results.json; fleet goal {verdict}",
           file=sys.stderr)  # fmt: skip
     return 0 if met else 1
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.measure import rss_method
 from bench.tools import Tools
 
 
@@ -27,6 +28,7 @@ def describe(tools: Tools) -> dict[str, object]:
         "kernel": platform.release(),
         "python": sys.version.split()[0],
         "versions": tools.versions(),
+        "rss_method": rss_method(),
         "started_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "load": [],
     }

@@ -17,13 +17,14 @@ def render(results: Row) -> str:
         f"started {results['machine']['started_utc']}). The same figures are in `results.json`. Requests and bytes "
         "are counted from the registry's own access log. Every time is a median with min–max over n repetitions."), "",
     ]  # fmt: skip
-    lines += fleet_section(results["fleet"]) if "not_run" not in results["fleet"] else []
+    fleet = results["fleet"]
+    lines += ["## Fleet", "", f"Not run: {fleet['not_run']}.", ""] if "not_run" in fleet else fleet_section(fleet)
     lines += _machine(results["machine"], results["skipped"])
     for name, render_section in (("pull", _pull), ("startup", _startup), ("cache_scale", _cache_scale),
                                  ("verify_relocation", _verify)):  # fmt: skip
         section = results[name]
         lines += (
-            [f"## {name}", "", f"Not run: {section['not_run']}.", ""]
+            [f"## {name.replace('_', ' ')}", "", f"Not run: {section['not_run']}.", ""]
             if "not_run" in section
             else render_section(section)
         )
@@ -34,7 +35,7 @@ def _machine(machine: Row, skipped: dict[str, str]) -> list[str]:
     lines = ["## Machine", "",
              (f"{machine['cores']} cores, {machine['cpu_model']}, {machine['memory_gib']} GiB memory, Linux "
              f"{machine['kernel']}, Python {machine['python']}. The machine may be shared: the 1-minute load average "
-             "at the start and end of every scenario is below."), ""]  # fmt: skip
+             f"at the start and end of every scenario is below. Peak RSS: {machine['rss_method']}."), ""]  # fmt: skip
     lines += table(["tool", "version"], [[name, f"`{version}`"] for name, version in machine["versions"].items()])
     lines += ["", *table(["scenario", "load at start", "load at end", "took"],
                          [[row["scenario"], str(row["load_start"]), str(row["load_end"]), f"{row['seconds']} s"]

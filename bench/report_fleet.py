@@ -5,6 +5,8 @@ The goal verdict first, then every variant's rounds with the tools side by side 
 
 from __future__ import annotations
 
+import statistics
+
 from bench.markdown import Row, mib, ratio, table
 
 _VARIANT_TITLES = {
@@ -33,10 +35,28 @@ def fleet_section(fleet: Row) -> list[str]:
     vendir = fleet["tools"]["vendir"]
     if vendir.get("skipped"):
         lines += [f"vendir side by side: skipped ({vendir['skipped']}).", ""]
+    lines += ["### Summary", "", *_summary(variants, fleet["apps"]), ""]
     for name, variant in variants.items():
         lines += [f"### {_VARIANT_TITLES[name]}", "", *_rounds_table(variant["tools"]), ""]
         lines += _failures(variant["tools"])
     return lines
+
+
+def _summary(variants: Row, apps: int) -> list[str]:
+    """One line per variant and tool: the cold round, the warm rounds (medians over them), the offline round."""
+    rows = []
+    for name, variant in variants.items():
+        for tool, figures in variant["tools"].items():
+            if len(figures["rounds"]) < 3:  # a cold, at least one warm and the offline round
+                continue
+            cold, warm, offline = figures["rounds"][0], figures["rounds"][1:-1], figures["rounds"][-1]
+            rows.append([
+                name, tool, str(cold["requests"]), f"{cold['bytes']:,}", " / ".join(str(r["requests"]) for r in warm),
+                f"{statistics.median(r['wall_ms_median'] for r in warm):.0f}",
+                f"{statistics.median(r['cpu_s'] for r in warm):.2f}", f"{offline['ok']}/{apps}",
+            ])  # fmt: skip
+    return table(["variant", "tool", "cold: requests", "cold: bytes", "warm rounds: requests", "warm: wall/App ms",
+                  "warm: CPU s per round", "registry stopped: Apps ok"], rows)  # fmt: skip
 
 
 def _goal(fleet: Row) -> list[str]:
@@ -93,7 +113,10 @@ def _failures(tools: Row) -> list[str]:
         for row in tool["rounds"]:
             lines += [f"- {name}, round {row['round']}: {f['app']} exit {f['exit']}: `{_one_line(f['stderr'])}`"
                       for f in row["failures"]]  # fmt: skip
-    return ["Unexpected failures (first three per round):", "", *lines, ""] if lines else []
+    title = (
+        "Apps that failed where they should not (online: any; registry stopped: digest-pinned), first three per round:"
+    )
+    return [title, "", *lines, ""] if lines else []
 
 
 def _one_line(text: str) -> str:
