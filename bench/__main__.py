@@ -32,6 +32,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--apps", type=int, help="Apps in the fleet (default 100, smoke 6)")
     parser.add_argument("--rounds", type=int, help="online fleet rounds before the offline one (default 5, smoke 2)")
     parser.add_argument("--dist", type=Path, help="the dist build to compare (default dist/ocivendir/ocivendir)")
+    parser.add_argument("--render", action="store_true", help="only re-render RESULTS.md from OUT/results.json")
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
     args = parser.parse_args(argv)
     args.reps = args.reps or (1 if args.smoke else 3)
@@ -81,6 +82,9 @@ def _run(name: str, runner: Callable[[Registry, Path], dict[str, Any]], work: Pa
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios and write the two result files; exit 1 when ocivendir's fleet goal is not met."""
     args = _arguments(argv)
+    if args.render:
+        (args.out / "RESULTS.md").write_text(report.render(json.loads((args.out / "results.json").read_text())))
+        return 0
     # the venv's installed packages carry bytecode; compile the source tree too so start-up is measured fairly
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "cli")], check=True)
     tools = Tools.find(args.dist)

@@ -117,6 +117,7 @@ class Fleet:
             "ok_tag": sum(o.ok for o in outcomes if not o.app.pinned),
             "requests_tag_apps": tag_requests, "requests_pinned_apps": traffic.requests - tag_requests,
             "requests_by_method": dict(sorted(traffic.by_method.items())), "failures": _failures(outcomes, online),
+            "failed_by_category": _failed_by_category(outcomes),
         }  # fmt: skip
 
     def variant(self, tools: Sequence[FleetTool], variant: Variant, online_rounds: int) -> Row:
@@ -140,8 +141,17 @@ def _repo_prefix(repo: str) -> str:
     return "/v2/" + "/".join(repo.split("/")[:2]) + "/"
 
 
+def _failed_by_category(outcomes: list[Outcome]) -> dict[str, int]:
+    """How many Apps of each category failed."""
+    failed: dict[str, int] = {}
+    for outcome in outcomes:
+        if not outcome.ok:
+            failed[outcome.app.category] = failed.get(outcome.app.category, 0) + 1
+    return dict(sorted(failed.items()))
+
+
 def _failures(outcomes: list[Outcome], online: bool) -> list[dict[str, str]]:
-    """The first few unexpected failures (any online; digest-pinned offline), with the end of their stderr."""
+    """The first few failures that matter (any online; digest-pinned offline), with the end of their stderr."""
     bad = [o for o in outcomes if not o.ok and (online or o.app.pinned)]
     return [{"app": o.app.name, "exit": str(o.run.code), "stderr": o.run.stderr.strip()[-400:]} for o in bad[:3]]
 

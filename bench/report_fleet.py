@@ -30,7 +30,8 @@ def fleet_section(fleet: Row) -> list[str]:
         "through a program named `vendir`, a fresh working directory per reconcile. "
         f"{fleet['online_rounds']} online rounds, then 1 round with the registry stopped. Tools run interleaved round "
         "by round (the first tool alternating). Wall is per App; CPU is user+sys of all the round's processes; RSS "
-        "is the largest process.", "",
+        "is the largest process. Each round is one pass over every App; the warm rounds repeat the same work, so the "
+        "summary gives their median with min–max.", "",
     ]  # fmt: skip
     vendir = fleet["tools"]["vendir"]
     if vendir.get("skipped"):
@@ -50,13 +51,23 @@ def _summary(variants: Row, apps: int) -> list[str]:
             if len(figures["rounds"]) < 3:  # a cold, at least one warm and the offline round
                 continue
             cold, warm, offline = figures["rounds"][0], figures["rounds"][1:-1], figures["rounds"][-1]
+            failed = offline.get("failed_by_category", {})
             rows.append([
                 name, tool, str(cold["requests"]), f"{cold['bytes']:,}", " / ".join(str(r["requests"]) for r in warm),
-                f"{statistics.median(r['wall_ms_median'] for r in warm):.0f}",
-                f"{statistics.median(r['cpu_s'] for r in warm):.2f}", f"{offline['ok']}/{apps}",
+                _spread([r["wall_ms_median"] for r in warm], 0), _spread([r["cpu_s"] for r in warm], 2),
+                f"{offline['ok']}/{apps}" + (f" (failed: {_counts(failed)})" if failed else ""),
             ])  # fmt: skip
-    return table(["variant", "tool", "cold: requests", "cold: bytes", "warm rounds: requests", "warm: wall/App ms",
-                  "warm: CPU s per round", "registry stopped: Apps ok"], rows)  # fmt: skip
+    return table(["variant", "tool", "cold: requests", "cold: bytes", "warm rounds: requests",
+                  "warm: wall/App median ms", "warm: CPU s per round", "registry stopped: Apps ok"], rows)  # fmt: skip
+
+
+def _spread(values: list[float], digits: int) -> str:
+    """The median of the warm rounds' figures with their min–max."""
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def _counts(failed: dict[str, int]) -> str:
+    return ", ".join(f"{count} {category.replace('_', ' ')}" for category, count in failed.items())
 
 
 def _goal(fleet: Row) -> list[str]:
@@ -113,9 +124,7 @@ def _failures(tools: Row) -> list[str]:
         for row in tool["rounds"]:
             lines += [f"- {name}, round {row['round']}: {f['app']} exit {f['exit']}: `{_one_line(f['stderr'])}`"
                       for f in row["failures"]]  # fmt: skip
-    title = (
-        "Apps that failed where they should not (online: any; registry stopped: digest-pinned), first three per round:"
-    )
+    title = "Failures (online: any App; registry stopped: digest-pinned Apps), the first three of a round:"
     return [title, "", *lines, ""] if lines else []
 
 

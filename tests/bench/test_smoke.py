@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import report
 from tests.support import registry as registry_support
 
 pytestmark = pytest.mark.integration
@@ -97,3 +98,19 @@ def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:
     assert len(results["cache_scale"]["rows"]) == 4
     assert results["verify_relocation"]["images"] == 10
     assert [row["requests"] for row in results["verify_relocation"]["rows"]] == [11, 11]
+
+
+def test_committed_results_are_a_full_run_with_vendir_and_the_report_renders_from_them(smoke) -> None:
+    fresh = smoke[0]
+    committed = json.loads((ROOT / "bench" / "results.json").read_text())
+    assert committed["mode"] == "full"
+    fleet = committed["fleet"]
+    assert (fleet["apps"], fleet["tag_apps"]) == (100, 10)
+    for variant in (fleet, *fleet["variants"].values()):
+        for tool in ("ocivendir", "vendir"):
+            _rounds_ok(variant["tools"][tool]["rounds"], 6)
+            assert set(variant["tools"][tool]["rounds"][0]) == set(fresh["fleet"]["tools"]["ocivendir"]["rounds"][0])
+    assert set(committed) == set(fresh)
+    assert "vendir" in committed["machine"]["versions"]
+    assert "imgpkg" in committed["machine"]["versions"]
+    assert (ROOT / "bench" / "RESULTS.md").read_text() == report.render(committed)
