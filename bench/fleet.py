@@ -8,6 +8,7 @@ across Apps, or keep four Apps in flight.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -69,7 +70,7 @@ class Fleet:
         self.apps = list(apps)
         self.work = work
         self.tag_prefixes = {_repo_prefix(app.repo) for app in apps if not app.pinned}
-        self._reconciles = 0
+        self._reconciles = itertools.count(1)  # next() is atomic: threads never share a directory
 
     def _env(self, tool: FleetTool, variant: Variant, app: App) -> dict[str, str]:
         caches = self.work / "caches" / variant.name / tool.name
@@ -82,8 +83,7 @@ class Fleet:
 
     def reconcile(self, tool: FleetTool, variant: Variant, app: App) -> Outcome:
         """One fetch as kapp-controller runs it, in a fresh directory that is removed afterwards."""
-        self._reconciles += 1
-        cwd = self.work / "reconciles" / f"kapp-controller-fetch-template-deploy{self._reconciles}"
+        cwd = self.work / "reconciles" / f"kapp-controller-fetch-template-deploy{next(self._reconciles)}"
         cwd.mkdir(parents=True)
         try:
             argv = [str(tool.program), "sync", "-f", "-", "--lock-file", "/dev/null"]
