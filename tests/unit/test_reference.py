@@ -43,7 +43,8 @@ def test_valid_references_canonicalise(text: str, canonical: str, registry: str,
         "r.io/app:", "r.io/app:bad tag", "r.io//app", "r.io/app/", f"r.io/app@sha256:{HEX.upper()}",
         f"r.io/app@sha256:{HEX[:10]}", f"r.io/app@sha512:{HEX}", "r.io/app@", f"r.io/app@sha256:{HEX}@x",
         "r.io/app:" + "t" * 129, "r.io/app/../x", "r.io/../app", "r.io/./app", "r.io/app/.", "r.io/app/..:v1",
-        f"r.io/a/../b@sha256:{HEX}", "../app", "app/./x",
+        f"r.io/a/../b@sha256:{HEX}", "../app", "app/./x", "127.0.0.1:99999/app/x", "r..io/app", "a-.io/app",
+        "-a.io/app", f"{'a' * 64}.io/app",
     ],
 )  # fmt: skip
 def test_invalid_references_are_refused_naming_the_reference(text: str) -> None:

@@ -29,7 +29,9 @@ _DOCKER_HUB_ALIASES = frozenset({"docker.io", DEFAULT_REGISTRY})
 _REPO_CHARS = re.compile(r"[a-z0-9_./-]+")
 _TAG = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?::[0-9]{1,5})?")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"  # a DNS label: 1-63 characters, no empty label
+_HOST = re.compile(rf"(?:\[[0-9A-Fa-f:.]+\]|{_LABEL}(?:\.{_LABEL})*)(?::(?P<port>[0-9]{{1,5}}))?")
+_MAX_PORT = 65535
 _RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 # vendir's pkg/vendir/fetch/image/guessed_ref.go
 _VENDIR_TAG = re.compile(r"\A(.+?)(:[0-9a-zA-Z_\-\.]+)?(@[0-9a-z]+:[0-9a-z]+)?\Z")
@@ -122,8 +124,10 @@ def _split_registry(name: str) -> tuple[str, str]:
 
 
 def _check_registry(registry: str, original: str) -> str:
-    if not _HOST.fullmatch(registry):
-        raise BadReference(f"could not parse reference: {original}")
+    """A host (no empty or over-long DNS label) and a port up to 65535: no URL built from it can fail to parse."""
+    match = _HOST.fullmatch(registry)
+    if not match or int(match.group("port") or 0) > _MAX_PORT:
+        raise BadReference(f"could not parse reference: {original}", hint=f"'{registry}' is not a valid registry host")
     return DEFAULT_REGISTRY if registry in _DOCKER_HUB_ALIASES else registry
 
 
