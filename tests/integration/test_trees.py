@@ -19,7 +19,16 @@ import pytest
 
 from ocivendir.fs.limits import Tally
 from tests.conftest import CliResult, run_cli
-from tests.support.builders import Entry, Pusher, deep_directory, make_image, tar_bytes
+from tests.support.builders import (
+    Entry,
+    Image,
+    Pusher,
+    config_bytes,
+    deep_directory,
+    make_image,
+    pax_chain,
+    tar_bytes,
+)
 from tests.support.faults import Rule, fault_proxy
 from tests.support.registry import Registry
 
@@ -256,6 +265,24 @@ def test_a_layer_2100_levels_deep_is_refused_and_a_deep_leftover_stage_is_recove
         "vendir.yml",
         "vendor",
     ]
+
+
+def test_a_layer_of_chained_pax_headers_is_refused_not_a_recursion_error(
+    registry: Registry, pusher: Pusher, repo_prefix: str, fenced: Path
+) -> None:
+    """900 pax headers of 1 MB each before one member: tarfile recursed through them, holding each (0.6 GB RSS)."""
+    layer = gzip.compress(pax_chain(900, b"x" * 1_000_000), compresslevel=1, mtime=0)
+    assert len(layer) < 8 << 20
+    ref = pusher.image(
+        f"{repo_prefix}/paxchain", Image(config=config_bytes(bundle=False, layers=[layer]), layers=[layer])
+    )
+    target = fenced / "out" / "inner"
+    result, doc = pull("-i", ref, "-o", str(target))
+    assert result.exit_code == 1, result.stderr
+    assert doc["error"]["code"] == "unsafe-archive"  # type: ignore[index]
+    assert "more than 16 extended headers in a row" in doc["error"]["message"]  # type: ignore[index]
+    assert sorted(p.name for p in (fenced / "out").iterdir()) == ["beside.txt"]
+    sentinels_survive(fenced)
 
 
 def test_expansion_past_max_extract_size_is_refused_by_flag_and_by_environment(

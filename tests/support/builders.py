@@ -54,6 +54,20 @@ def sparse_header(name: str, declared: int) -> bytes:
     return bytes(block)
 
 
+def pax_chain(count: int, comment: bytes = b"x") -> bytes:
+    """`count` pax extended headers in a row, then `f.txt`: an uncompressed tar that tarfile reads by recursing."""
+    record = b" comment=" + comment + b"\n"
+    length = len(record) + len(str(len(record)))
+    record = str(length + (len(str(length)) - len(str(len(record))))).encode() + record
+    header = tarfile.TarInfo("././@PaxHeader")
+    header.type, header.size = tarfile.XHDTYPE, len(record)
+    padded = record + bytes(-len(record) % 512)
+    member = tarfile.TarInfo("f.txt")
+    member.size = 2
+    tail = member.tobuf(tarfile.USTAR_FORMAT) + b"hi" + bytes(510) + bytes(1024)
+    return (header.tobuf(tarfile.USTAR_FORMAT) + padded) * count + tail
+
+
 def deep_directory(root: Path, depth: int) -> None:
     """`root/d/d/…/d/f.txt`, `depth` levels (far past PATH_MAX), the deepest one read-only; made with relative opens."""
     root.mkdir()

@@ -12,8 +12,8 @@ import pytest
 
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.extract import DirectoryRule, ExtractStats, TreePolicy, apply_layer, file_mode
-from ocivendir.fs.limits import MAX_DEPTH, ExtractLimits, Tally
-from tests.support.builders import Entry, tar_bytes
+from ocivendir.fs.limits import MAX_DEPTH, MAX_HEADER_CHAIN, ExtractLimits, Tally
+from tests.support.builders import Entry, pax_chain, tar_bytes
 
 SENTINEL = b"must survive"
 
@@ -223,6 +223,19 @@ def test_an_oversized_extended_header_is_refused_before_it_is_read(fenced: Path)
     with pytest.raises(UnsafeArchive, match=re.escape("extended header of 2.0 MiB")):
         apply(fenced, [Entry("x" * (2 << 20), b"x")])
     assert list(fenced.iterdir()) == []
+
+
+def test_a_chain_of_extended_headers_is_refused_before_it_exhausts_the_stack(fenced: Path) -> None:
+    policy = TreePolicy()
+    stats = ExtractStats(tally=Tally(policy.limits))
+    apply_layer(io.BytesIO(pax_chain(MAX_HEADER_CHAIN)), fenced, policy=policy, stats=stats, what="layer")
+    assert (fenced / "f.txt").read_bytes() == b"hi"  # a chain as long as the bound is read
+    (fenced / "f.txt").unlink()
+    for count in (MAX_HEADER_CHAIN + 1, 3000):  # 3000: RecursionError before the bound
+        with pytest.raises(UnsafeArchive, match=re.escape(f"more than {MAX_HEADER_CHAIN} extended headers in a row")):
+            apply_layer(io.BytesIO(pax_chain(count)), fenced, policy=policy, stats=stats, what="layer")
+    assert list(fenced.iterdir()) == []
+    sentinels_survive(fenced)
 
 
 def test_a_sparse_member_is_refused_without_writing_its_declared_size(fenced: Path) -> None:

@@ -21,12 +21,13 @@ import os
 import posixpath
 import stat
 import tarfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
 from ocivendir.errors import UnsafeArchive
-from ocivendir.fs.limits import MAX_HEADER, ExtractLimits, Tally, check_path, human
+from ocivendir.fs.limits import MAX_HEADER, MAX_HEADER_CHAIN, ExtractLimits, Tally, check_path, human
 from ocivendir.fs.remove import remove_tree
 
 __all__ = ["DirectoryRule", "ExtractStats", "TreePolicy", "apply_layer", "file_mode"]
@@ -94,14 +95,31 @@ def _normalise(name: str, what: str) -> str:
     return normal
 
 
+_chain = threading.local()  # extended headers being read in a row, per thread (tarfile reads each one recursively)
+
+
 class _BoundedInfo(tarfile.TarInfo):
-    """A TarInfo that refuses pax and GNU long-name headers larger than MAX_HEADER before reading them."""
+    """A TarInfo that refuses pax and GNU long-name headers larger than MAX_HEADER before reading them.
+
+    tarfile reads the member after an extended header by recursing, holding every header read so far: a chain of
+    them is refused past MAX_HEADER_CHAIN, before it can exhaust the stack or memory.
+    """
 
     def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
-        if self.type in _EXTENDED and self.size > MAX_HEADER:
+        if self.type not in _EXTENDED:
+            return super()._proc_member(archive)  # type: ignore[misc, no-any-return]
+        if self.size > MAX_HEADER:
             msg = f"extended header of {human(self.size)} (at most {human(MAX_HEADER)})"
             raise tarfile.HeaderError(msg)
-        return super()._proc_member(archive)  # type: ignore[misc, no-any-return]
+        depth = getattr(_chain, "depth", 0)
+        if depth >= MAX_HEADER_CHAIN:
+            msg = f"more than {MAX_HEADER_CHAIN} extended headers in a row"
+            raise tarfile.HeaderError(msg)
+        _chain.depth = depth + 1
+        try:
+            return super()._proc_member(archive)  # type: ignore[misc, no-any-return]
+        finally:
+            _chain.depth = depth
 
 
 class _Layer:
