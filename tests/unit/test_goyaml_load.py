@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from types import FrameType
+
 import pytest
 
 from ocivendir.errors import ConfigError
@@ -62,6 +65,26 @@ def test_the_alias_budget_boundary_is_go_yamls() -> None:
     # vendir 0.40.0 accepts 498 references of a 200-item anchor after 300 plain items and refuses 499
     assert load(anchored(200, 498, 300))
     assert error(anchored(200, 499, 300)) == PREFIX + "document contains excessive aliasing"
+
+
+def test_aliases_deep_inside_a_document_cost_no_scan_of_the_open_nodes() -> None:
+    """Checking that an alias is not inside its own anchor scanned every open node: aliases times depth steps."""
+    depth, aliases = 900, 2000
+    document = "a: &a x\nb: " + "[" * depth + ", ".join(["*a"] * aliases) + "]" * depth + "\n"
+    calls = 0
+
+    def count(frame: FrameType, event: str, _arg: object) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code.co_filename == composing.__file__:
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        root = composing.compose(document)
+    finally:
+        sys.setprofile(None)
+    assert root is not None
+    assert calls < 10 * (depth + aliases)  # linear in the nodes; the scan resumed a generator 1.8 million times
 
 
 def test_moderate_aliasing_is_kept_and_shares_the_anchored_value() -> None:

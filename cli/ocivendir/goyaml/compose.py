@@ -57,13 +57,13 @@ def _syntax_error(exc: yaml.MarkedYAMLError) -> ComposeError:
     return ComposeError(f"line {line}: {problem}" if line else problem)
 
 
-def _new_node(event: yaml.NodeEvent, anchors: dict[str, Node], stack: list[Node]) -> Node:
+def _new_node(event: yaml.NodeEvent, anchors: dict[str, Node], open_nodes: set[Node]) -> Node:
     line = event.start_mark.line + 1 if event.start_mark is not None else 0
     if isinstance(event, yaml.AliasEvent):
         target = anchors.get(event.anchor or "")
         if target is None:
             raise ComposeError(f"unknown anchor '{event.anchor}' referenced")
-        if any(open_node is target for open_node in stack):
+        if target in open_nodes:  # a set: a scan of the open nodes per alias is depth times aliases
             raise ComposeError(f"anchor '{event.anchor}' value contains itself")
         node = Node(ALIAS, line)
         node.target = target
@@ -81,18 +81,20 @@ def _build(events: Iterator[yaml.Event]) -> Node | None:
     """The first document's root node; only that document is read, as go-yaml's Unmarshal does."""
     anchors: dict[str, Node] = {}
     stack: list[Node] = []
+    open_nodes: set[Node] = set()  # the nodes of `stack` (Node hashes by identity)
     root: Node | None = None
     for event in events:
         if isinstance(event, yaml.CollectionEndEvent):
-            stack.pop()
+            open_nodes.discard(stack.pop())
         elif isinstance(event, yaml.NodeEvent):
-            node = _new_node(event, anchors, stack)
+            node = _new_node(event, anchors, open_nodes)
             if stack:
                 stack[-1].children.append(node)
             else:
                 root = node
             if isinstance(event, yaml.CollectionStartEvent):
                 stack.append(node)
+                open_nodes.add(node)
                 if len(stack) > MAX_DEPTH:
                     raise ComposeError(f"line {node.line}: exceeded max depth of {MAX_DEPTH}")
         elif isinstance(event, yaml.DocumentEndEvent):
