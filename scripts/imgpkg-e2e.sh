@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Owns: running imgpkg's own end-to-end tests for `pull` (carvel-dev/imgpkg test/e2e) with `pull` routed to ocivendir.
 #
-# A wrapper named as IMGPKG_BINARY sends `pull` to ocivendir and every other subcommand (push, copy, tag, …) to the
-# real imgpkg, against a throwaway local docker-registry on a random 127.0.0.1 port. It runs only when the Go tools
-# are already there — a Go toolchain, imgpkg's source tree (with its vendor/ directory) and a real imgpkg binary — and
-# never builds or downloads them (`go test` compiles only the test package, offline, from vendor/). Without them it
-# says what is missing and exits 0.
+# A wrapper named as IMGPKG_BINARY sends `pull` to ocivendir, run under the name `imgpkg` (imgpkg mode: imgpkg's name,
+# exit codes and error frames), and every other subcommand (push, copy, tag, …) to the real imgpkg, against a
+# throwaway local docker-registry on a random 127.0.0.1 port. It runs only when the Go tools are already there — a Go
+# toolchain, imgpkg's source tree (with its vendor/ directory) and a real imgpkg binary — and never builds or downloads
+# them (`go test` compiles only the test package, offline, from vendor/). Without them it says what is missing and
+# exits 0.
 #
 #   scripts/imgpkg-e2e.sh                 # the pull tests, `pull` by ocivendir: prints pass/fail counts
 #   scripts/imgpkg-e2e.sh --baseline      # the same tests with the real imgpkg for everything
@@ -67,13 +68,15 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 
-mkdir -p "$work/bin"
+mkdir -p "$work/bin" "$work/imgpkg-mode"
 wrapper="$work/bin/imgpkg"
 if [ "$mode" = ocivendir ]; then
+    # ocivendir's console script under the name imgpkg: argv[0] puts it in imgpkg mode (imgpkg's name and frames)
+    ln -s "$repo/.venv/bin/ocivendir" "$work/imgpkg-mode/imgpkg"
     cat > "$wrapper" <<SH
 #!/bin/sh
 if [ "\$1" = pull ]; then
-    PYTHONPATH="${IMGPKG_E2E_PYTHONPATH:-}" OCIVENDIR_CACHE_DIR="$work/cache" exec "$repo/.venv/bin/python" -m ocivendir "\$@"
+    PYTHONPATH="${IMGPKG_E2E_PYTHONPATH:-}" OCIVENDIR_CACHE_DIR="$work/cache" exec "$work/imgpkg-mode/imgpkg" "\$@"
 fi
 exec "$real" "\$@"
 SH

@@ -72,9 +72,15 @@ class BadReference(OcivendirError):
 
 
 class RegistryError(OcivendirError):
-    """A registry answered with an error, or could not be reached."""
+    """A registry answered with an error, or could not be reached.
+
+    `transport` is go-containerregistry's text for the same answer (`GET <url>: CODE: message`), when there was one;
+    imgpkg mode frames it as imgpkg does. `top_fetch` marks a failure fetching the reference asked for itself.
+    """
 
     code = "registry-error"
+    transport: str | None = None
+    top_fetch: bool = False
 
 
 class Unauthorized(RegistryError):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ocivendir import VENDIR_COMPAT_VERSION, __version__
+from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
 from ocivendir.commands.root import cli
 from tests.conftest import run_cli
 
@@ -20,6 +20,18 @@ def test_version_in_both_program_modes() -> None:
     vendir = f"vendir version {VENDIR_COMPAT_VERSION}+ocivendir.{__version__}\n"
     assert run_cli("version", prog="/usr/local/bin/vendir").stdout == vendir
     assert run_cli("--version", prog="vendir").stdout == vendir
+    imgpkg = f"imgpkg version {IMGPKG_COMPAT_VERSION}+ocivendir.{__version__}\n"
+    assert run_cli("version", prog="/usr/local/bin/imgpkg").stdout == imgpkg
+    assert run_cli("--version", prog="imgpkg").stdout == imgpkg
+
+
+@pytest.mark.parametrize("command", ["sync", "cache", "verify-relocation", "tools"])
+def test_imgpkg_mode_offers_only_pull_and_version(command: str) -> None:
+    result = run_cli(command, prog="/usr/bin/imgpkg")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("imgpkg: Error: ")
+    assert "No such command" in result.stderr
+    assert run_cli(command, "--help").exit_code == 0  # ocivendir mode still has it
 
 
 @pytest.mark.parametrize(
@@ -49,6 +61,11 @@ def test_problems_found_without_the_network_exit_2_in_ocivendir_mode_and_1_as_ve
     as_vendir = run_cli(*args, prog="vendir")
     assert as_vendir.exit_code == 1
     assert as_vendir.stderr.startswith("vendir: Error: ")
+    if args[0] == "pull":
+        as_imgpkg = run_cli(*args, prog="imgpkg")
+        assert as_imgpkg.exit_code == 1
+        assert as_imgpkg.stderr.startswith("imgpkg: Error: ")
+        assert message in as_imgpkg.stderr
 
 
 def test_json_errors_are_one_envelope_on_stdout_with_a_stable_code() -> None:

@@ -1,4 +1,4 @@
-"""Owns: `main()` — vendir mode (argv[0] named `vendir`), the fast paths, and exceptions → messages and exit codes.
+"""Owns: `main()` — vendir and imgpkg modes (argv[0] named so), the fast paths, exceptions → messages and exit codes.
 
 The single place where exceptions become `<prog>: Error: …` and exit codes. `version` and vendir mode's `sync` run
 without click (`commands/vendirargs.py`); everything else goes through the click tree in `commands/root.py`. This
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ocivendir import VENDIR_COMPAT_VERSION, __version__
+from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
 from ocivendir.errors import OcivendirError
 
 TYPE_CHECKING = False
@@ -21,11 +21,19 @@ __all__ = ["main", "version_line"]
 _VERSION_ARGS = (["version"], ["--version"])
 
 
-def version_line(vendir_mode: bool) -> str:
-    """`vendir version 0.41.0+ocivendir.<ver>` in vendir mode, else `ocivendir <ver>`."""
-    if vendir_mode:
-        return f"vendir version {VENDIR_COMPAT_VERSION}+ocivendir.{__version__}"
+_MODES = {"vendir": VENDIR_COMPAT_VERSION, "imgpkg": IMGPKG_COMPAT_VERSION}
+
+
+def version_line(prog: str) -> str:
+    """`vendir version 0.41.0+ocivendir.<ver>` in vendir mode (imgpkg's likewise), else `ocivendir <ver>`."""
+    if prog in _MODES:
+        return f"{prog} version {_MODES[prog]}+ocivendir.{__version__}"
     return f"ocivendir {__version__}"
+
+
+def go_mode(state: dict[str, Any]) -> bool:
+    """Whether the program runs as one of the Go tools (vendir or imgpkg): exit codes 0 or 1."""
+    return str(state["prog"]) != "ocivendir"
 
 
 def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hint: str | None, exit_code: int) -> int:
@@ -33,22 +41,20 @@ def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hi
 
     from ocivendir.output import Output, OutputMode  # noqa: PLC0415
 
-    vendir_mode = bool(state.get("vendir_mode"))
-    mode = OutputMode(prog="vendir" if vendir_mode else "ocivendir", json=bool(state.get("json")))
+    mode = OutputMode(prog=state["prog"], json=bool(state.get("json")))
     tb = "".join(traceback.format_exception(exc)) if state.get("debug") else None
     Output(mode).error(str(state.get("command", "")), code, message, hint, tb)
-    return (1 if exit_code else 0) if vendir_mode else exit_code
+    return (1 if exit_code else 0) if go_mode(state) else exit_code
 
 
 def _run(args: list[str], state: dict[str, Any]) -> int:
     """The fast paths first (no click), else the click tree."""
-    vendir_mode = bool(state["vendir_mode"])
     if args in _VERSION_ARGS:
         from ocivendir.output import write_stdout  # noqa: PLC0415
 
-        write_stdout(version_line(vendir_mode) + "\n")
+        write_stdout(version_line(state["prog"]) + "\n")
         return 0
-    if vendir_mode:
+    if state["vendir_mode"]:
         from ocivendir.commands.vendirargs import parse_sync  # noqa: PLC0415
 
         parsed = parse_sync(args)
@@ -65,13 +71,15 @@ def _run(args: list[str], state: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
-    """Run the CLI and exit with ocivendir's codes (vendir mode: 0 or 1)."""
+    """Run the CLI and exit with ocivendir's codes (vendir and imgpkg modes: 0 or 1)."""
     from ocivendir.commands.goflags import normalize  # noqa: PLC0415 - avoids an import cycle
 
     args = normalize(sys.argv[1:] if argv is None else list(argv))
-    vendir_mode = (prog or sys.argv[0]).rpartition("/")[2] == "vendir"
+    name = (prog or sys.argv[0]).rpartition("/")[2]
+    program = name if name in _MODES else "ocivendir"
     state: dict[str, Any] = {
-        "vendir_mode": vendir_mode,
+        "prog": program,
+        "vendir_mode": program == "vendir",
         "json": "--json" in args,
         "debug": "--debug" in args,
         "command": next((a for a in args if not a.startswith("-")), ""),

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from ocivendir.commands.options import global_options, registry_options
-from ocivendir.errors import UsageError
+from ocivendir.errors import RegistryError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ocivendir.commands.runtime import Run
     from ocivendir.settings import Settings
 
 __all__ = ["pull"]
@@ -50,6 +54,27 @@ def _output_target(output: str, settings: Settings) -> Path:
         raise UsageError(f"{DISALLOWED}: '{output}' {exc}") from None
 
 
+@contextlib.contextmanager
+def _imgpkg_frames(active: bool) -> Iterator[None]:
+    """In imgpkg mode, a failure fetching the reference itself reads as imgpkg's `Fetching image: <ggcr's text>`."""
+    try:
+        yield
+    except RegistryError as exc:
+        if not (active and exc.top_fetch and exc.transport):
+            raise
+        raise type(exc)(f"Fetching image: {exc.transport}") from exc
+
+
+def _fetch_first(run: Run, reference: str) -> None:
+    """In imgpkg mode: imgpkg fetches the image before it looks at -o, so its registry failure is the one reported."""
+    from ocivendir.commands.runtime import open_content  # noqa: PLC0415
+    from ocivendir.engine.pull import fetch_top  # noqa: PLC0415
+    from ocivendir.oci.reference import parse_reference  # noqa: PLC0415
+
+    with open_content(run, target=None) as (content, _lock_dir):
+        fetch_top(content, parse_reference(reference))
+
+
 @click.command()
 @click.option("-b", "--bundle", metavar="REF", help="Bundle reference to pull.")
 @click.option("-i", "--image", metavar="REF", help="Image reference to pull.")
@@ -74,7 +99,7 @@ def pull(ctx: click.Context, bundle: str | None, image: str | None, lock: str | 
       ocivendir pull -i registry.example.com/app/config:v1 -o ./config
       ocivendir pull --lock bundle.lock.yml -o ./bundle -r
     """
-    from ocivendir.commands.runtime import Run, open_content  # noqa: PLC0415 - `--help` stays light
+    from ocivendir.commands.runtime import Run, open_content, prog_name  # noqa: PLC0415 - `--help` stays light
     from ocivendir.engine.pull import PullOptions  # noqa: PLC0415
     from ocivendir.engine.pull import pull as run_pull  # noqa: PLC0415
     from ocivendir.oci.reference import parse_reference  # noqa: PLC0415
@@ -84,7 +109,14 @@ def pull(ctx: click.Context, bundle: str | None, image: str | None, lock: str | 
         parse_reference(str(bundle or image))  # a bad reference fails before anything is created
     run = Run.start(ctx)
     assert output is not None  # noqa: S101 - checked by _check
-    target = _output_target(output, run.settings)
+    imgpkg = prog_name(ctx) == "imgpkg"
+    try:
+        target = _output_target(output, run.settings)
+    except UsageError:
+        if imgpkg and (bundle or image):
+            with _imgpkg_frames(active=True):
+                _fetch_first(run, str(bundle or image))
+        raise
     options = PullOptions(
         reference=bundle or image,
         lock_file=Path(lock) if lock else None,
@@ -95,7 +127,7 @@ def pull(ctx: click.Context, bundle: str | None, image: str | None, lock: str | 
         umask=run.settings.umask,
         relocation_recheck=run.settings.relocation_recheck,
     )
-    with open_content(run, target=target) as (content, lock_dir):
+    with _imgpkg_frames(active=imgpkg), open_content(run, target=target) as (content, lock_dir):
         result = run_pull(options, content, lock_dir)
     run.output.line("")
     run.output.line("Succeeded")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ocivendir.commands import _fail, version_line
+from ocivendir.commands import _fail, go_mode, version_line
 from ocivendir.commands.goflags import go_error_message
 from ocivendir.commands.options import global_options, registry_options
 
@@ -18,7 +18,7 @@ __all__ = ["cli", "run_click"]
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        click.echo(version_line(bool((ctx.obj or {}).get("vendir_mode"))))
+        click.echo(version_line(str((ctx.obj or {}).get("prog", "ocivendir"))))
         ctx.exit(0)
 
 
@@ -34,7 +34,16 @@ def cli(ctx: click.Context) -> None:
     Content is fetched once, verified and served from a content-addressed cache; digest-pinned content costs no
     registry request after the first sync.
     """
-    ctx.meta["ocivendir.vendir_mode"] = bool((ctx.obj or {}).get("vendir_mode"))
+    ctx.meta["ocivendir.prog"] = str((ctx.obj or {}).get("prog", "ocivendir"))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print the version and exit.")  # fmt: skip
+@click.pass_context
+def imgpkg_cli(ctx: click.Context) -> None:
+    """The root of imgpkg mode (argv[0] named `imgpkg`): `pull` served by ocivendir, named and framed as imgpkg's."""
+    ctx.meta["ocivendir.prog"] = "imgpkg"
 
 
 def _register() -> None:
@@ -42,6 +51,8 @@ def _register() -> None:
 
     for command in (cache.cache, pull.pull, sync.sync, tools.tools, verify.verify_relocation, version.version):
         cli.add_command(command)
+    for command in (pull.pull, version.version):
+        imgpkg_cli.add_command(command)
 
 
 _register()
@@ -49,10 +60,10 @@ _register()
 
 def run_click(args: list[str], state: dict[str, Any]) -> int:
     """Parse and run with click; its exceptions become exit codes here, every other one propagates to main()."""
-    vendir_mode = bool(state["vendir_mode"])
-    prog_name = "vendir" if vendir_mode else "ocivendir"
+    prog_name = str(state["prog"])
+    root = imgpkg_cli if prog_name == "imgpkg" else cli
     try:
-        result = cli.main(args=args, prog_name=prog_name, standalone_mode=False, obj=state)
+        result = root.main(args=args, prog_name=prog_name, standalone_mode=False, obj=state)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
@@ -60,4 +71,4 @@ def run_click(args: list[str], state: dict[str, Any]) -> int:
     except click.ClickException as exc:
         return _fail(state, exc, "usage", go_error_message(exc, prog_name), None, 2)
     code = result if isinstance(result, int) else 0
-    return (1 if code else 0) if vendir_mode else code
+    return (1 if code else 0) if go_mode(state) else code

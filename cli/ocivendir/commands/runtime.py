@@ -41,8 +41,8 @@ _FLAG_FIELDS = {f.name for f in dataclasses.fields(Flags)}
 
 
 def prog_name(ctx: click.Context) -> str:
-    """`vendir` in vendir mode, else `ocivendir`."""
-    return "vendir" if ctx.find_root().meta.get("ocivendir.vendir_mode") else "ocivendir"
+    """`vendir` in vendir mode, `imgpkg` in imgpkg mode, else `ocivendir`."""
+    return str(ctx.find_root().meta.get("ocivendir.prog", "ocivendir"))
 
 
 def settings_for(ctx: click.Context) -> tuple[Settings, dict[str, Any]]:

@@ -16,4 +16,4 @@ def version(ctx: click.Context) -> None:
     """Print the version (vendir mode: vendir's line with ocivendir's version as build metadata)."""
     from ocivendir.commands import version_line  # noqa: PLC0415 - the root module imports this one
 
-    click.echo(version_line(bool(ctx.find_root().meta.get("ocivendir.vendir_mode"))))
+    click.echo(version_line(str(ctx.find_root().meta.get("ocivendir.prog", "ocivendir"))))

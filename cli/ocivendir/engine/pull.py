@@ -14,7 +14,7 @@ from typing import Literal
 from ocivendir.engine.content import Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
 from ocivendir.engine.relocate import Decision, decide
-from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, UsageError
+from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, RegistryError, UsageError
 from ocivendir.fs.extract import DirectoryRule, TreePolicy
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
@@ -23,7 +23,7 @@ from ocivendir.oci.reference import Digest, Reference, Repository, parse_referen
 from ocivendir.oci.relocation import locations_ref, rewrite
 from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutcome
 
-__all__ = ["BundlePuller", "PullOptions", "PullTally", "pull", "read_images_lock", "settle_bundle"]
+__all__ = ["BundlePuller", "PullOptions", "PullTally", "fetch_top", "pull", "read_images_lock", "settle_bundle"]
 
 RELOCATED_MESSAGE = (
     "The bundle repo ({repo}) is hosting every image specified in the bundle's Images Lock file (.imgpkg/images.yml)"
@@ -218,9 +218,18 @@ def _relocation_lines(content: Content, outcome: RelocationOutcome) -> None:
         content.events(LogEvent(message=f"denied: {image}", indent=2))
 
 
+def fetch_top(content: Content, ref: Reference) -> FetchedImage:
+    """The reference asked for, fetched; a registry failure here is marked as the top fetch's (imgpkg frames it)."""
+    try:
+        return fetch_image(content, ref)
+    except RegistryError as exc:
+        exc.top_fetch = True
+        raise
+
+
 def _fill(content: Content, options: PullOptions, stage: Path) -> tuple[FetchedImage, PullTally]:
     ref = _reference(options)
-    image = fetch_image(content, ref)
+    image = fetch_top(content, ref)
     _check_kind(image, options)
     pulled = PullTally()
     as_bundle = options.mode == "bundle"

@@ -30,6 +30,7 @@ from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, served_dig
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.endpoints import EndpointWalker, Unreachable
+from ocivendir.registry.ggcrtext import transport_text
 from ocivendir.registry.mirrors import Endpoint, MirrorPlan
 from ocivendir.registry.transport import (
     BodyBroken,
@@ -278,19 +279,26 @@ class RegistryClient:
         if status < 300:  # noqa: PLR2004
             return
         detail = _registry_error_text(response)
+        error = RegistryClient._error_for(response, what, detail)
+        error.transport = transport_text(response)
         response.close()
+        raise error
+
+    @staticmethod
+    def _error_for(response: Response, what: str, detail: str) -> RegistryError:
+        status = response.status_code
         if status == 401:  # noqa: PLR2004
-            raise Unauthorized(f"{what}: authentication required ({detail})")
+            return Unauthorized(f"{what}: authentication required ({detail})")
         if status == 403:  # noqa: PLR2004
-            raise Denied(f"{what}: access denied ({detail})")
+            return Denied(f"{what}: access denied ({detail})")
         if status == 404:  # noqa: PLR2004
-            raise NotFound(f"{what}: not found ({detail})")
+            return NotFound(f"{what}: not found ({detail})")
         if status == 429:  # noqa: PLR2004
             limits = ", ".join(f"{h}: {response.headers[h]}" for h in _RATE_HEADERS if response.headers.get(h))
-            raise RateLimited(f"{what}: rate limited by the registry ({detail}{'; ' if limits else ''}{limits})")
+            return RateLimited(f"{what}: rate limited by the registry ({detail}{'; ' if limits else ''}{limits})")
         if status >= 500:  # noqa: PLR2004
-            raise Transient(f"{what}: the registry answered {status} ({detail})")
-        raise RegistryError(f"{what}: the registry answered {status} ({detail})")
+            return Transient(f"{what}: the registry answered {status} ({detail})")
+        return RegistryError(f"{what}: the registry answered {status} ({detail})")
 
     # --- operations ------------------------------------------------------------------------------------------
 
