@@ -10,11 +10,13 @@ import shutil
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocivendir.errors import ConfigError
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
-from ocivendir.registry.mirrors import MirrorPlan
+
+if TYPE_CHECKING:
+    from ocivendir.registry.mirrors import MirrorPlan  # its module imports PyYAML: not on the warm path
 
 __all__ = ["DockerConfig", "Keyring"]
 
