@@ -157,6 +157,7 @@ def test_unknown_keys_are_warnings_naming_file_and_line() -> None:
         ("mirrors: [a]\n", f"{SOURCE}:1: mirrors must be a mapping"),
         ("configs:\n  h: {}\n  h: {}\n", f"{SOURCE}:3: duplicate key 'h'"),
         ("mirrors:\n  q:\n    rewrite: {'(': x}\n", f"{SOURCE}:3: invalid rewrite pattern '('"),
+        ("mirrors: " + "[" * 5000 + "]" * 5000 + "\n", f"{SOURCE}: invalid YAML: nested too deeply"),  # RecursionError
     ],
 )
 def test_malformed_files_are_config_errors_naming_file_and_line(text: str, message: str) -> None:

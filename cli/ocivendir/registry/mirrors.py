@@ -327,6 +327,8 @@ def _document(text: str, source: str) -> yaml.Node | None:
         raise ConfigError(f"{source}{line}: invalid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {exc}") from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise ConfigError(f"{source}: invalid YAML: nested too deeply") from None
 
 
 def parse_registries(text: str, source: str) -> tuple[MirrorPlan, list[str]]:
