@@ -8,7 +8,7 @@ import pytest
 
 from ocivendir.errors import ConfigError, SyncError
 from ocivendir.vendir.config import config_digest, parse_stream
-from ocivendir.vendir.globs import match
+from ocivendir.vendir.globs import MAX_ALTERNATIVES, expand_braces, match
 from ocivendir.vendir.lockfile import LockConfig, LockContent, LockDirectory, parse_lock
 from ocivendir.vendir.semver import select_tag
 
@@ -148,6 +148,20 @@ def test_lock_dump_read_and_merge() -> None:
 )  # fmt: skip
 def test_doublestar_globs(pattern: str, name: str, matches: bool) -> None:
     assert match(pattern, name) is matches
+
+
+def test_a_brace_pattern_standing_for_too_many_alternatives_is_a_usage_error_not_a_hang() -> None:
+    # 22 groups of {a,b} (110 bytes of a tenant's vendir.yml) would stand for 4,194,304 patterns.
+    with pytest.raises(ConfigError, match="at most 4096 alternatives"):
+        match("{a,b}" * 22, "a" * 22)
+    assert len(expand_braces("{a,b}" * 12)) == MAX_ALTERNATIVES
+
+
+def test_brace_groups_and_double_stars_cost_no_recursion_or_backtracking() -> None:
+    assert expand_braces("{a}" * 2000) == ["a" * 2000]  # recursed once per group before
+    deep = "/".join(["**"] * 40) + "/z"
+    assert not match(deep, "/".join(["a"] * 60))
+    assert match(deep, "/".join(["a"] * 60) + "/z")  # 40 stars over 60 segments: exponential before
 
 
 def test_semver_selection() -> None:

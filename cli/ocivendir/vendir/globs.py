@@ -5,11 +5,41 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["expand_braces", "match"]
+from ocivendir.errors import ConfigError
+
+__all__ = ["MAX_ALTERNATIVES", "expand_braces", "match"]
+
+
+MAX_ALTERNATIVES = 4096
+"""How many patterns one `{a,b}` pattern may stand for; more is refused, not expanded (a tenant's App spec could
+otherwise ask for 2**N alternatives with N brace groups)."""
 
 
 def expand_braces(pattern: str) -> list[str]:
-    """Every alternative of `{a,b}` groups (nested groups included)."""
+    """Every alternative of `{a,b}` groups (nested groups included), at most `MAX_ALTERNATIVES` of them.
+
+    Raises:
+        ConfigError: the pattern stands for more alternatives than that.
+    """
+    done: list[str] = []
+    pending = [pattern]
+    while pending:
+        current = pending.pop()
+        group = _first_group(current)
+        if group is None:
+            done.append(current)
+        else:
+            start, end = group
+            head, tail = current[:start], current[end + 1 :]
+            pending.extend(head + option + tail for option in reversed(_split_top(current[start + 1 : end])))
+        if len(done) + len(pending) > MAX_ALTERNATIVES:
+            msg = f"Expected path pattern '{pattern}' to stand for at most {MAX_ALTERNATIVES} alternatives"
+            raise ConfigError(msg)
+    return done
+
+
+def _first_group(pattern: str) -> tuple[int, int] | None:
+    """The span of the first complete top-level `{…}` group, or None."""
     depth = 0
     start = -1
     for position, char in enumerate(pattern):
@@ -20,10 +50,8 @@ def expand_braces(pattern: str) -> list[str]:
         elif char == "}" and depth:
             depth -= 1
             if depth == 0:
-                options = _split_top(pattern[start + 1 : position])
-                head, tail = pattern[:start], pattern[position + 1 :]
-                return [expanded for option in options for expanded in expand_braces(head + option + tail)]
-    return [pattern]
+                return start, position
+    return None
 
 
 def _split_top(text: str) -> list[str]:
@@ -50,16 +78,28 @@ def _segment(pattern: str) -> re.Pattern[str]:
 
 
 def _match_parts(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(_match_parts(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
-    if not parts:
-        return False
-    return bool(_segment(pattern[0]).match(parts[0])) and _match_parts(pattern[1:], parts[1:])
+    """Segment-wise match; `**` spans any number of segments (memoised: many `**` stay polynomial)."""
+
+    @functools.cache
+    def from_(i: int, j: int) -> bool:
+        if i == len(pattern):
+            return j == len(parts)
+        if pattern[i] == "**":
+            return any(from_(i + 1, k) for k in range(j, len(parts) + 1))
+        if j == len(parts):
+            return False
+        return bool(_segment(pattern[i]).match(parts[j])) and from_(i + 1, j + 1)
+
+    return from_(0, 0)
 
 
 def match(pattern: str, name: str) -> bool:
     """doublestar.Match: does the slash-separated `name` match `pattern`?"""
     parts = tuple(name.split("/"))
-    return any(_match_parts(tuple(p.split("/")), parts) for p in expand_braces(pattern))
+    return any(_match_parts(alternative, parts) for alternative in _alternatives(pattern))
+
+
+@functools.lru_cache(maxsize=256)
+def _alternatives(pattern: str) -> tuple[tuple[str, ...], ...]:
+    """A pattern's alternatives split into segments, once per pattern rather than once per file."""
+    return tuple(tuple(alternative.split("/")) for alternative in expand_braces(pattern))
