@@ -27,6 +27,7 @@ from tests.support.builders import (
     deep_directory,
     make_image,
     pax_chain,
+    sha,
     tar_bytes,
 )
 from tests.support.faults import Rule, fault_proxy
@@ -314,6 +315,28 @@ def test_expansion_past_max_extract_size_is_refused_by_flag_and_by_environment(
     result, doc = pull("-i", ref, "-o", str(target))
     assert result.exit_code == 2
     assert "invalid size 'lots' for --max-extract-size" in doc["error"]["message"]  # type: ignore[index]
+
+
+def test_layers_declaring_more_than_the_limit_are_refused_before_a_byte_is_downloaded(
+    registry: Registry, pusher: Pusher, repo_prefix: str, fenced: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry could declare (and stream) any layer size: the declared sizes are checked before the download."""
+    monkeypatch.chdir(fenced)
+    noise = make_image(entries=[Entry("noise.bin", os.urandom(3 << 20))])
+    assert len(noise.layers[0]) > 3 << 20  # incompressible: the layer is as large as what it expands to
+    ref = pusher.image(f"{repo_prefix}/noise", noise)
+    mark = registry.mark()
+    result, doc = pull("-i", ref, "-o", str(fenced / "out" / "inner"), "--max-extract-size", "1Mi")
+    assert result.exit_code == 1
+    assert doc["error"]["code"] == "unsafe-archive"  # type: ignore[index]
+    assert "its layers declare 3.0 MiB, more than the extraction limit of 1 MiB allows" in doc["error"]["message"]  # type: ignore[index]
+    layer_path = f"/blobs/{sha(noise.layers[0])}"
+    assert not [
+        path for method, path, _ in registry.settled_requests()[mark:] if method == "GET" and layer_path in path
+    ]
+    assert sorted(p.name for p in (fenced / "out").iterdir()) == ["beside.txt"]
+    result, _ = pull("-i", ref, "-o", str(fenced / "out" / "inner"), "--max-extract-size", "3Mi")
+    assert result.exit_code == 0, result.stderr  # the slack admits a layer as large as what it expands to
 
 
 # --- 9.2: unverified bytes -------------------------------------------------------------------------------------

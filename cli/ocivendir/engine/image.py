@@ -12,7 +12,7 @@ from ocivendir.engine.content import Content
 from ocivendir.engine.stream import ChunkPipe, TeeExtractor
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
-from ocivendir.fs.limits import Tally
+from ocivendir.fs.limits import Tally, check_declared
 from ocivendir.fs.remove import remove_tree
 from ocivendir.oci.manifest import (
     LAYER_GZIP,
@@ -167,6 +167,7 @@ def extract_layers(content: Content, image: FetchedImage, dest: Path, *, policy:
     """
     for layer in image.manifest.layers:
         layer_compression(layer.media_type)
+    check_declared([layer.size for layer in image.manifest.layers], policy.limits, f"image '{image.ref}'")
     total = len(image.manifest.layers)
     for attempt in range(2):
         stats = ExtractStats(tally=Tally(policy.limits))

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 from ocivendir.errors import UnsafeArchive
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "DEFAULT_MAX_EXTRACT_SIZE", "ExtractLimits", "Tally", "check_path", "human"]
+__all__ = [
+    "DEFAULT_MAX_ENTRIES",
+    "DEFAULT_MAX_EXTRACT_SIZE",
+    "ExtractLimits",
+    "Tally",
+    "check_declared",
+    "check_path",
+    "human",
+]
 
 DEFAULT_MAX_EXTRACT_SIZE = 4 << 30
 DEFAULT_MAX_ENTRIES = 1_000_000
@@ -65,6 +73,23 @@ class Tally:
                 hint=_SIZE_HINT,
             )
         self.bytes += size
+
+
+def check_declared(sizes: list[int], limits: ExtractLimits, what: str) -> None:
+    """Refuse, before any layer is downloaded, layers whose declared sizes add up past the extraction limit.
+
+    A compressed layer is never much larger than what it expands to (gzip adds a few bytes per 32 KiB block), so an
+    image whose layers declare more than the limit plus 1 % and 1 MiB of slack could only be refused after the
+    download: a lying registry would otherwise fill the cache with as many bytes as its manifest declares.
+    """
+    declared = sum(sizes)
+    allowed = limits.max_bytes + limits.max_bytes // 100 + (1 << 20)
+    if declared > allowed:
+        raise UnsafeArchive(
+            f"{what}: its layers declare {human(declared)}, more than the extraction limit of "
+            f"{human(limits.max_bytes)} allows; refusing to download them",
+            hint=_SIZE_HINT,
+        )
 
 
 def check_path(relative: str, original: str, what: str) -> None:
