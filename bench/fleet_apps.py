@@ -12,20 +12,8 @@ import random
 from dataclasses import dataclass
 
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate
+from tests.support.kapp import placeholder_secret
 
-# the placeholder Secret holds an empty {"auths":{}}
-PLACEHOLDER_SECRET = """apiVersion: v1
-data:
-  .dockerconfigjson: eyJhdXRocyI6e319
-kind: Secret
-metadata:
-  annotations:
-    secretgen.carvel.dev/image-pull-secret: ""
-  name: {name}-fetch-0
-  namespace: apps
-type: kubernetes.io/dockerconfigjson
----
-"""  # noqa: S105
 CONFIG = """apiVersion: vendir.k14s.io/v1alpha1
 directories:
 - contents:
@@ -61,7 +49,7 @@ class App:
         """The stream kapp-controller writes to `vendir sync -f -`."""
         bundle = self.category in {"relocated", "not_relocated", "tag_bundle"}
         kind, key = ("imgpkgBundle", "image") if bundle else ("image", "url")
-        return PLACEHOLDER_SECRET.format(name=self.name) + CONFIG.format(kind=kind, key=key, ref=self.ref,
+        return placeholder_secret(self.name) + CONFIG.format(kind=kind, key=key, ref=self.ref,
                                                                          name=self.name)  # fmt: skip
 
 

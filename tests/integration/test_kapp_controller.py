@@ -21,21 +21,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate
+from tests.support.kapp import placeholder_secret
 from tests.support.registry import PASSWORD, USERNAME, Registry
 
 ROOT = Path(__file__).resolve().parents[2]
-PLACEHOLDER = """apiVersion: v1
-data:
-  .dockerconfigjson: eyJhdXRocyI6e319
-kind: Secret
-metadata:
-  annotations:
-    secretgen.carvel.dev/image-pull-secret: ""
-  name: my-pkgi-fetch-0
-  namespace: apps
-type: kubernetes.io/dockerconfigjson
----
-"""
+PLACEHOLDER = placeholder_secret()
 
 
 def config(kind: str, ref: str, secret: str | None = "my-pkgi-fetch-0", extra: str = "") -> str:  # noqa: S107

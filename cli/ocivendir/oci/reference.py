@@ -18,6 +18,7 @@ __all__ = [
     "Digest",
     "Reference",
     "Repository",
+    "is_loopback",
     "is_plain_http_host",
     "parse_digest",
     "parse_reference",
@@ -177,6 +178,17 @@ def _host_only(registry: str) -> str:
     if registry.startswith("["):
         return registry[1 : registry.index("]")]
     return registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
+
+
+def is_loopback(host: str) -> bool:
+    """localhost, 127.0.0.0/8 or ::1 (brackets and case ignored): never proxied, and a mirror's default scheme."""
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def is_plain_http_host(registry: str) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from ocivendir.errors import ConfigError
-from ocivendir.oci.reference import DEFAULT_REGISTRY, Repository
+from ocivendir.oci.reference import DEFAULT_REGISTRY, Repository, is_loopback
 from ocivendir.registry.credentials import Credential
 
 __all__ = ["Endpoint", "HostConfig", "MirrorPlan", "TLSFiles", "parse_registries"]
@@ -227,7 +226,7 @@ def _endpoint_url(reader: _Reader, node: yaml.Node, registry: str) -> tuple[str 
             node, f"invalid endpoint '{text}' for mirror '{registry}': expected [http[s]://]host[:port][/path]"
         )
     scheme: str | None = parts.scheme or None
-    if scheme is None and _is_localhost(parts.hostname or "") and parts.port not in {None, 443}:
+    if scheme is None and is_loopback(parts.hostname or "") and parts.port not in {None, 443}:
         scheme = "http"  # containerd's rule: localhost on another port than 443 speaks plain HTTP
     root = "/v2" if parts.path in _DEFAULT_ROOTS else parts.path.rstrip("/")
     return scheme, parts.netloc, root
@@ -236,15 +235,6 @@ def _endpoint_url(reader: _Reader, node: yaml.Node, registry: str) -> tuple[str 
 def _same_url(a: tuple[str | None, str, str], b: tuple[str | None, str, str]) -> bool:
     """Duplicates as k3s sees them: no scheme is https."""
     return (a[0] or "https", a[1].lower(), a[2]) == (b[0] or "https", b[1].lower(), b[2])
-
-
-def _is_localhost(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _rewrites(reader: _Reader, node: yaml.Node, registry: str) -> tuple[tuple[re.Pattern[str], str], ...]:

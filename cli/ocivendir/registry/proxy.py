@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from ocivendir.oci.reference import is_loopback
+
 __all__ = ["ProxyConfig"]
 
 
@@ -19,7 +21,7 @@ class ProxyConfig:
     def for_url(self, scheme: str, host: str, port: int) -> str | None:
         """The proxy URL to use, or None for a direct connection."""
         proxy = self.https_proxy if scheme == "https" else self.http_proxy
-        if not proxy or _is_loopback(host) or self._excluded(host, port):
+        if not proxy or is_loopback(host) or self._excluded(host, port):
             return None
         return proxy if "://" in proxy else f"http://{proxy}"
 
@@ -55,13 +57,3 @@ def _matches(entry: str, host: str, port: int) -> bool:
     if name.startswith("."):
         return host.endswith(name)
     return host == name or host.endswith("." + name)
-
-
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
