@@ -21,6 +21,7 @@ __all__ = [
     "RateLimited",
     "RegistryError",
     "RelocationUndetermined",
+    "ResponseTimeout",
     "SyncError",
     "TLSVerifyError",
     "Transient",
@@ -111,6 +112,15 @@ class Transient(RegistryError):
     """Connection failures, timeouts and 5xx left after the retries."""
 
     code = "registry-unreachable"
+
+
+class ResponseTimeout(Transient):
+    """The registry accepted the request but sent no response headers within `waited` seconds."""
+
+    def __init__(self, message: str, *, waited: float) -> None:
+        """The message, and how long the client waited for the response headers."""
+        super().__init__(message)
+        self.waited = waited
 
 
 class TLSVerifyError(RegistryError):

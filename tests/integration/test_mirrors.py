@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import CliResult, run_cli
 from tests.support import registry as registry_support
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate, sha
-from tests.support.faults import Rule, fault_proxy
+from tests.support.faults import Rule, fault_proxy, silent_server
 from tests.support.registry import Registry
 
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
@@ -87,6 +87,12 @@ def image_config(ref: str) -> str:
     return HEAD + f"directories:\n- path: vendor\n  contents:\n  - path: app\n    image: {{url: '{ref}'}}\n"
 
 
+def images_config(**contents: str) -> str:
+    """A vendir.yml with one image content per keyword (its path) under `vendor`."""
+    listed = "".join(f'  - {{path: {path}, image: {{url: "{url}"}}}}\n' for path, url in contents.items())
+    return HEAD + f"directories:\n- path: vendor\n  contents:\n{listed}"
+
+
 def served(doc: dict[str, object]) -> dict[str, str]:
     return dict(doc["result"]["requests"]["served_by"])  # type: ignore[index]
 
@@ -101,13 +107,7 @@ def test_a_sync_goes_through_the_mirror_and_still_works_with_the_origin_stopped(
     ref = pair.pusher.image("team/app", make_image({"app.yml": "replicas: 2\n"}), tag="v1")
     pair.use(monkeypatch, tmp_path / "registries.yaml")
     tagged = f"{pair.origin.host}/team/app:v1"
-    config = HEAD + textwrap.dedent(f"""\
-        directories:
-        - path: vendor
-          contents:
-          - {{path: pinned, image: {{url: "{ref}"}}}}
-          - {{path: tagged, image: {{url: "{tagged}"}}}}
-        """)
+    config = images_config(pinned=ref, tagged=tagged)
     work = tmp_path / "work"
     work.mkdir()
     first, doc = sync_json(work, config, "--cache-dir", str(tmp_path / "cache1"))
@@ -145,6 +145,100 @@ def test_a_dead_mirror_falls_back_to_the_origin_with_one_warning(
     assert doc["result"]["requests"]["connect_errors"] == 1 + 1
     assert result.stderr.count(f"mirror {dead} is unreachable") == 1
     assert doc["result"]["warnings"] == [f"mirror {dead} is unreachable; not asked again this run"]
+
+
+def test_a_mirror_that_never_answers_is_left_after_the_response_timeout_and_the_origin_serves(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = make_image({"a.txt": "from the origin\n"})
+    ref = pair.pusher.image("team/app", image)
+    with silent_server() as hung:
+        pair.use(monkeypatch, tmp_path / "r.yaml", hung.url)
+        mark = pair.origin.mark()
+        result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache", "--json",
+                         "--registry-response-header-timeout", "1s")  # fmt: skip
+        asked = hung.accepted
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert (tmp_path / "out/a.txt").read_text() == "from the origin\n"
+    assert set(served(doc).values()) == {pair.origin.host}
+    # the manifest's one try timed out; the config and layer never waited on the hung mirror again
+    assert asked == 1
+    warning = f"mirror {hung.url} did not answer within 1s; not asked again this run"
+    assert result.stderr.count(warning) == 1
+    assert doc["result"]["warnings"] == [warning]
+    origin = pair.origin.since(mark)
+    assert sorted((m, p.rsplit("/", 2)[1]) for m, p, _ in origin) == [("GET", "blobs")] * 2 + [("GET", "manifests")]
+    assert doc["result"]["requests"]["by_endpoint"] == {pair.origin.host: 3}
+
+
+def _through_faulty_mirror(pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *rules: Rule,
+                           ) -> tuple[CliResult, list[tuple[str, str, int]], list[tuple[str, str, int]], str]:  # fmt: skip
+    """Pull a fresh image through a fault proxy in front of the mirror (3 attempts per request).
+
+    Returns the result, what the proxy answered, what the origin served, and the proxy's URL.
+    """
+    ref = pair.pusher.image("team/app", make_image({"a.txt": f"{tmp_path.name}\n"}))
+    with fault_proxy(pair.mirror.host) as faulty:
+        faulty.rules.extend(rules)
+        pair.use(monkeypatch, tmp_path / "r.yaml", faulty.url)
+        mark = pair.origin.mark()
+        result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache", "--json",
+                         "--registry-retry-count", "3")  # fmt: skip
+        answered = list(faulty.log)
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "out/a.txt").read_text() == f"{tmp_path.name}\n"
+    return result, answered, pair.origin.since(mark), faulty.url
+
+
+def test_a_mirror_answering_5xx_is_retried_then_passed_over_for_the_origin_each_object(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_retry_sleep: list[float]
+) -> None:
+    rule = Rule("*", "/v2/", status=503)
+    result, answered, origin, faulty = _through_faulty_mirror(pair, tmp_path, monkeypatch, rule)
+    doc = json.loads(result.stdout)
+    assert set(served(doc).values()) == {pair.origin.host}
+    # manifest, config, layer: 3 attempts each at the mirror (2 backoff pauses each), then one GET each at the origin
+    assert Counter(status for _, _, status in answered) == {503: 9}
+    assert len({path for _, path, _ in answered}) == 3
+    assert len(no_retry_sleep) == 6
+    assert [m for m, _, _ in origin] == ["GET"] * 3
+    assert doc["result"]["requests"]["by_endpoint"] == {faulty: 9, pair.origin.host: 3}
+    assert doc["result"]["warnings"] == []  # a 5xx is the mirror's trouble, not the user's
+
+
+def test_a_mirror_answering_429_is_asked_again_after_its_retry_after_and_serves(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_retry_sleep: list[float]
+) -> None:
+    rule = Rule("GET", "/manifests/", status=429, headers={"Retry-After": "20"}, times=1)
+    result, answered, _, faulty = _through_faulty_mirror(pair, tmp_path, monkeypatch, rule)
+    doc = json.loads(result.stdout)
+    assert set(served(doc).values()) == {faulty}
+    assert [status for _, _, status in answered] == [429, 200, 200, 200]
+    assert doc["result"]["requests"]["by_endpoint"] == {faulty: 4}  # ocivendir never asked the origin
+    # the retry waited the 20 s asked for (not a backoff), and the 2 blob requests waited out what was left of it
+    assert no_retry_sleep[0] == 20.0
+    assert len(no_retry_sleep) == 3
+    assert all(0 < pause <= 20.0 for pause in no_retry_sleep[1:])
+
+
+def test_a_mirror_that_keeps_answering_429_is_passed_over_after_its_retries_and_a_wait_over_the_cap_at_once(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_retry_sleep: list[float]
+) -> None:
+    rule = Rule("*", "/v2/", status=429, headers={"Retry-After": "20"})
+    result, answered, origin, _ = _through_faulty_mirror(pair, tmp_path, monkeypatch, rule)
+    assert set(served(json.loads(result.stdout)).values()) == {pair.origin.host}
+    assert Counter(status for _, _, status in answered) == {429: 9}  # 3 attempts for each of 3 objects
+    assert no_retry_sleep.count(20.0) == 6  # each retry waited the Retry-After
+    assert [m for m, _, _ in origin] == ["GET"] * 3
+    # a Retry-After past the 30 s ocivendir honours: one attempt per object, no wait, the origin at once
+    no_retry_sleep.clear()
+    rule = Rule("*", "/v2/", status=429, headers={"Retry-After": "3600"})
+    (tmp_path / "over").mkdir()
+    result, answered, origin, _ = _through_faulty_mirror(pair, tmp_path / "over", monkeypatch, rule)
+    assert set(served(json.loads(result.stdout)).values()) == {pair.origin.host}
+    assert Counter(status for _, _, status in answered) == {429: 3}
+    assert no_retry_sleep == []
 
 
 def test_a_mirror_serving_altered_bytes_is_rejected_the_origin_used_and_nothing_unverified_cached(
@@ -203,6 +297,43 @@ def test_tag_resolution_and_tag_selection_go_through_the_mirror_also_with_the_or
     again, doc = sync_json(work, config, "--no-cache")  # the proxy answers from the tags it has seen
     assert again.exit_code == 0, again.stderr
     assert (work / "vendor/app/version.txt").read_text() == "1.2.0"
+
+
+def test_a_rewrite_renames_the_repository_at_the_mirror_only_and_everything_else_names_the_origin(
+    pair: Pair, own_registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Harbor-like replica holds the origin's `team/*` under `mirror-project/team/*` (k3s `rewrite`, a Go regexp)."""
+    replica = own_registry
+    image, only_origin = make_image({"app.yml": "from either\n"}), make_image({"solo.yml": "origin only\n"})
+    ref = pair.pusher.image("team/app", image, tag="v1")
+    solo = pair.pusher.image("team/solo", only_origin)
+    Pusher(replica).image("mirror-project/team/app", image, tag="v1")
+    path = tmp_path / "registries.yaml"
+    path.write_text(f'mirrors:\n  "{pair.origin.host}":\n    endpoint: ["{replica.url}"]\n'
+                    '    rewrite:\n      "^team/(.*)$": "mirror-project/team/$1"\n')  # fmt: skip
+    monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(path))
+    tagged = f"{pair.origin.host}/team/app:v1"
+    config = images_config(pinned=ref, tagged=tagged, solo=solo)
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    origin_mark, replica_mark = pair.origin.mark(), replica.mark()
+    result, doc = sync_json(work, config, "--cache-dir", str(cache))
+    assert result.exit_code == 0, result.stderr
+    assert (work / "vendor/tagged/app.yml").read_text() == "from either\n"
+    assert (work / "vendor/solo/solo.yml").read_text() == "origin only\n"
+    # the replica was asked only under the rewritten name; the origin only under its own, and only for team/solo
+    asked = {p.split("/manifests/")[0].split("/blobs/")[0] for _, p, _ in replica.since(replica_mark)}
+    assert asked == {"/v2/mirror-project/team/app", "/v2/mirror-project/team/solo"}
+    at_origin = pair.origin.since(origin_mark)
+    assert {p.split("/manifests/")[0].split("/blobs/")[0] for _, p, _ in at_origin} == {"/v2/team/solo"}
+    assert len(at_origin) == 3  # team/solo's manifest, config and layer; the replica's 404 moved it on
+    by = served(doc)
+    assert (by[ref], by[tagged], by[solo]) == (replica.url, replica.url, pair.origin.host)
+    lock = (work / "vendir.lock.yml").read_text()
+    assert "mirror-project" not in lock
+    assert f"url: {pair.origin.host}/team/app@{image.digest}" in lock  # the tag locked under the origin's name
+    listed = run_cli("cache", "ls", "--cache-dir", str(cache), "--json")
+    assert {e["ref"] for e in json.loads(listed.stdout)["result"]["entries"]} == {ref, solo}
 
 
 def verdicts(ref: str, *args: str) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""Test support: a fault proxy in front of the real registry.
+"""Test support: a fault proxy in front of the real registry, and a silent server (a mirror that never answers).
 
 Chosen answers (403, 5xx, 429 + Retry-After), truncated bodies, tampered bodies (other bytes behind the upstream's
 own headers: a man in the middle, or a lying mirror) and delays for requests matching a rule; everything else is
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -172,3 +173,51 @@ def fault_proxy(upstream: str) -> Iterator[FaultProxy]:
         yield proxy
     finally:
         proxy.stop()
+
+
+class SilentServer:
+    """A server on 127.0.0.1 (random port) that accepts every connection and never answers.
+
+    A hung mirror: the client's connect succeeds and only its response-header timeout ends the wait. `accepted` counts
+    the connections (one per request the client sent, as none is ever answered for reuse).
+    """
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.accepted = 0
+        self._held: list[socket.socket] = []
+        self._stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        self.listener.settimeout(0.1)
+        while not self._stopping.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            self._held.append(connection)  # kept open, never written to
+
+    def start(self) -> SilentServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.thread.join()
+        self.listener.close()
+        for connection in self._held:
+            connection.close()
+
+
+@contextmanager
+def silent_server() -> Iterator[SilentServer]:
+    server = SilentServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -4,7 +4,8 @@ A mirror is trusted for availability, never for content. Each mirror of the plan
 on when one cannot answer — unreachable, 404, 5xx or 429 after its own retries, an auth or TLS failure (with a
 warning) — or answers with bytes that do not match the digest asked for (a warning: that mirror is skipped for that
 object, and nothing it sent is kept, because the caller verifies before anything is published). The origin is asked
-last; its answer, or its error, is final. A mirror that cannot be reached is not asked again in the same run.
+last; its answer, or its error, is final. A mirror that cannot be reached, or sends no response headers within the
+response-header timeout, is not asked again in the same run (a warning says which).
 
 Every endpoint has a cap on concurrent operations (registries.yaml `concurrency`, else the run's default), and a
 429's `Retry-After` holds back every later request to that endpoint, not only the one retried.
@@ -19,7 +20,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from ocivendir.errors import Denied, DigestMismatch, RegistryError, TLSVerifyError, Transient, Unauthorized
+from ocivendir.errors import (
+    Denied,
+    DigestMismatch,
+    RegistryError,
+    ResponseTimeout,
+    TLSVerifyError,
+    Transient,
+    Unauthorized,
+)
 from ocivendir.oci.reference import Repository
 from ocivendir.registry.mirrors import Endpoint, MirrorPlan
 
@@ -103,13 +112,18 @@ class EndpointWalker:
         if isinstance(exc, DigestMismatch):
             self.warn(f"mirror {endpoint.name} served content that does not match {what}; not used ({exc})")
         elif isinstance(exc, Unreachable):
-            with self._lock:
-                self._dead.add(endpoint.host)
-            self._warn_once(endpoint, "down", f"mirror {endpoint.name} is unreachable; not asked again this run")
+            self._give_up(endpoint, "is unreachable")
+        elif isinstance(exc, ResponseTimeout):  # a hung mirror would cost the timeout again for every object
+            self._give_up(endpoint, f"did not answer within {exc.waited:g}s")
         elif isinstance(exc, Unauthorized | Denied | TLSVerifyError):
             self._warn_once(endpoint, type(exc).__name__, f"mirror {endpoint.name} refused: {exc}; asking the next")
         else:
             _log.debug("mirror %s cannot serve %s: %s", endpoint.name, what, exc)
+
+    def _give_up(self, endpoint: Endpoint, why: str) -> None:
+        with self._lock:
+            self._dead.add(endpoint.host)
+        self._warn_once(endpoint, "down", f"mirror {endpoint.name} {why}; not asked again this run")
 
     def _warn_once(self, endpoint: Endpoint, kind: str, message: str) -> None:
         with self._lock:

@@ -27,7 +27,7 @@ from requests import Response
 from requests.adapters import HTTPAdapter
 
 from ocivendir import __version__
-from ocivendir.errors import TLSVerifyError, Transient
+from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.registry import truststore
 from ocivendir.registry.mirrors import TLSFiles
@@ -131,10 +131,6 @@ class ConnectFailure(Exception):
         """The failures joined, and whether all were refusals."""
         super().__init__(message)
         self.refused = refused
-
-
-class ResponseTimeout(Transient):
-    """The registry accepted the request but sent no response headers within the response-header timeout."""
 
 
 class BodyBroken(Exception):
@@ -386,20 +382,21 @@ class Transport:
         host = route.host
         for scheme in [route.scheme] if route.scheme else self._schemes_for(host):
             url = f"{scheme}://{host}{path}"
+            timeout = self._timeout(what)
             try:
                 response = session.request(
                     method,
                     url,
                     headers=headers,
                     stream=stream,
-                    timeout=self._timeout(what),
+                    timeout=timeout,
                     proxies=self._proxy(scheme, host),
                     allow_redirects=True,
                 )
             except requests.exceptions.ReadTimeout:
                 # connected and asked, but no answer in time: the registry's answer, not a reason to retry
-                line = f'{method.capitalize()} "{url}"'
-                raise ResponseTimeout(f"{what}: {line}: net/http: timeout awaiting response headers") from None
+                line = f'{method.capitalize()} "{url}": net/http: timeout awaiting response headers'
+                raise ResponseTimeout(f"{what}: {line}", waited=timeout[1]) from None
             except requests.exceptions.SSLError as exc:
                 message = _tls_message(exc, url)
                 if message is not None:
