@@ -96,7 +96,6 @@ class Run:
             stderr_tty=stderr_tty,
         )
         logging.basicConfig(level=logging.DEBUG if settings.debug else logging.WARNING, format="%(name)s: %(message)s")
-        logging.getLogger("oras").setLevel(logging.DEBUG if settings.debug else logging.WARNING)
         if settings.verbose and not settings.debug:
             logging.getLogger("ocivendir.endpoints").setLevel(logging.INFO)  # "<object> served by <endpoint>"
         for name in settings.credentials.keychains:

@@ -1,10 +1,10 @@
 """Owns: the distribution protocol — manifests, blobs, tags, presence probes and auth challenges.
 
 Built on `registry/transport.py` (sessions, TLS, proxies, schemes, counting): this module adds the 401 challenge
-dance (Basic, Bearer token exchange; oras only parses the challenge), bounded retries under the run's deadline, and
-verified manifest and blob fetches (design §4.1). Every operation names the origin repository and is walked over its
-endpoints by `registry/endpoints.py` (registries.yaml mirrors, then the origin); whatever a mirror sends is verified
-against the digest asked for exactly as the origin's is.
+dance (Basic, Bearer token exchange; `registry/challenge.py` reads the challenge), bounded retries under the run's
+deadline, and verified manifest and blob fetches (design §4.1). Every operation names the origin repository and is
+walked over its endpoints by `registry/endpoints.py` (registries.yaml mirrors, then the origin); whatever a mirror
+sends is verified against the digest asked for exactly as the origin's is.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ocivendir.errors import (
 )
 from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, served_digest, sha256_digest
 from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.registry.challenge import parse_challenge
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.endpoints import EndpointWalker, Unreachable
 from ocivendir.registry.ggcrtext import transport_text
@@ -149,9 +150,8 @@ class RegistryClient:
         return cached
 
     def _authorize(self, endpoint: Endpoint, challenge: str, what: str) -> str:
-        from oras.auth.utils import parse_auth_header  # noqa: PLC0415 - only on a 401: keeps start-up light
-
-        scheme = challenge.split(" ", 1)[0].lower()
+        parsed = parse_challenge(challenge)
+        scheme = parsed.scheme
         credential = self._credential(endpoint)
         if scheme == "basic":
             if not credential.username and not credential.password:
@@ -166,10 +166,9 @@ class RegistryClient:
             raise Unauthorized(f"{what}: {endpoint.name} asks for unsupported auth scheme '{scheme}'")
         if credential.registry_token:
             return f"Bearer {credential.registry_token}"
-        params = parse_auth_header(challenge)
-        if not params.realm:
+        if not parsed.realm:
             raise Unauthorized(f"{what}: {endpoint.name} sent a Bearer challenge without a realm")
-        return f"Bearer {self._fetch_token(endpoint, params.realm, params.service, credential, what)}"
+        return f"Bearer {self._fetch_token(endpoint, parsed.realm, parsed.service, credential, what)}"
 
     def _fetch_token(
         self, endpoint: Endpoint, realm: str, service: str | None, credential: Credential, what: str

@@ -16,7 +16,7 @@ import socket
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import requests
 import urllib3
 from requests import Response
-from requests.adapters import HTTPAdapter
+from requests.adapters import BaseAdapter, HTTPAdapter
 
 from ocivendir import __version__
 from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
@@ -232,13 +232,33 @@ def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None =
     return context
 
 
+class _Session(requests.Session):
+    """A session whose https adapter (its TLS context, the trust store read) is made on the first https request.
+
+    A plain-HTTP registry (a loopback one, a remembered scheme) never pays for reading the system trust store.
+    """
+
+    def __init__(self, make_tls: Callable[[], HTTPAdapter]) -> None:
+        super().__init__()
+        self._make_tls = make_tls
+        self._tls_lock = threading.Lock()
+        self._tls_ready = False
+
+    def get_adapter(self, url: str) -> BaseAdapter:
+        """The adapter for `url`, mounting the TLS one first if this is the first https URL."""
+        if not self._tls_ready and url[:8].lower() == "https://":
+            with self._tls_lock:
+                if not self._tls_ready:
+                    self.mount("https://", self._make_tls())
+                    self._tls_ready = True
+        return super().get_adapter(url)
+
+
 def _new_session(options: ClientOptions, *, verify: bool, tls: TLSFiles | None) -> requests.Session:
-    session = requests.Session()
+    session = _Session(lambda: _ContextAdapter(_ssl_context(options, verify=verify, tls=tls), options.pool_size))
     session.trust_env = False
     session.headers["User-Agent"] = f"ocivendir/{__version__}"
     session.cookies.set_policy(_NoCookies())
-    adapter = _ContextAdapter(_ssl_context(options, verify=verify, tls=tls), options.pool_size)
-    session.mount("https://", adapter)
     session.mount("http://", HTTPAdapter(pool_connections=options.pool_size, pool_maxsize=options.pool_size))
     session.verify = verify
     return session
