@@ -166,3 +166,65 @@ def test_without_libyaml_the_pure_parser_has_the_same_depth_bound(monkeypatch: p
     depth = composing.MAX_DEPTH + 1
     assert error("k: v\nx: " + "[" * depth + "]" * depth + "\n") == PREFIX + "line 2: exceeded max depth of 1000"
     assert error(laughs()) == PREFIX + "document contains excessive aliasing"
+
+
+def merged(filler: int, merges: int, size: int) -> str:
+    """One anchored map of `size` keys merged `merges` times through one `<<` list, after `filler` plain scalars."""
+    keys = ", ".join(f"k{i}: v" for i in range(size))
+    return f"{HEAD}f: [{','.join(['p'] * filler)}]\nx: &a {{{keys}}}\ny:\n  <<: [{', '.join(['*a'] * merges)}]\n"
+
+
+def test_merges_spend_the_alias_budget_as_go_yaml_counts_them() -> None:
+    # vendir 0.40.0 accepts 498 merges of a 100-key map after 300 plain items and refuses 499; counting the `<<` key
+    # and the merged list as decode steps (go-yaml decodes neither) would accept 499
+    assert load(merged(300, 498, 100))
+    assert error(merged(300, 499, 100)) == PREFIX + "document contains excessive aliasing"
+
+
+def test_a_billion_laughs_made_of_merges_is_refused() -> None:
+    lines = ["a: &a {" + ", ".join(f"k{i}: lol" for i in range(9)) + "}"]
+    names = "abcdefghij"
+    lines += [f"{name}: &{name} {{<<: [{', '.join(['*' + names[i]] * 9)}]}}" for i, name in enumerate(names[1:], 0)]
+    assert error("\n".join(lines) + "\n") == PREFIX + "document contains excessive aliasing"
+
+
+def test_merge_keys_follow_go_yaml_v2() -> None:
+    doc = load(
+        "b: &b {p: base, q: base}\n"
+        "before: {p: mine, <<: *b}\n"  # v2 sets entries in order: the merge overwrites what came before it
+        "after: {<<: *b, p: mine}\n"
+        "list: {<<: [{p: first}, *b, {s: last}]}\n"  # earlier maps of a list win
+        "quoted: {'<<': *b}\n"  # only a plain << merges
+    )[0]
+    assert doc == {
+        "b": {"p": "base", "q": "base"},
+        "before": {"p": "base", "q": "base"},
+        "after": {"p": "mine", "q": "base"},
+        "list": {"p": "first", "q": "base", "s": "last"},
+        "quoted": {"<<": {"p": "base", "q": "base"}},
+    }
+
+
+@pytest.mark.parametrize("value", ["1", "", "[a]", "[{a: b}, c]", "[[{a: b}]]"])
+def test_a_merge_of_anything_but_maps_is_go_yamls_error(value: str) -> None:
+    assert error(f"l: &l [{{a: b}}]\nm: {{<<: {value or '*l'}}}\n") == (
+        PREFIX + "map merge requires map or sequence of maps as the value"
+    )
+
+
+def test_duplicate_keys_the_later_wins_unless_strict() -> None:
+    document = "a: 1\nb:\n  c: 2\na:\n  3\nb: {}\n"
+    assert load(document) == [{"a": 3, "b": {}}]
+    with pytest.raises(DecodeError) as caught:
+        list(load_documents(document, strict=True))
+    # imgpkg 0.43.1's text: every error, each with the line of the value set twice
+    assert str(caught.value) == (
+        PREFIX + 'unmarshal errors:\n  line 5: key "a" already set in map\n  line 6: key "b" already set in map'
+    )
+
+
+def test_strict_refuses_a_merge_over_a_key_already_set() -> None:
+    document = "base: &b\n  tag: x\nbundle:\n  <<: *b\n  image: i\n  tag: z\n"
+    with pytest.raises(DecodeError, match=r'unmarshal errors:\n  line 6: key "tag" already set in map$'):
+        list(load_documents(document, strict=True))
+    assert load(document)[0] == {"base": {"tag": "x"}, "bundle": {"tag": "z", "image": "i"}}

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import yaml
 
-__all__ = ["ALIAS", "MAPPING", "MAX_DEPTH", "SCALAR", "SEQUENCE", "ComposeError", "Node", "compose"]
+__all__ = ["ALIAS", "MAPPING", "MAX_DEPTH", "SCALAR", "SEQUENCE", "ComposeError", "Node", "compose", "is_merge"]
 
 SCALAR, SEQUENCE, MAPPING, ALIAS = "scalar", "sequence", "mapping", "alias"
 # go-yaml v2 stops at 10,000 levels; libyaml (and so PyYAML's C parser) at 1,000, which no vendir config nears
@@ -114,6 +114,29 @@ def _excessive(aliases: int, decodes: int) -> bool:
     return aliases > _MIN_ALIASES and decodes > _MIN_DECODES and aliases / decodes > _allowed_ratio(decodes)
 
 
+def is_merge(key: Node) -> bool:
+    """A `<<` key: go-yaml v2 merges the mapping(s) it names (plain only; a quoted `"<<"` is an ordinary key)."""
+    return key.kind == SCALAR and key.plain and key.value == "<<"
+
+
+def decoded_parts(node: Node) -> list[Node]:
+    """The nodes go-yaml decodes, one step each, while it decodes `node` (an alias: its anchor's node).
+
+    A `<<` key is never decoded itself, nor is a merged list (only the maps in it).
+    """
+    if node.target is not None:
+        return [node.target]
+    if node.kind != MAPPING:
+        return node.children
+    parts: list[Node] = []
+    for key, value in zip(node.children[::2], node.children[1::2], strict=True):
+        if not is_merge(key):
+            parts += (key, value)
+        else:
+            parts += value.children if value.kind == SEQUENCE else [value]
+    return parts
+
+
 def decode_size(node: Node, sizes: dict[Node, int]) -> int:
     """How many decode steps go-yaml spends on `node`, aliases expanded (memoised, iterative; may be huge)."""
     pending = [(node, False)]
@@ -121,7 +144,7 @@ def decode_size(node: Node, sizes: dict[Node, int]) -> int:
         current, ready = pending.pop()
         if current in sizes:
             continue
-        parts = [current.target] if current.target is not None else current.children
+        parts = decoded_parts(current)
         if not ready:
             pending.append((current, True))
             pending.extend((part, False) for part in parts if part not in sizes)
@@ -148,7 +171,8 @@ def check_aliasing(root: Node) -> None:
             decodes, aliases = decodes + expanded, aliases + expanded
         if _excessive(aliases, decodes):
             raise ComposeError("document contains excessive aliasing")
-        pending.extend(reversed(node.children))
+        if node.target is None:
+            pending.extend(reversed(decoded_parts(node)))
 
 
 def compose(text: str) -> Node | None:

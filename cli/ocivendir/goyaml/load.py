@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ocivendir.goyaml.compose import SCALAR, SEQUENCE, ComposeError, Node, compose
+from ocivendir.goyaml.compose import MAPPING, SCALAR, SEQUENCE, ComposeError, Node, compose, is_merge
 from ocivendir.goyaml.text import TextError, check_characters, decode_text
 
 __all__ = ["DecodeError", "field", "go_bool", "go_bytes", "go_int", "go_string", "load_documents", "split_documents"]
@@ -78,38 +78,86 @@ def _scalar(node: Node) -> object:
     return resolve_plain(node.value) if node.plain else node.value
 
 
-def _mapping(node: Node, values: dict[Node, object]) -> dict[str, object]:
-    mapping: dict[str, object] = {}
-    for key_node, value_node in zip(node.children[::2], node.children[1::2], strict=True):
-        key = go_string(values[key_node])
-        if key in mapping:
-            raise DecodeError(
-                f'error converting YAML to JSON: yaml: line {key_node.line}: key "{key}" already set in map'
-            )
-        mapping[key] = values[value_node]
-    return mapping
+def _go_key(value: object) -> str:
+    """A map key as Go's `%#v` prints it in `key … already set in map`."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return "<nil>" if value is None else go_string(value)
 
 
-def _values(root: Node) -> object:
-    """The decoded value of `root`, built bottom-up without recursion; an alias shares its anchor's value."""
-    values: dict[Node, object] = {}
-    pending = [(root, False)]
-    while pending:
-        node, ready = pending.pop()
-        if node in values:
-            continue
-        if node.kind == SCALAR:
-            values[node] = _scalar(node)
-        elif node.target is not None:  # the anchor's node comes first in the document, so it is already built
-            values[node] = values[node.target]
-        elif not ready:
-            pending.append((node, True))
-            pending.extend((child, False) for child in reversed(node.children))
-        elif node.kind == SEQUENCE:
-            values[node] = [values[child] for child in node.children]
-        else:
-            values[node] = _mapping(node, values)
-    return values[root]
+class _Decoder:
+    """go-yaml v2's mapping decode: `<<` merges and duplicate keys, with or without UnmarshalStrict's refusal.
+
+    Non-strict (vendir's sigs.k8s.io/yaml Unmarshal): every entry is set in document order, so a later key wins,
+    and a merge overwrites keys set before it; a `<<: [*a, *b]` list is applied last to first, so `a` wins over `b`.
+    Strict (imgpkg's UnmarshalStrict): setting a key twice is an error, collected as go-yaml collects them.
+    """
+
+    def __init__(self, *, strict: bool) -> None:
+        self.strict = strict
+        self.values: dict[Node, object] = {}
+        self.lines: dict[Node, dict[str, tuple[int, object]]] = {}  # strict: each key's value line and raw key
+        self.errors: list[str] = []
+
+    def _set(self, mapping: dict[str, object], key: str, value: object, origin: tuple[int, object]) -> None:
+        if self.strict and key in mapping:
+            self.errors.append(f"line {origin[0]}: key {_go_key(origin[1])} already set in map")
+            return
+        mapping[key] = value
+
+    def _merge(self, node: Node, mapping: dict[str, object], lines: dict[str, tuple[int, object]]) -> None:
+        """Go's `(*decoder).merge`: a map, an alias of one, or a list of those (earlier ones win)."""
+        parts = reversed(node.children) if node.kind == SEQUENCE else [node]  # an alias of a list is refused
+        for part in parts:
+            merged = part.target if part.target is not None else part
+            if merged.kind != MAPPING:
+                raise ComposeError("map merge requires map or sequence of maps as the value")
+            source = self.values[merged]
+            assert isinstance(source, dict)  # noqa: S101 - a mapping node decodes to a dict
+            for key, value in source.items():
+                origin = self.lines.get(merged, {}).get(key, (merged.line, key))
+                self._set(mapping, key, value, origin)
+                lines.setdefault(key, origin)
+
+    def mapping(self, node: Node) -> dict[str, object]:
+        """The decoded mapping node, merges applied."""
+        mapping: dict[str, object] = {}
+        lines: dict[str, tuple[int, object]] = {}
+        for key_node, value_node in zip(node.children[::2], node.children[1::2], strict=True):
+            if is_merge(key_node):
+                self._merge(value_node, mapping, lines)
+                continue
+            raw = self.values[key_node]
+            key = go_string(raw)
+            origin = (value_node.line, raw)
+            self._set(mapping, key, self.values[value_node], origin)
+            lines.setdefault(key, origin)
+        if self.strict:
+            self.lines[node] = lines
+        return mapping
+
+    def decode(self, root: Node) -> object:
+        """The decoded value of `root`, built bottom-up without recursion; an alias shares its anchor's value."""
+        values = self.values
+        pending = [(root, False)]
+        while pending:
+            node, ready = pending.pop()
+            if node in values:
+                continue
+            if node.kind == SCALAR:
+                values[node] = _scalar(node)
+            elif node.target is not None:  # the anchor's node comes first in the document, so it is already built
+                values[node] = values[node.target]
+            elif not ready:
+                pending.append((node, True))
+                pending.extend((child, False) for child in reversed(node.children))
+            elif node.kind == SEQUENCE:
+                values[node] = [values[child] for child in node.children]
+            else:
+                values[node] = self.mapping(node)
+        if self.errors:
+            raise ComposeError("unmarshal errors:\n  " + "\n  ".join(self.errors))
+        return values[root]
 
 
 def split_documents(text: str) -> list[str]:
@@ -117,13 +165,17 @@ def split_documents(text: str) -> list[str]:
     return [doc for doc in _SEPARATOR.split(text) if doc.strip()]
 
 
-def load_documents(data: str | bytes) -> Iterator[object]:
-    """Each non-empty document decoded with go-yaml v2's rules and budgets (bytes are checked as go-yaml reads them)."""
+def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[object]:
+    """Each non-empty document decoded with go-yaml v2's rules and budgets (bytes are checked as go-yaml reads them).
+
+    `strict` is go-yaml's UnmarshalStrict (imgpkg's lock files): a key set twice is an error instead of the later one
+    winning.
+    """
     try:
         text = decode_text(data) if isinstance(data, bytes) else check_characters(data)
         for doc in split_documents(text):
             root = compose(doc)
-            yield None if root is None else _values(root)
+            yield None if root is None else _Decoder(strict=strict).decode(root)
     except (ComposeError, TextError) as exc:
         raise DecodeError(f"error converting YAML to JSON: yaml: {exc}") from None
 
@@ -264,11 +316,11 @@ def go_bytes(value: object, path: str) -> bytes:
 
 
 def field(doc: dict[str, Any], name: str) -> Any:  # noqa: ANN401 - decoded YAML
-    """A struct field by Go's JSON rules: the exact key first, then a case-insensitive match."""
-    if name in doc:
-        return doc[name]
+    """A struct field by Go's JSON rules: every key equal to `name` ignoring case sets it.
+
+    sigs.k8s.io/yaml hands encoding/json an object with sorted keys, and each matching key overwrites the field, so
+    the greatest matching key wins (`path` over `Path` over `PATH`, `includepaths` over `includePaths`).
+    """
     lowered = name.lower()
-    for key, value in doc.items():
-        if key.lower() == lowered:
-            return value
-    return None
+    found = [key for key in doc if key.lower() == lowered]
+    return doc[max(found)] if found else None

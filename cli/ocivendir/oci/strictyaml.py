@@ -1,7 +1,7 @@
 """Owns: decoding YAML into strict Go structs the way imgpkg's sigs.k8s.io/yaml UnmarshalStrict does.
 
-Scalars resolve, and duplicate keys are refused, exactly as vendir's config reading does (`goyaml/load.py`,
-go-yaml v2 rules); on top of that, unknown fields are errors with Go's JSON message.
+Scalars resolve and `<<` merges apply as in vendir's config reading (`goyaml/load.py`, go-yaml v2 rules); on top of
+that, a key set twice and unknown fields are errors with Go's messages.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ StrictYAMLError = DecodeError
 
 def load_document(raw: bytes | str) -> Any:  # noqa: ANN401 - YAML data
     """The first YAML document (None when there is none), decoded with go-yaml v2's rules."""
-    for document in load_documents(raw):
+    for document in load_documents(raw, strict=True):
         return document
     return None
 

@@ -372,7 +372,7 @@ _UNMARSHALING = {
 def _dispatch(doc: object, source: str, found: dict[str, list[Any]]) -> None:
     prefix = f"Parsing resource config '{source}'"
     mapping = doc if isinstance(doc, dict) else {}
-    api, kind = go_string_field(mapping.get("apiVersion"), "apiVersion"), go_string_field(mapping.get("kind"), "kind")
+    api, kind = go_string_field(get(mapping, "apiVersion"), "apiVersion"), go_string_field(get(mapping, "kind"), "kind")
     if (api, kind) not in {("v1", "Secret"), ("v1", "ConfigMap"), (API_VERSION, "Config")}:
         raise ConfigError(f"{prefix}: Unknown apiVersion '{api}' or kind '{kind}' for resource")
     what = _UNMARSHALING[kind]
