@@ -16,6 +16,7 @@ from tests.support.builders import (
     publish_outer_bundle,
     relocate,
     relocate_tree,
+    sha,
 )
 from tests.support.faults import Rule, fault_proxy
 from tests.support.registry import Registry
@@ -147,9 +148,22 @@ def test_one_bundle_digest_in_two_repositories_gets_its_own_images_yml_from_one_
     relocate(pusher, published, f"{repo_prefix}/relocated")
     cache = tmp_path / "cache"
     assert pull_bundle(published.ref(registry, f"{repo_prefix}/relocated"), tmp_path / "a", cache)[0] == 0
+    blobs = sorted(path.name for path in (cache / "blobs/sha256").iterdir())
+    mark = registry.mark()
     code, doc, _ = pull_bundle(published.ref(registry), tmp_path / "b", cache)
     assert code == 0
+    # the original repository never served these bytes to the cache, so it serves them now (manifest, config, layer:
+    # possession is per repository); on disk they are the same blobs, stored once
+    fetched = sorted(p for m, p, _ in registry.since(mark) if m == "GET")
+    assert fetched == sorted(
+        f"/v2/{repo_prefix}/bundle/{kind}/{digest}"
+        for kind, digest in [("manifests", published.bundle.digest)]
+        + [("blobs", sha(blob)) for blob in published.bundle.blobs]
+    )
+    assert sorted(path.name for path in (cache / "blobs/sha256").iterdir()) == blobs
+    code, doc, _ = pull_bundle(published.ref(registry), tmp_path / "c", cache)
     assert doc["result"]["cache_hits"] >= 3  # type: ignore[index]
+    assert doc["result"]["requests"]["total"] == 0  # type: ignore[index]
     relocated_yml = (tmp_path / "a/.imgpkg/images.yml").read_text()
     original_yml = (tmp_path / "b/.imgpkg/images.yml").read_text()
     assert f"{repo_prefix}/relocated@" in relocated_yml

@@ -27,7 +27,9 @@ class Rule:
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     truncate: bool = False
-    body: bytes | None = None  # forward, but answer with these bytes instead of the upstream's
+    body: bytes | None = (
+        None  # forward, but answer with these bytes instead of the upstream's (with status: no forward)
+    )
     tamper: bool = False  # forward, but flip the first byte (same length)
     delay: float = 0.0
     times: int = 0
@@ -138,10 +140,13 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 rule.hits += 1
                 proxy.log.append((self.command, self.path, rule.status))
                 self.send_response(rule.status)
+                data = rule.body or b""  # a status rule with a body answers it itself (a registry that lies)
                 for key, value in rule.headers.items():
                     self.send_header(key, value)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
                 return
             self._forward(body)
 

@@ -1,4 +1,10 @@
-"""Owns: the cache's SQLite index — refs, blobs, edges, relocation verdicts, schemes, tag answers, last use."""
+"""Owns: the cache's SQLite index — refs, blobs, edges, possession, grants, verdicts, schemes, tag answers, last use.
+
+`possession` says which (registry/repository, digest) pairs were fetched from that repository and verified: the only
+content a shared cache serves to a request naming that repository (`engine/content.py`). An index written before the
+table existed has no rows in it, so its content is fetched again once per repository (the old index cannot tell bytes
+fetched from a repository from bytes another repository's manifest was served from the cache).
+"""
 
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ _log = logging.getLogger("ocivendir.cache")
 SCHEMA_VERSION = 1
 _T = TypeVar("_T")
 _BUSY_RETRIES = 20
+_BATCH = 500
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(schema_version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs(digest TEXT PRIMARY KEY, size INTEGER NOT NULL, media_type TEXT NOT NULL,
@@ -50,6 +57,8 @@ CREATE TABLE IF NOT EXISTS schemes(host TEXT PRIMARY KEY, scheme TEXT NOT NULL, 
 CREATE TABLE IF NOT EXISTS tags(ref TEXT PRIMARY KEY, digest TEXT NOT NULL, resolved_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS grants(manifest_digest TEXT NOT NULL, repository TEXT NOT NULL, principal TEXT NOT NULL,
     granted_at REAL NOT NULL, PRIMARY KEY(manifest_digest, repository, principal));
+CREATE TABLE IF NOT EXISTS possession(repository TEXT NOT NULL, digest TEXT NOT NULL, fetched_at REAL NOT NULL,
+    PRIMARY KEY(repository, digest));
 """
 _UPSERT_BLOB = (
     "INSERT INTO blobs(digest, size, media_type, created, last_used) VALUES (?,?,?,?,?) "
@@ -256,6 +265,7 @@ class CacheIndex:
             statements.append(("DELETE FROM blobs WHERE digest = ?", (raw,)))
             statements.append(("DELETE FROM edges WHERE manifest_digest = ?", (raw,)))
             statements.append(("DELETE FROM grants WHERE manifest_digest = ?", (raw,)))
+            statements.append(("DELETE FROM possession WHERE digest = ?", (raw,)))
         self._write(statements)
         return [d for (raw,) in orphans if (d := decoded("blobs", raw, digest_value, raw))]
 
@@ -268,6 +278,7 @@ class CacheIndex:
         refs = sorted({str(r[0]) for r in rows})
         statements: list[tuple[str, tuple[object, ...]]] = [("DELETE FROM refs WHERE ref = ?", (r,)) for r in refs]
         statements.append(("DELETE FROM blobs WHERE digest = ?", (str(digest),)))
+        statements.append(("DELETE FROM possession WHERE digest = ?", (str(digest),)))
         self._write(statements)
         return refs
 
@@ -322,6 +333,24 @@ class CacheIndex:
         """Record that `principal` could read a manifest in a repository."""
         sql = "INSERT OR REPLACE INTO grants(manifest_digest, repository, principal, granted_at) VALUES (?,?,?,?)"
         self._write([(sql, (str(manifest_digest), repository, principal, self.now))])
+
+    def held(self, repository: str, digests: Iterable[Digest]) -> frozenset[Digest]:
+        """Those of `digests` that were fetched from `repository` and verified (one query)."""
+        wanted = {str(d): d for d in digests}
+        names = list(wanted)
+        found: set[Digest] = set()
+        for start in range(0, len(names), _BATCH):  # SQLite before 3.32 takes at most 999 parameters
+            batch = names[start : start + _BATCH]
+            marks = ",".join("?" * len(batch))
+            sql = f"SELECT digest FROM possession WHERE repository = ? AND digest IN ({marks})"  # noqa: S608 - marks
+            found.update(wanted[str(r[0])] for r in self._rows(sql, (repository, *batch)) if str(r[0]) in wanted)
+        return frozenset(found)
+
+    def possess(self, repository: str, digests: Iterable[Digest]) -> None:
+        """Record that `repository` served these digests' bytes and they verified."""
+        now = self.now
+        sql = "INSERT OR REPLACE INTO possession(repository, digest, fetched_at) VALUES (?,?,?)"
+        self._write((sql, (repository, str(d), now)) for d in digests)
 
     def put_tag(self, ref: str, digest: Digest) -> None:
         """Record a tag's answer (used only by --stale-if-error)."""

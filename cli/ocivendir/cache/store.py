@@ -1,6 +1,11 @@
 """Owns: the OCI image layout on disk.
 
 Blob admission (verify, fsync, rename under a per-digest lock), verified reads, and `index.json`.
+
+A shared cache directory is writable by every caller, so nothing under it is trusted to be what its name says: blobs
+are opened with O_NOFOLLOW and must be regular files (a symlink, FIFO or device planted in `blobs/sha256/` counts as a
+missing blob and is unlinked, never read through), temp files are created with O_EXCL|O_NOFOLLOW and their mode and
+fsync go through the descriptor, and `blobs/sha256/`, `tmp/` and `locks/` themselves must be real directories.
 """
 
 from __future__ import annotations
@@ -8,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import secrets as _random
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +28,7 @@ from ocivendir.fs.swap import atomic_write
 from ocivendir.oci.manifest import sha256_digest
 from ocivendir.oci.reference import Digest
 
-__all__ = ["LAYOUT_MARKER", "BlobStore", "LayoutEntry", "VerifyingReader"]
+__all__ = ["LAYOUT_MARKER", "BlobStore", "LayoutEntry", "NotABlob", "VerifyingReader"]
 
 LAYOUT_MARKER = b'{"imageLayoutVersion":"1.0.0"}'
 # OCI-layout readers (containers/image, so skopeo) only look at descriptors typed as OCI manifests or indexes; a
@@ -31,6 +38,13 @@ _LAYOUT_TYPES = {
     "application/vnd.docker.distribution.manifest.list.v2+json": "application/vnd.oci.image.index.v1+json",
 }
 _CHUNK = 1 << 20
+_log = logging.getLogger("ocivendir.cache")
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a planted FIFO cannot hang open
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class NotABlob(OSError):
+    """What is at a blob's path is not a regular file (a symlink, FIFO, device or directory planted there)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +101,10 @@ class BlobStore:
     def ensure_layout(self) -> None:
         """Create the directories and the OCI layout marker files if absent."""
         try:
-            for directory in (self.blobs, self.tmp, self.locks):
+            for directory in (self.blobs.parent, self.blobs, self.tmp, self.locks):
+                if directory.is_symlink():  # planted: ocivendir never makes one; replaced, never followed
+                    _log.warning("cache: replacing the symbolic link %s with a directory", directory)
+                    directory.unlink(missing_ok=True)
                 directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             if not (self.root / "oci-layout").exists():
                 atomic_write(self.root / "oci-layout", LAYOUT_MARKER, mode=0o644)
@@ -101,34 +118,75 @@ class BlobStore:
         return self.blobs / digest.hex
 
     def has(self, digest: Digest, size: int | None = None) -> bool:
-        """True if the blob file exists (with the expected size, when given)."""
+        """True if the blob is a regular file (with the expected size, when given); a symlink is not a blob."""
         try:
-            actual = self.path(digest).stat().st_size
+            info = self.path(digest).lstat()
         except FileNotFoundError:
             return False
-        return size is None or actual == size
+        return stat.S_ISREG(info.st_mode) and (size is None or info.st_size == size)
+
+    def _open(self, digest: Digest) -> IO[bytes]:
+        """A blob opened for reading without following links; NotABlob (after unlinking it) if it is no file."""
+        path = self.path(digest)
+        try:
+            fd = os.open(path, _READ_FLAGS)
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            self._unlink_planted(path)
+            raise NotABlob(f"{path} is not a regular file") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            self._unlink_planted(path)
+            raise NotABlob(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+
+    def _unlink_planted(self, path: Path) -> None:
+        with contextlib.suppress(IsADirectoryError, PermissionError, FileNotFoundError):
+            if not path.is_dir() or path.is_symlink():
+                path.unlink()
+
+    def _new_tmp(self, digest: Digest) -> Path:
+        """A fresh temp file for a digest, made by this process (O_EXCL): nothing planted is written through."""
+        tmp = self.tmp / f"{digest.hex}-{_random.token_hex(6)}"
+        os.close(os.open(tmp, _NEW_FLAGS, 0o600))
+        return tmp
+
+    def _publish(self, tmp: Path, digest: Digest) -> None:
+        """Sync and chmod a filled temp file through a descriptor (never a link), then rename it into place."""
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise NotABlob(f"{tmp} is not a regular file")
+            os.fsync(fd)
+            os.fchmod(fd, 0o644)
+        finally:
+            os.close(fd)
+        tmp.replace(self.path(digest))
 
     def lock_path(self, name: str) -> Path:
         """A lock file under `locks/`."""
         return self.locks / name
 
-    def admit(self, digest: Digest, size: int, fill: Callable[[Path], None]) -> bool:
+    def admit(
+        self, digest: Digest, size: int, fill: Callable[[Path], None], reuse: Callable[[], bool] | None = None
+    ) -> bool:
         """Make sure the blob is present; `fill(tmp)` writes and verifies it. True if it was fetched now.
 
         Runs under the digest's exclusive lock, so concurrent processes fetch a blob once; a temp file left by a
-        killed run is removed by the next holder of the lock.
+        killed run is removed by the next holder of the lock. A present blob is kept only when `reuse()` (asked under
+        the lock) says the caller may have it; otherwise it is fetched again and the verified copy replaces it.
         """
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
-            if self.has(digest, size):
+            if self.has(digest, size) and (reuse is None or reuse()):
                 return False
             for stale in self.tmp.glob(f"{digest.hex}-*"):
                 stale.unlink(missing_ok=True)
-            tmp = self.tmp / f"{digest.hex}-{_random.token_hex(6)}"
+            tmp = self._new_tmp(digest)
             try:
                 fill(tmp)
-                _fsync_file(tmp)
-                tmp.chmod(0o644)
-                tmp.replace(self.path(digest))
+                self._publish(tmp, digest)
             finally:
                 tmp.unlink(missing_ok=True)
             return True
@@ -138,30 +196,28 @@ class BlobStore:
         if sha256_digest(data) != digest:
             raise DigestMismatch(f"refusing to cache bytes that do not match {digest}")
 
-        def _write(tmp: Path) -> None:
-            tmp.write_bytes(data)
+        return self.admit(digest, len(data), lambda tmp: _write_tmp(tmp, data))
 
-        return self.admit(digest, len(data), _write)
-
-    def admit_fetched(self, digest: Digest, fetch: Callable[[], bytes]) -> tuple[bytes, bool]:
+    def admit_fetched(
+        self, digest: Digest, fetch: Callable[[], bytes], reuse: Callable[[], bool] | None = None
+    ) -> tuple[bytes, bool]:
         """Single-flight for small blobs of unknown size (manifests); returns the bytes and whether they were fetched.
 
-        Under the digest's lock: read it if present, else fetch, verify and store it.
+        Under the digest's lock: read it if present (and `reuse()` allows), else fetch, verify and store it.
         """
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
-            if self.has(digest):
-                data = self.path(digest).read_bytes()
-                if sha256_digest(data) == digest:
-                    return data, False
+            if self.has(digest) and (reuse is None or reuse()):
+                with contextlib.suppress(OSError), self._open(digest) as handle:
+                    data = handle.read()
+                    if sha256_digest(data) == digest:
+                        return data, False
             data = fetch()
             if sha256_digest(data) != digest:
                 raise DigestMismatch(f"refusing to cache bytes that do not match {digest}")
-            tmp = self.tmp / f"{digest.hex}-{_random.token_hex(6)}"
+            tmp = self._new_tmp(digest)
             try:
-                tmp.write_bytes(data)
-                _fsync_file(tmp)
-                tmp.chmod(0o644)
-                tmp.replace(self.path(digest))
+                _write_tmp(tmp, data)
+                self._publish(tmp, digest)
             finally:
                 tmp.unlink(missing_ok=True)
             return data, True
@@ -169,9 +225,12 @@ class BlobStore:
     def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
         """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised."""
         try:
-            data = self.path(digest).read_bytes()
+            with self._open(digest) as handle:
+                data = handle.read()
         except FileNotFoundError:
             raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
+        except NotABlob:
+            raise DigestMismatch(f"{what}: cached blob {digest} is not a regular file") from None
         if sha256_digest(data) != digest or (size is not None and len(data) != size):
             self.delete(digest)
             raise DigestMismatch(f"{what}: cached blob {digest} is corrupt")
@@ -181,9 +240,11 @@ class BlobStore:
     def open_verified(self, digest: Digest, size: int, what: str) -> Iterator[VerifyingReader]:
         """Stream a blob while hashing it; at the end the digest is checked and a corrupt blob deleted."""
         try:
-            handle = self.path(digest).open("rb")
+            handle = self._open(digest)
         except FileNotFoundError:
             raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
+        except NotABlob:
+            raise DigestMismatch(f"{what}: cached blob {digest} is not a regular file") from None
         with handle:
             reader = VerifyingReader(handle, digest, size, what)
             try:
@@ -205,15 +266,19 @@ class BlobStore:
         """Why a blob file is not the blob it should be (missing, not a file, truncated, corrupt), or None."""
         path = self.path(digest)
         try:
-            actual = path.stat().st_size
+            info = path.lstat()
         except FileNotFoundError:
             return "missing"
-        if not path.is_file():
+        if not stat.S_ISREG(info.st_mode):
             return "not a regular file"
-        if size is not None and actual != size:
-            return f"truncated ({actual} of {size} bytes)"
+        if size is not None and info.st_size != size:
+            return f"truncated ({info.st_size} of {size} bytes)"
         hasher = hashlib.sha256()
-        with path.open("rb") as handle:
+        try:
+            handle = self._open(digest)
+        except OSError:
+            return "not a regular file"
+        with handle:
             while chunk := handle.read(_CHUNK):
                 hasher.update(chunk)
         return None if hasher.hexdigest() == digest.hex else "corrupt (sha256 differs)"
@@ -239,9 +304,7 @@ class BlobStore:
             atomic_write(self.root / "index.json", json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _write_tmp(tmp: Path, data: bytes) -> None:
+    """Write into a temp file this process created, never through a link put in its place."""
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC), "wb") as handle:
+        handle.write(data)

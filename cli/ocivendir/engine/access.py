@@ -1,6 +1,7 @@
 """Owns: whether this caller may be served a manifest that a shared cache already holds.
 
-A cache shared by several Apps or users must not hand private content to a caller who could not fetch it. Each cached
+A cache shared by several Apps or users must not hand private content to a caller who could not fetch it. This sits
+on top of possession (`engine/content.py`): only a repository that served a manifest is ever asked about it. Each cached
 manifest carries the principals that could read it in its repository (`cache/index.py`, fingerprints from
 `cache/grants.py`): a manifest readable anonymously, or one this caller's credential read before, is served with no
 request; otherwise the caller proves access with one HEAD of the manifest with its own credentials (and is recorded),
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from ocivendir.engine.content import Content
     from ocivendir.oci.reference import Digest, Repository
 
-__all__ = ["admit", "record"]
+__all__ = ["admit", "granted", "record"]
 
 
 class OfflineProof(Transient):
@@ -33,6 +34,20 @@ def record(content: Content, repo: Repository, digest: Digest) -> None:
     if content.index is None or content.principal is None:
         return
     content.index.grant(digest, str(repo), content.principal_for(repo))
+
+
+def granted(content: Content, repo: Repository, digest: Digest) -> bool:
+    """True if this caller may be served a cached manifest with no request.
+
+    That is: `repo` possesses it, and it is readable anonymously or this caller's credential read it.
+    """
+    index = content.index
+    if index is None or content.principal is None:
+        return True
+    if not content.holds(repo, digest):
+        return False
+    principals = index.grants(digest, str(repo))
+    return ANONYMOUS_PRINCIPAL in principals or content.principal_for(repo) in principals
 
 
 def admit(content: Content, repo: Repository, digest: Digest) -> None:

@@ -1,5 +1,9 @@
 """Owns: getting verified content — from the cache when it is there, from the registry (once) when it is not.
 
+A cache may be shared, and a registry may lie: a manifest it serves can name digests of someone else's private
+blobs. So the cache serves a digest for a repository only when that repository itself once served those bytes and
+they verified (a possession record, `cache/index.py`); otherwise the bytes are fetched from that repository and
+verified like any download (then deduplicated on disk). Credential grants (`engine/access.py`) sit on top.
 The registry client is created lazily through a factory, so a warm cached run never imports the network stack.
 """
 
@@ -22,7 +26,15 @@ from ocivendir.engine import access
 from ocivendir.errors import DigestMismatch, Transient
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
-from ocivendir.oci.manifest import Descriptor, ImageConfig, Index, Manifest, parse_config, parse_manifest
+from ocivendir.oci.manifest import (
+    Descriptor,
+    ImageConfig,
+    Index,
+    Manifest,
+    parse_config,
+    parse_manifest,
+    sha256_digest,
+)
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import EventSink, ImageStatus, ProgressEvent, RequestStats, WarningEvent
@@ -202,7 +214,8 @@ class Content:
             return self._stale_answer(ref, exc)
         access.record(self, ref.repository, resolved.digest)  # the tag's HEAD just proved access
         if resolved.raw is not None:
-            self.store.admit_bytes(resolved.digest, resolved.raw)
+            self.store.admit_bytes(resolved.digest, resolved.raw)  # the repository served them: verified, possessed
+            self._possess(ref.repository, (resolved.digest,))
         if self.index is not None:
             self.index.put_tag(str(ref), resolved.digest)
         return resolved.digest
@@ -214,14 +227,14 @@ class Content:
             raise exc
         digest, resolved_at = recorded
         age = self.index.now - resolved_at
-        if age > self.stale_if_error:
-            raise exc
+        if age > self.stale_if_error or not access.granted(self, ref.repository, digest):
+            raise exc  # a caller not known to read it learns neither the digest nor that there is one
         self.warn(f"could not resolve '{ref}' ({exc.message}); using its answer from {age:.0f}s ago: {digest}")
         return digest
 
     def manifest_bytes(self, repo: Repository, digest: Digest) -> bytes:
-        """A manifest's verified bytes from the cache, or fetched once and cached."""
-        if self.store.has(digest):
+        """A manifest's verified bytes from the cache when `repo` served them before, else fetched from `repo`."""
+        if self.store.has(digest) and self.holds(repo, digest):
             try:
                 data = self.store.read_verified(digest, None, f"Reading manifest '{repo}@{digest}'")
             except DigestMismatch as exc:
@@ -230,7 +243,14 @@ class Content:
                 access.admit(self, repo, digest)
                 self.counters.hit()
                 return data
-        raw, fetched = self.store.admit_fetched(digest, lambda: self.client().get_manifest(repo.at(digest))[0])
+
+        def fetch() -> bytes:
+            raw = self.client().get_manifest(repo.at(digest))[0]
+            if sha256_digest(raw) == digest:  # admit_fetched refuses anything else
+                self._possess(repo, (digest,))
+            return raw
+
+        raw, fetched = self.store.admit_fetched(digest, fetch, lambda: self.holds(repo, digest))
         if fetched:
             access.record(self, repo, digest)
             self.counters.fetch(len(raw))
@@ -238,6 +258,20 @@ class Content:
             access.admit(self, repo, digest)
             self.counters.hit()
         return raw
+
+    # --- possession -----------------------------------------------------------------------------------------
+
+    def holds(self, repo: Repository, digest: Digest) -> bool:
+        """True if `repo` once served `digest`'s bytes and they verified (always, with a cache private to the run)."""
+        return self.index is None or bool(self.index.held(str(repo), (digest,)))
+
+    def cached(self, repo: Repository, blob: Descriptor) -> bool:
+        """True if a blob may be served to `repo` from the store: present, and possessed by `repo`."""
+        return self.store.has(blob.digest, blob.size) and self.holds(repo, blob.digest)
+
+    def _possess(self, repo: Repository, digests: Iterable[Digest]) -> None:
+        if self.index is not None:
+            self.index.possess(str(repo), digests)
 
     def manifest(self, repo: Repository, digest: Digest) -> tuple[bytes, Manifest | Index]:
         """A manifest's bytes and parsed form."""
@@ -270,9 +304,11 @@ class Content:
 
     def ensure_blobs(self, repo: Repository, blobs: Iterable[Descriptor]) -> None:
         """Make every blob present and verified, fetching the missing ones up to `concurrency` at a time."""
+        blobs = list(blobs)
+        held = self.index.held(str(repo), (b.digest for b in blobs)) if self.index is not None else None
         missing = []
         for blob in blobs:
-            if self.store.has(blob.digest, blob.size):
+            if (held is None or blob.digest in held) and self.store.has(blob.digest, blob.size):
                 self.counters.hit()
             else:
                 missing.append(blob)
@@ -309,9 +345,10 @@ class Content:
             self.events(ProgressEvent(key=str(blob.digest), label=label, done=done, total=blob.size))
 
         def fill(tmp: Path) -> None:
-            client.fetch_blob_to(repo, blob.digest, blob.size, tmp, progress, on_chunk)
+            client.fetch_blob_to(repo, blob.digest, blob.size, tmp, progress, on_chunk)  # verified, or it raises
+            self._possess(repo, (blob.digest,))
 
-        if self.store.admit(blob.digest, blob.size, fill):
+        if self.store.admit(blob.digest, blob.size, fill, lambda: self.holds(repo, blob.digest)):
             self.counters.fetch(blob.size)
             return True
         self.counters.hit()

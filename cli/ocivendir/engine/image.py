@@ -139,7 +139,7 @@ def _clear(directory: Path) -> None:
 def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Path, policy: TreePolicy,
               stats: ExtractStats, what: str) -> bool:  # fmt: skip
     """Fetch a missing layer while applying it; False when the caller must apply it from the store."""
-    if content.offline or content.store.has(layer.digest, layer.size):
+    if content.offline or content.cached(image.repo, layer):
         return False
 
     def apply(pipe: ChunkPipe) -> None:

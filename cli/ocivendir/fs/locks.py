@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -13,6 +14,18 @@ from pathlib import Path
 __all__ = ["LockBusy", "file_lock", "removable_lock", "target_lock"]
 
 _POLL_SECONDS = 0.02
+_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open(path: Path) -> int:
+    """Open (or create) a lock file; a symlink planted in its place is removed, never followed."""
+    try:
+        return os.open(path, _FLAGS, 0o600)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+    path.unlink(missing_ok=True)
+    return os.open(path, _FLAGS, 0o600)
 
 
 class LockBusy(Exception):
@@ -27,7 +40,7 @@ def file_lock(path: Path, *, shared: bool = False, timeout: float | None = None)
     LockBusy.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = _open(path)
     try:
         kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         if timeout is None:
@@ -57,7 +70,7 @@ def removable_lock(path: Path) -> Iterator[None]:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = _open(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             held = os.fstat(fd)

@@ -10,6 +10,7 @@ sends is verified against the digest asked for exactly as the origin's is.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ __all__ = ["ClientOptions", "RegistryClient", "Resolved", "SchemeMemory"]
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 _CHUNK = 1 << 22
+_TARGET_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC  # never write through a link
 _HEAD_REFUSED = frozenset({405, 501})
 
 
@@ -396,7 +398,7 @@ class RegistryClient:
         response = self._send("GET", endpoint, path, {}, stream=True, what=what)
         self._raise_for(response, what)
         size = blob.size
-        with contextlib.closing(response), blob.target.open("wb") as handle:
+        with contextlib.closing(response), os.fdopen(os.open(blob.target, _TARGET_FLAGS, 0o600), "wb") as handle:
             writer = DigestingWriter(handle)
             try:
                 for chunk in iter_body(response, _CHUNK):
