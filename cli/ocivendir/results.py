@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
+
+from ocivendir.record import field, fields, is_record, record
 
 __all__ = [
     "RESULT_SCHEMA_VERSION",
@@ -34,7 +34,7 @@ __all__ = [
 RESULT_SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class RequestStats:
     """HTTP requests one run sent (design §4.1: token fetches and 401 challenges count, and are also `auth`)."""
 
@@ -48,7 +48,7 @@ class RequestStats:
     served_by: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class LogEvent:
     """A progress line (vendir's and imgpkg's texts in plain mode)."""
 
@@ -56,7 +56,7 @@ class LogEvent:
     indent: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ProgressEvent:
     """Bytes done for one blob download, for the live view."""
 
@@ -66,7 +66,7 @@ class ProgressEvent:
     total: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class WarningEvent:
     """A degraded outcome the user must hear about (design §4.7)."""
 
@@ -87,7 +87,7 @@ class ImageStatus(enum.StrEnum):
     UNCHECKED = "unchecked"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class RelocationOutcome:
     """What pull decided about one bundle's images.yml."""
 
@@ -100,7 +100,7 @@ class RelocationOutcome:
     denied: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class PullResult:
     """The outcome of one `pull`."""
 
@@ -118,7 +118,7 @@ class PullResult:
     warnings: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class SyncResult:
     """The outcome of one `sync`: the lock it produced (as printed) and what it fetched or skipped."""
 
@@ -129,7 +129,7 @@ class SyncResult:
     warnings: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ImageReport:
     """One image of a bundle and its status in the bundle repository."""
 
@@ -138,7 +138,7 @@ class ImageReport:
     status: ImageStatus
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class BundleReport:
     """verify-relocation's answer for one bundle (and its nested bundles under -r)."""
 
@@ -152,7 +152,7 @@ class BundleReport:
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class VerifyRelocationResult:
     """The outcome of `verify-relocation`."""
 
@@ -161,7 +161,7 @@ class VerifyRelocationResult:
     warnings: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CacheEntry:
     """One cached ref."""
 
@@ -174,7 +174,7 @@ class CacheEntry:
     verdict: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CacheTotals:
     """Totals of `cache ls`: entries and unique bytes (a shared blob counted once)."""
 
@@ -182,7 +182,7 @@ class CacheTotals:
     bytes: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CacheLsResult:
     """The outcome of `cache ls`."""
 
@@ -191,7 +191,7 @@ class CacheLsResult:
     totals: CacheTotals
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CachePruneResult:
     """The outcome of `cache prune`."""
 
@@ -201,7 +201,7 @@ class CachePruneResult:
     dry_run: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CacheVerifyResult:
     """The outcome of `cache verify`."""
 
@@ -212,8 +212,8 @@ class CacheVerifyResult:
 
 
 def _plain(value: Any) -> Any:  # noqa: ANN401 - converts any result field to JSON types
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if is_record(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Mapping):
@@ -226,9 +226,9 @@ def _plain(value: Any) -> Any:  # noqa: ANN401 - converts any result field to JS
 
 
 def to_dict(result: object) -> dict[str, Any]:
-    """Turn a result dataclass into plain JSON-ready data."""
+    """Turn a result record into plain JSON-ready data."""
     data = _plain(result)
     if not isinstance(data, dict):
-        msg = f"not a result dataclass: {type(result).__name__}"
+        msg = f"not a result record: {type(result).__name__}"
         raise TypeError(msg)
     return data

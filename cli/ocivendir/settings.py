@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
+from ocivendir.record import field, record, replace
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
 from ocivendir.registry.proxy import ProxyConfig
 
@@ -93,7 +92,7 @@ def parse_duration(text: str, what: str) -> float:
     return total
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Flags:
     """Global flags as given on the command line (None = not given)."""
 
@@ -122,7 +121,7 @@ class Flags:
     registry_anon: bool | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Settings:
     """Everything the commands need from flags and the environment, read once."""
 
@@ -292,7 +291,7 @@ def _credentials(flags: Flags, env: Mapping[str, str]) -> CredentialRules:
         default = Credential()
     elif username or password or token:
         default = Credential(username=username, password=password, registry_token=token)
-    return dataclasses.replace(rules, default=default)
+    return replace(rules, default=default)
 
 
 def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Settings:

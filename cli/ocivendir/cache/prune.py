@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from ocivendir.cache.index import CacheIndex, RefRow
 from ocivendir.cache.store import BlobStore
 from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.record import record
 from ocivendir.results import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals
 
 __all__ = ["HYSTERESIS", "PrunePlan", "list_entries", "prune", "prune_to_budget"]
@@ -41,7 +41,7 @@ def list_entries(store: BlobStore, index: CacheIndex, *, sort: str = "last-used"
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class PrunePlan:
     """What to prune: refs unused for `older_than` seconds, then LRU down to `max_size` bytes; or everything."""
 

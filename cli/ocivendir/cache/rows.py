@@ -12,11 +12,11 @@ import logging
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import Digest, parse_digest, parse_reference
+from ocivendir.record import record
 
 __all__ = [
     "KINDS",
@@ -56,7 +56,7 @@ class BadRow(ValueError):
     """A value read back from the index that does not have the shape ocivendir writes."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class RefRow:
     """A cached ref: a fully qualified `registry/repo@sha256:<hex>` and what it is."""
 
@@ -69,7 +69,7 @@ class RefRow:
     last_used: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class BlobRow:
     """A cached blob."""
 
@@ -78,7 +78,7 @@ class BlobRow:
     media_type: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Verdict:
     """A recorded relocation verdict for a fully qualified bundle ref."""
 

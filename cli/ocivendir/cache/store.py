@@ -18,7 +18,6 @@ import os
 import secrets as _random
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -27,6 +26,7 @@ from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import atomic_write
 from ocivendir.oci.manifest import sha256_digest
 from ocivendir.oci.reference import Digest
+from ocivendir.record import record
 
 __all__ = ["LAYOUT_MARKER", "BlobStore", "LayoutEntry", "NotABlob", "VerifyingReader"]
 
@@ -47,7 +47,7 @@ class NotABlob(OSError):
     """What is at a blob's path is not a regular file (a symlink, FIFO, device or directory planted there)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class LayoutEntry:
     """One manifest named in index.json."""
 

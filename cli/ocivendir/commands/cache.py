@@ -198,13 +198,12 @@ def verify_cache(ctx: click.Context, repair: bool) -> int:
 
 def _rebuild_and_verify(root: Path) -> CacheVerifyResult:
     """--repair on a cache whose index cannot be read: rebuild it from the blobs, then verify as usual."""
-    import dataclasses  # noqa: PLC0415
-
     from ocivendir.cache.repair import rebuild, verify  # noqa: PLC0415
     from ocivendir.cache.store import BlobStore  # noqa: PLC0415
+    from ocivendir.record import replace  # noqa: PLC0415
 
     store = BlobStore(root)
     index, notes = rebuild(store)
     with _held(store, index, exclusive=True):
         result = verify(store, index, repair=True, exclusive=True)
-    return dataclasses.replace(result, repairs=(*notes, *result.repairs))
+    return replace(result, repairs=(*notes, *result.repairs))

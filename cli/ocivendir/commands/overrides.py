@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import posixpath
 
 from ocivendir.errors import ConfigError
+from ocivendir.record import replace
 from ocivendir.vendir.config import Config, Content, Directory, validate
 
 __all__ = ["apply_overrides"]
 
 
 def _local(content: Content, local: str) -> Content:
-    return dataclasses.replace(
+    return replace(
         content, source_type="directory", source={"path": os.path.expanduser(local)},  # noqa: PTH111
         new_root_path="", permissions=None,
     )  # fmt: skip
@@ -46,6 +46,6 @@ def apply_overrides(config: Config, values: list[str]) -> tuple[Config, bool]:
         contents = tuple(chosen[(i, j)] for j in range(len(directory.contents)) if (i, j) in chosen)
         if contents:
             directories.append(Directory(path=directory.path, contents=contents, permissions=directory.permissions))
-    reduced = dataclasses.replace(config, directories=tuple(directories))
+    reduced = replace(config, directories=tuple(directories))
     validate(reduced, [])
     return reduced, has_local

@@ -7,11 +7,9 @@ tearing it down.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +21,7 @@ from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
 from ocivendir.output import Output, OutputMode, stderr_is_tty
+from ocivendir.record import fields, record
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import WarningEvent
 from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings, parse_duration
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["Run", "open_cache", "open_content", "prog_name", "settings_for", "settings_from"]
 
 _log = logging.getLogger("ocivendir.runtime")
-_FLAG_FIELDS = {f.name for f in dataclasses.fields(Flags)}
+_FLAG_FIELDS = {f.name for f in fields(Flags)}
 
 
 def prog_name(ctx: click.Context) -> str:
@@ -61,7 +60,7 @@ def settings_from(given: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
     return load_settings(Flags(**known)), values
 
 
-@dataclass
+@record(frozen=False, kw_only=False)
 class Run:
     """One command's settings and output."""
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocivendir.errors import ConfigError, UsageError
+from ocivendir.record import record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,7 +68,7 @@ def _read_lock(path: Path, locked: bool) -> Any:  # noqa: ANN401 - LockConfig | 
         return None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@record
 class SyncFlags:
     """`sync`'s own flags, as given (click's parameter names and defaults)."""
 

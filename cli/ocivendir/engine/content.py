@@ -15,7 +15,6 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +35,7 @@ from ocivendir.oci.manifest import (
     sha256_digest,
 )
 from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.record import field, record
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import EventSink, ImageStatus, ProgressEvent, RequestStats, WarningEvent
 
@@ -69,7 +69,7 @@ class Offline(Transient):
     code = "offline"
 
 
-@dataclass
+@record(frozen=False, kw_only=False)
 class FetchCounters:
     """What a run took from the cache and from the network."""
 
@@ -92,7 +92,7 @@ class FetchCounters:
             self.stored_new = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ClientSpec:
     """What distinguishes one content's registry client from another's: its credentials and transport options."""
 

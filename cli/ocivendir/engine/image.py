@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol, cast
 
@@ -26,6 +25,7 @@ from ocivendir.oci.manifest import (
     sniff_compression,
 )
 from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.record import record
 from ocivendir.results import LogEvent
 
 __all__ = ["INDEX_HINT", "FetchedImage", "extract_layers", "fetch_image"]
@@ -33,7 +33,7 @@ __all__ = ["INDEX_HINT", "FetchedImage", "extract_layers", "fetch_image"]
 INDEX_HINT = "provide a specific digest to the image instead"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class FetchedImage:
     """An image whose manifest and config are verified and cached."""
 

@@ -7,7 +7,6 @@ the relocation verdict, and swap the stage in place of the output directory.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -21,6 +20,7 @@ from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
 from ocivendir.oci.reference import Digest, Reference, Repository, parse_reference
 from ocivendir.oci.relocation import locations_ref, rewrite
+from ocivendir.record import field, record
 from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutcome
 
 __all__ = ["BundlePuller", "PullOptions", "PullTally", "fetch_top", "pull", "read_images_lock", "settle_bundle"]
@@ -31,7 +31,7 @@ RELOCATED_MESSAGE = (
 NOT_RELOCATED_MESSAGE = "One or more images not found in bundle repo; skipping lock file update"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class PullOptions:
     """What to pull and where (imgpkg's flags, already validated for combinations)."""
 
@@ -46,7 +46,7 @@ class PullOptions:
     directories: DirectoryRule = "parents"  # sync's imgpkgBundle contents use vendir's rule ("entries")
 
 
-@dataclass
+@record(frozen=False, kw_only=False)
 class PullTally:
     """What a bundle pull produced, for the result."""
 

@@ -7,7 +7,6 @@ then the recorded missing image first).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from ocivendir.cache.index import Verdict
 from ocivendir.engine.content import Content
@@ -15,12 +14,13 @@ from ocivendir.errors import RelocationUndetermined
 from ocivendir.oci.imageslock import ImagesLock
 from ocivendir.oci.reference import Digest, Repository
 from ocivendir.oci.relocation import Probe, RelocationVerdict, evaluate, locations_ref, plan
+from ocivendir.record import field, record
 from ocivendir.results import ImageStatus
 
 __all__ = ["Decision", "check", "decide", "record_verdict"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Decision:
     """A verdict and how it was reached."""
 

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ocivendir.errors import ConfigError, IndexNotSupported, NotABundle, SyncErr
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.paths import scoped_path
 from ocivendir.oci.reference import parse_reference, vendir_tag
+from ocivendir.record import record
 from ocivendir.registry.credentials import CredentialRules, secret_rules
 from ocivendir.results import LogEvent
 from ocivendir.vendir.config import Content as ContentConfig
@@ -30,7 +30,7 @@ from ocivendir.vendir.lockfile import LockContent
 __all__ = ["SOURCES", "FetchContext", "client_spec", "describe", "select_reference", "source_for"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class FetchContext:
     """What a source needs to fill one content directory."""
 

@@ -7,12 +7,10 @@ once all are staged (rolling back on failure), and produce the lock.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import Guard, scoped_path
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in, unswap
 from ocivendir.oci.reference import parse_reference
+from ocivendir.record import field, record, replace
 from ocivendir.results import LogEvent
 from ocivendir.vendir import globs
 from ocivendir.vendir.config import (
@@ -45,7 +44,7 @@ DEFAULT_LEGAL = ("{LICENSE,LICENCE,License,Licence}{,.md,.txt,.rst}", "{COPYRIGH
 SUPPORTED = ", ".join(NATIVE_TYPES)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class SyncOptions:
     """A sync run, from the command's flags."""
 
@@ -62,7 +61,7 @@ class SyncOptions:
     guards: tuple[Guard, ...] = ()  # besides the working directory: input files' directories, the cache
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class SyncOutcome:
     """The lock a sync produced, and what it did."""
 
@@ -71,7 +70,7 @@ class SyncOutcome:
     skipped: int
 
 
-@dataclass
+@record(frozen=False, kw_only=False)
 class _Task:
     """One content to fetch: where it goes in the stage and where its current copy is."""
 
@@ -83,7 +82,7 @@ class _Task:
     reuse: LockContent | None = None
 
 
-@dataclass
+@record(frozen=False, kw_only=False)
 class _Staged:
     """One target (a directory, or under -d one content) built in a sibling stage."""
 
@@ -112,10 +111,10 @@ def apply_lock(config: Config, lock: LockConfig) -> tuple[Config, dict[tuple[str
                 source = {k: v for k, v in content.source.items() if k != "tagSelection"}
                 source[key] = str(entry.data[key])
                 tags[(directory.path, content.path)] = entry.data.get("tag") or None
-                content = dataclasses.replace(content, source=source)  # noqa: PLW2901 - rebuilt content
+                content = replace(content, source=source)  # noqa: PLW2901 - rebuilt content
             contents.append(content)
-        directories.append(dataclasses.replace(directory, contents=tuple(contents)))
-    return dataclasses.replace(config, directories=tuple(directories)), tags
+        directories.append(replace(directory, contents=tuple(contents)))
+    return replace(config, directories=tuple(directories)), tags
 
 
 def _frame(exc: OcivendirError, directory: str, content: ContentConfig | None) -> OcivendirError:

@@ -7,7 +7,6 @@ absence) asks for every image to be probed, never stopping early. Verdicts reach
 from __future__ import annotations
 
 import secrets as _random
-from dataclasses import dataclass
 
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
@@ -20,13 +19,14 @@ from ocivendir.fs.swap import remove_tree
 from ocivendir.oci.imageslock import ImagesLock
 from ocivendir.oci.reference import Digest, Reference, parse_reference
 from ocivendir.oci.relocation import RelocationVerdict
+from ocivendir.record import record
 from ocivendir.results import BundleReport, ImageReport, ImageStatus, LogEvent, VerifyRelocationResult
 from ocivendir.vendir.config import InputStream
 
 __all__ = ["VerifyOptions", "bundles_of", "exit_code", "verify_relocation"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class VerifyOptions:
     """Which bundles to audit and how."""
 

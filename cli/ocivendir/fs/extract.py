@@ -22,13 +22,13 @@ import posixpath
 import stat
 import tarfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.limits import MAX_HEADER, MAX_HEADER_CHAIN, ExtractLimits, Tally, check_path, human
 from ocivendir.fs.remove import remove_tree
+from ocivendir.record import field, record
 
 __all__ = ["DirectoryRule", "ExtractStats", "TreePolicy", "apply_layer", "file_mode"]
 
@@ -40,7 +40,7 @@ _EXTENDED = frozenset({tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfi
                        tarfile.SOLARIS_XHDTYPE})  # fmt: skip
 
 
-@dataclass(frozen=True)
+@record(kw_only=False)
 class TreePolicy:
     """How layers become a tree: the umask, the directory rule and the expansion limits."""
 
@@ -49,7 +49,7 @@ class TreePolicy:
     limits: ExtractLimits = field(default_factory=ExtractLimits)
 
 
-@dataclass
+@record(frozen=False, kw_only=False)
 class ExtractStats:
     """Counts for one image's extraction; the `layer_*` sets are reset per layer (whiteouts spare them)."""
 

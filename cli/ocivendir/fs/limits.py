@@ -9,9 +9,8 @@ stack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ocivendir.errors import UnsafeArchive
+from ocivendir.record import record
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -33,7 +32,7 @@ MAX_HEADER_CHAIN = 16  # extended headers in a row before one member (tarfile re
 _SIZE_HINT = "raise --max-extract-size (OCIVENDIR_MAX_EXTRACT_SIZE) if the image is meant to be this large"
 
 
-@dataclass(frozen=True)
+@record(kw_only=False)
 class ExtractLimits:
     """How much one image (all of its layers) may expand to."""
 
@@ -50,7 +49,7 @@ def human(size: int) -> str:
     return f"{size} B"
 
 
-@dataclass
+@record(frozen=False, kw_only=False)
 class Tally:
     """What an image's layers have expanded to so far, checked against its limits."""
 

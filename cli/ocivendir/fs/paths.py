@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from ocivendir.record import record
 
 __all__ = ["Guard", "UnsafePath", "leaves", "replace_target", "resolved", "scoped_path"]
 
@@ -40,7 +41,7 @@ def _contains(outer: Path, inner: Path) -> bool:
     return inner == outer or inner.is_relative_to(outer)
 
 
-@dataclass(frozen=True)
+@record(kw_only=False)
 class Guard:
     """A directory that must survive a replace: never replaced itself, nor through one of its parents.
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ocivendir.errors import BadReference, ImagesLockError
 from ocivendir.oci.reference import Reference, parse_reference
 from ocivendir.oci.strictyaml import StrictYAMLError, check_fields, go_string, load_document
+from ocivendir.record import record
 
 __all__ = [
     "API_VERSION",
@@ -25,7 +25,7 @@ _TOP_FIELDS = frozenset({"apiVersion", "kind", "images"})
 _IMAGE_FIELDS = frozenset({"image", "annotations"})
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ImageEntry:
     """One `images[]` entry: the reference as written, its parsed digest form, and its annotations."""
 
@@ -34,14 +34,14 @@ class ImageEntry:
     annotations: dict[str, str] | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ImagesLock:
     """A parsed `.imgpkg/images.yml`."""
 
     images: tuple[ImageEntry, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class BundleLock:
     """A parsed BundleLock (`pull --lock`)."""
 
@@ -49,7 +49,7 @@ class BundleLock:
     tag: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ImageLocation:
     """One entry of a locations image: the original reference and whether it is a bundle."""
 

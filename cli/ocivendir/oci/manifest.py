@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
 from ocivendir.oci.reference import Digest, parse_digest
+from ocivendir.record import field, record
 
 __all__ = [
     "ACCEPT_MANIFESTS",
@@ -66,17 +66,17 @@ def sha256_digest(data: bytes) -> Digest:
     return Digest(hashlib.sha256(data).hexdigest())
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Descriptor:
     """A content descriptor: media type, digest and size."""
 
     media_type: str
     digest: Digest
     size: int
-    annotations: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    annotations: dict[str, str] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Manifest:
     """An image manifest (Docker v2 schema 2 or OCI)."""
 
@@ -90,7 +90,7 @@ class Manifest:
         return (self.config, *self.layers)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Index:
     """An image index or Docker manifest list."""
 
@@ -98,7 +98,7 @@ class Index:
     manifests: tuple[Descriptor, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ImageConfig:
     """The parts of an image config ocivendir reads: its labels."""
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 
 from ocivendir.errors import BadReference
+from ocivendir.record import record
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -38,7 +38,7 @@ _RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12"
 _VENDIR_TAG = re.compile(r"\A(.+?)(:[0-9a-zA-Z_\-\.]+)?(@[0-9a-z]+:[0-9a-z]+)?\Z")
 
 
-@dataclass(frozen=True, order=True)
+@record(kw_only=False, order=True)
 class Digest:
     """A sha256 content digest, `sha256:` + 64 lowercase hex."""
 
@@ -66,7 +66,7 @@ def parse_digest(text: str) -> Digest:
     return Digest(hex_part)
 
 
-@dataclass(frozen=True, order=True)
+@record(kw_only=False, order=True)
 class Repository:
     """A fully qualified repository: registry host[:port] and path."""
 
@@ -91,7 +91,7 @@ class Repository:
         return Reference(repository=self, tag=tag, digest=None)
 
 
-@dataclass(frozen=True)
+@record(kw_only=False)
 class Reference:
     """A parsed reference: a repository plus a tag or a digest (a digest wins; the tag is then dropped)."""
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from ocivendir.goyaml import emit
 from ocivendir.oci.imageslock import API_VERSION, ImagesLock
 from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.record import record
 from ocivendir.results import ImageStatus
 
 __all__ = ["Probe", "RelocationVerdict", "evaluate", "locations_ref", "plan", "rewrite"]
@@ -26,7 +26,7 @@ class RelocationVerdict(enum.StrEnum):
     UNDETERMINED = "undetermined"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Probe:
     """One image to look for: as written in the lock, and where it would be in the bundle repository."""
 

@@ -8,11 +8,11 @@ import json
 import logging
 import shutil
 import subprocess
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocivendir.errors import ConfigError
+from ocivendir.record import record, replace
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ _HELPER_TIMEOUT = 30
 _DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io")
 
 
-@dataclass(frozen=True)
+@record(kw_only=False)
 class DockerConfig:
     """One docker-style config file (`config.json` or containers' `auth.json`)."""
 
@@ -115,7 +115,7 @@ def _from_helper(helper: str, registry: str) -> Credential | None:
     return Credential(username=username, password=secret)
 
 
-@dataclass(frozen=True)
+@record(kw_only=False)
 class Keyring:
     """The full lookup for one content, most specific first.
 

@@ -13,7 +13,6 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Protocol
 from urllib.parse import urljoin, urlsplit
@@ -29,6 +28,7 @@ from ocivendir.errors import (
 )
 from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, served_digest, sha256_digest
 from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.record import record
 from ocivendir.registry.challenge import parse_challenge
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.endpoints import EndpointWalker, Unreachable
@@ -71,7 +71,7 @@ ProgressCallback = Callable[[int], None]
 ChunkCallback = Callable[[int, bytes], None]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Resolved:
     """A reference resolved to a manifest digest; `raw` holds the bytes when a GET was needed anyway."""
 
@@ -467,7 +467,7 @@ class RegistryClient:
         return tags
 
 
-@dataclass(frozen=True)
+@record(kw_only=False)
 class _BlobTarget:
     """A blob to fetch into a file, with the caller's progress and chunk callbacks."""
 

@@ -12,10 +12,10 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ocivendir.errors import ConfigError
+from ocivendir.record import field, record
 
 __all__ = [
     "KEYCHAINS",
@@ -38,7 +38,7 @@ _HOST_FIELDS = {
 _ENV_HOST = re.compile(r"IMGPKG_REGISTRY_(HOSTNAME|USERNAME|PASSWORD|IDENTITY_TOKEN|REGISTRY_TOKEN)(_.+)?")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Credential:
     """What to authenticate with; all empty means anonymous. Never printed: repr hides the secrets."""
 
@@ -51,7 +51,7 @@ class Credential:
 ANONYMOUS = Credential()
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class HostCredential:
     """A credential for the registries a hostname pattern matches."""
 
@@ -90,7 +90,7 @@ def host_match_score(pattern: str, repository: str) -> tuple[int, int, int] | No
     return (literal_parts, len(p_path), len(p_host))
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CredentialRules:
     """The credential sources that come from a content's secret and the process environment."""
 

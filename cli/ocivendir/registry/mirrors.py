@@ -13,13 +13,13 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import yaml
 
 from ocivendir.errors import ConfigError
 from ocivendir.oci.reference import DEFAULT_REGISTRY, Repository, is_loopback
+from ocivendir.record import field, record
 from ocivendir.registry.credentials import Credential
 
 __all__ = ["Endpoint", "HostConfig", "MirrorPlan", "TLSFiles", "parse_registries"]
@@ -32,7 +32,7 @@ _GO_GROUP = re.compile(r"\$(\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
 _BOOLS = {"true": True, "yes": True, "on": True, "y": True, "false": False, "no": False, "off": False, "n": False}
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class TLSFiles:
     """A host's `tls` entry: CA added to the system set, client certificate and key, or no verification at all."""
 
@@ -42,7 +42,7 @@ class TLSFiles:
     insecure_skip_verify: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class HostConfig:
     """A `configs` entry: credentials (never printed), TLS, and the cap on concurrent requests to the host."""
 
@@ -51,7 +51,7 @@ class HostConfig:
     concurrency: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Endpoint:
     """One place to ask for a repository: a mirror (rewritten path, its own config) or the origin registry."""
 
@@ -76,13 +76,13 @@ class Endpoint:
         return f"{self.root}/{self.path}/{suffix}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class _Mirror:
     urls: tuple[tuple[str | None, str, str], ...]  # (scheme, host, root)
     rewrites: tuple[tuple[re.Pattern[str], str], ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class MirrorPlan:
     """The parsed file: mirrors per registry and configs per host (`*` entries apply where no other does)."""
 

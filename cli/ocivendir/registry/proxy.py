@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 
 from ocivendir.oci.reference import is_loopback
+from ocivendir.record import record
 
 __all__ = ["ProxyConfig"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ProxyConfig:
     """The proxy variables, already read (upper case first) by settings."""
 

@@ -6,9 +6,9 @@ import email.utils
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from ocivendir.errors import RateLimited, Transient
+from ocivendir.record import field, record
 
 __all__ = ["Deadline", "RetryPolicy", "parse_retry_after"]
 
@@ -35,7 +35,7 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     return max(0.0, float(when.timestamp()) - now)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class RetryPolicy:
     """Bounded retries: 408, 429, 5xx but 501/505, and connection errors; full-jitter exponential backoff."""
 
@@ -70,7 +70,7 @@ class RetryPolicy:
         return ceiling * self.jitter()
 
 
-@dataclass
+@record(frozen=False, kw_only=False)
 class Deadline:
     """The total network time one run may spend; `remaining` raises Transient once it has passed."""
 

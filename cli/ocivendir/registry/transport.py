@@ -17,7 +17,6 @@ import ssl
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,6 +28,7 @@ from requests.adapters import BaseAdapter, HTTPAdapter
 from ocivendir import __version__
 from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
 from ocivendir.oci.reference import is_plain_http_host
+from ocivendir.record import field, record
 from ocivendir.registry import truststore
 from ocivendir.registry.mirrors import TLSFiles
 from ocivendir.registry.proxy import ProxyConfig
@@ -85,7 +85,7 @@ class SchemeMemory(Protocol):
         """Record the scheme that worked."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ClientOptions:
     """Everything the client needs from settings; nothing here is read from the environment."""
 
@@ -105,7 +105,7 @@ class ClientOptions:
     endpoint_concurrency: int = 4
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Route:
     """Where a request goes and how it is counted.
 

@@ -14,8 +14,9 @@ import errno
 import logging
 import re
 import ssl
-from dataclasses import dataclass
 from pathlib import Path
+
+from ocivendir.record import record
 
 __all__ = ["GO_CERT_DIRS", "GO_CERT_FILES", "TrustStore", "load_into", "read_trust_store"]
 
@@ -34,7 +35,7 @@ _ERRNO_GO = {errno.EACCES: "permission denied", errno.EISDIR: "is a directory", 
 _log = logging.getLogger("ocivendir.registry.truststore")
 
 
-@dataclass(frozen=True)
+@record(kw_only=False)
 class TrustStore:
     """The unique certificates found, where they came from, and Go's first read error (`None` when none)."""
 

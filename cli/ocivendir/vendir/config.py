@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ocivendir import VENDIR_COMPAT_VERSION
@@ -17,6 +16,7 @@ from ocivendir.errors import ConfigError
 from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, go_bool, go_bytes, go_int, go_string_field, load_documents
 from ocivendir.goyaml.load import field as get
+from ocivendir.record import field, record, replace
 
 __all__ = [
     "API_VERSION",
@@ -57,7 +57,7 @@ _CONTENT_FIELDS: dict[str, Any] = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Secret:
     """A v1 Secret from the stream: name, type and base64-decoded data."""
 
@@ -66,7 +66,7 @@ class Secret:
     data: dict[str, str]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ConfigMap:
     """A v1 ConfigMap from the stream."""
 
@@ -74,7 +74,7 @@ class ConfigMap:
     data: dict[str, str]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Content:
     """One DirectoryContents: common fields, the source type, and the source as decoded (known fields only)."""
 
@@ -105,7 +105,7 @@ class Content:
         return doc
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Directory:
     """One Directory of the Config."""
 
@@ -121,7 +121,7 @@ class Directory:
         return doc
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Config:
     """The Config document."""
 
@@ -138,7 +138,7 @@ class Config:
         }
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class InputStream:
     """Everything `-f` gave: the one Config, the Secrets and the ConfigMaps."""
 

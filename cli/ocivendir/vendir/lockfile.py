@@ -5,19 +5,19 @@ The model, its byte-exact YAML (through goyaml), reading with vendir's messages,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from ocivendir.errors import ConfigError
 from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, load_documents
 from ocivendir.goyaml.load import field as get
+from ocivendir.record import field, record
 from ocivendir.vendir.config import API_VERSION
 
 __all__ = ["LockConfig", "LockContent", "LockDirectory", "parse_lock"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class LockContent:
     """One content's lock entry: its path, its source type and that source's lock data (kept verbatim)."""
 
@@ -34,7 +34,7 @@ class LockContent:
         return doc
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class LockDirectory:
     """One directory's lock entries."""
 
@@ -42,7 +42,7 @@ class LockDirectory:
     contents: tuple[LockContent, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class LockConfig:
     """The lock file."""
 
