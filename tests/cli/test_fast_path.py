@@ -17,6 +17,7 @@ from ocivendir.commands import runtime, syncrun
 from ocivendir.commands import sync as sync_command
 from ocivendir.commands.goflags import normalize
 from ocivendir.commands.vendirargs import parse_sync
+from ocivendir.record import fields
 from tests.conftest import run_cli
 
 
@@ -34,7 +35,7 @@ def _observe(monkeypatch: pytest.MonkeyPatch, args: list[str], *, via_click: boo
         return real_settings(given)
 
     def run(flags: syncrun.SyncFlags, start: Any) -> None:
-        seen["flags"] = {name: getattr(flags, name) for name in syncrun.SyncFlags.__slots__}
+        seen["flags"] = {name: getattr(flags, name) for name in (f.name for f in fields(syncrun.SyncFlags))}
         start()
         raise _Stop
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from ocivendir import results
+from ocivendir.record import fields
 
 PINNED = {
     results.PullResult: {"bytes_fetched", "cache_hits", "digest", "kind", "layers", "nested", "output", "ref",
@@ -28,7 +27,7 @@ PINNED = {
 
 @pytest.mark.parametrize("kind", list(PINNED), ids=lambda k: k.__name__)
 def test_result_keys_are_pinned(kind: type) -> None:
-    assert {f.name for f in dataclasses.fields(kind)} == PINNED[kind]
+    assert {f.name for f in fields(kind)} == PINNED[kind]
 
 
 def test_schema_version_and_statuses() -> None:

@@ -6,7 +6,6 @@ command's own that name a variable), so an option added later is covered, or fai
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import click
 import pytest
 
 from ocivendir.commands import cli
+from ocivendir.record import fields
 from ocivendir.settings import OPTION_ENV
 from tests.conftest import run_cli
 
@@ -88,7 +88,12 @@ def observe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
 
     def capture(given: dict[str, Any]) -> Any:
         settings, values = real(given)
-        seen.append({**dataclasses.asdict(settings), **{f"flag:{k}": v for k, v in values.items()}})
+        seen.append(
+            {
+                **{f.name: getattr(settings, f.name) for f in fields(settings)},
+                **{f"flag:{k}": v for k, v in values.items()},
+            }
+        )
         raise _Stop
 
     monkeypatch.setattr(runtime, "settings_from", capture)
