@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from ocivendir.goyaml import emit
 from tests.conftest import CliResult, run_cli
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate
+from tests.support.kapp import placeholder_secret
 from tests.support.registry import Registry
 
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
@@ -366,13 +368,17 @@ def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
         """)
     assert sync(work, config).exit_code == 0
     assert run_cli("pull", "-b", bundle, "-o", str(work / "pulled")).exit_code == 0
+    # the same Config as kapp-controller marshals it (sigs.k8s.io/yaml), after its placeholder Secret
+    contents = [{"path": "bundle", "imgpkgBundle": {"image": bundle}}, {"path": "image", "image": {"url": image}}]
+    kapp_stdin = placeholder_secret() + emit.dump({"apiVersion": "vendir.k14s.io/v1alpha1", "kind": "Config",
+        "minimumRequiredVersion": "", "directories": [{"path": "vendor", "contents": contents}]}).decode()  # fmt: skip
     mark = registry.mark()
     for argv, stdin, forbidden in (
         (["ocivendir", "sync", "--chdir", str(work), "-q"], "", WARM_FORBIDDEN),
-        # kapp-controller's command line: the click-free fast path
-        (["vendir", "sync", "-f", "-", "--lock-file", "/dev/null", "--chdir", str(work)], config,
-         (*WARM_FORBIDDEN, "click", "inspect")),
-        (["ocivendir", "pull", "-b", bundle, "-o", str(work / "pulled")], "", WARM_FORBIDDEN),
+        # kapp-controller's command line: the click-free fast path; stdin and images.yml read without PyYAML
+        (["vendir", "sync", "-f", "-", "--lock-file", "/dev/null", "--chdir", str(work)], kapp_stdin,
+         (*WARM_FORBIDDEN, "click", "inspect", "yaml")),
+        (["ocivendir", "pull", "-b", bundle, "-o", str(work / "pulled")], "", (*WARM_FORBIDDEN, "yaml")),
     ):  # fmt: skip
         probe = (
             "import sys\nfrom ocivendir.commands import main\n"

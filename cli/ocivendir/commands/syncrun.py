@@ -60,6 +60,8 @@ def _read_lock(path: Path, locked: bool) -> Any:  # noqa: ANN401 - LockConfig | 
         if locked:
             raise ConfigError(f"Reading lock config '{path}': {exc.strerror or exc}") from None
         return None
+    if not text and not locked:  # `--lock-file /dev/null` (kapp-controller): no lock, nothing to parse
+        return None
     try:
         return parse_lock(text, str(path))
     except ConfigError:

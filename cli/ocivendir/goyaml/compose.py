@@ -13,30 +13,15 @@ from collections.abc import Iterator
 
 import yaml
 
+from ocivendir.goyaml.nodes import ALIAS, MAPPING, SCALAR, SEQUENCE, ComposeError, Node, is_merge
+
 __all__ = ["ALIAS", "MAPPING", "MAX_DEPTH", "SCALAR", "SEQUENCE", "ComposeError", "Node", "compose", "is_merge"]
 
-SCALAR, SEQUENCE, MAPPING, ALIAS = "scalar", "sequence", "mapping", "alias"
 # go-yaml v2 stops at 10,000 levels; libyaml (and so PyYAML's C parser) at 1,000, which no vendir config nears
 MAX_DEPTH = 1000
 # go-yaml v2 decode.go: allowedAliasRatio and the guard in (*decoder).unmarshal
 _RATIO_LOW, _RATIO_HIGH = 400_000, 4_000_000
 _MIN_ALIASES, _MIN_DECODES = 100, 1000
-
-
-class ComposeError(Exception):
-    """A document go-yaml v2 refuses; the text is what follows `yaml: ` in Go's message."""
-
-
-class Node:
-    """One node of the document graph; an alias points at the node its anchor named."""
-
-    __slots__ = ("children", "kind", "line", "plain", "target", "value")
-
-    def __init__(self, kind: str, line: int, value: str = "", *, plain: bool = False) -> None:
-        """A node of `kind` starting at 1-based `line`."""
-        self.kind, self.line, self.value, self.plain = kind, line, value, plain
-        self.children: list[Node] = []
-        self.target: Node | None = None
 
 
 def _parser_events(text: str) -> Iterator[yaml.Event]:
@@ -112,11 +97,6 @@ def _allowed_ratio(decodes: int) -> float:
 
 def _excessive(aliases: int, decodes: int) -> bool:
     return aliases > _MIN_ALIASES and decodes > _MIN_DECODES and aliases / decodes > _allowed_ratio(decodes)
-
-
-def is_merge(key: Node) -> bool:
-    """A `<<` key: go-yaml v2 merges the mapping(s) it names (plain only; a quoted `"<<"` is an ordinary key)."""
-    return key.kind == SCALAR and key.plain and key.value == "<<"
 
 
 def decoded_parts(node: Node) -> list[Node]:

@@ -1,31 +1,29 @@
 """Owns: reading YAML the way vendir's sigs.k8s.io/yaml (go-yaml v2) does, and Go's lenient decoding into structs.
 
-Plain scalars resolve as go-yaml v2 resolves them (`0755` is octal 493, `1e3` a float, `yes`/`on` booleans,
-timestamps stay text); a scalar decoded into a string field takes Go's string form of that value; field names match
-case-insensitively (an exact match first); unknown fields are ignored; a wrong kind for a bool or integer field is
-Go's `json: cannot unmarshal` error naming the field path.
+Each document is read by the fast path (`quick.py`: the block style go-yaml's Marshal writes, no PyYAML) when it can,
+else by the full loader (`compose.py` with PyYAML, then `values.py`: merges, repeated keys, budgets), imported only
+then. Plain scalars resolve as go-yaml v2 resolves them (`scalars.py`); a scalar decoded into a string field takes
+Go's string form of that value; field names match case-insensitively (the greatest matching key wins, as in
+encoding/json); unknown fields are ignored; a wrong kind for a bool or integer field is Go's `json: cannot unmarshal`
+error naming the field path.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator
 from typing import Any
 
-from ocivendir.goyaml.compose import MAPPING, SCALAR, SEQUENCE, ComposeError, Node, compose, is_merge
+from ocivendir.goyaml import quick
+from ocivendir.goyaml.nodes import ComposeError
+from ocivendir.goyaml.scalars import go_string, resolve_plain
 from ocivendir.goyaml.text import TextError, check_characters, decode_text
 
-__all__ = ["DecodeError", "field", "go_bool", "go_bytes", "go_int", "go_string", "load_documents", "split_documents"]
+__all__ = [
+    "DecodeError", "field", "go_bool", "go_bytes", "go_int", "go_string", "load_documents", "resolve_plain",
+    "split_documents",
+]  # fmt: skip
 
-_BOOLS = {
-    **dict.fromkeys(["y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"], True),
-    **dict.fromkeys(["n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"], False),
-}
-_NULLS = frozenset({"~", "null", "Null", "NULL", ""})
-_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
-_INF = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf, "+.inf": math.inf, "+.Inf": math.inf,
-        "+.INF": math.inf, "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf}  # fmt: skip
 _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
 
 
@@ -33,136 +31,17 @@ class DecodeError(Exception):
     """A document vendir would refuse; the message follows Go's where vendir's is quoted."""
 
 
-def _go_int(text: str) -> int | None:
-    plain = text.replace("_", "")
-    sign = -1 if plain.startswith("-") else 1
-    body = plain[1:] if plain[:1] in "+-" else plain
-    if not body:
-        return None
-    lowered = body.lower()
-    bases = (("0x", 16), ("0o", 8), ("0b", 2))
-    for prefix, base in bases:
-        if lowered.startswith(prefix):
-            try:
-                return sign * int(body[2:], base)
-            except ValueError:
-                return None
-    try:
-        if len(body) > 1 and body.startswith("0"):
-            return sign * int(body, 8)
-        return sign * int(body, 10)
-    except ValueError:
-        return None
-
-
-def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML type
-    """The value go-yaml v2 gives a plain scalar."""
-    if text in _BOOLS:
-        return _BOOLS[text]
-    if text in _NULLS:
-        return None
-    if text in _INF:
-        return _INF[text]
-    if text in {".nan", ".NaN", ".NAN"}:
-        return math.nan
-    if text[:1] in "+-.0123456789":
-        number = _go_int(text)
-        if number is not None:
-            return number
-        if _FLOAT.fullmatch(text.replace("_", "")):
-            return float(text.replace("_", ""))
-    return text
-
-
-def _scalar(node: Node) -> object:
-    return resolve_plain(node.value) if node.plain else node.value
-
-
-def _go_key(value: object) -> str:
-    """A map key as Go's `%#v` prints it in `key … already set in map`."""
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return "<nil>" if value is None else go_string(value)
-
-
-class _Decoder:
-    """go-yaml v2's mapping decode: `<<` merges and duplicate keys, with or without UnmarshalStrict's refusal.
-
-    Non-strict (vendir's sigs.k8s.io/yaml Unmarshal): every entry is set in document order, so a later key wins,
-    and a merge overwrites keys set before it; a `<<: [*a, *b]` list is applied last to first, so `a` wins over `b`.
-    Strict (imgpkg's UnmarshalStrict): setting a key twice is an error, collected as go-yaml collects them.
-    """
-
-    def __init__(self, *, strict: bool) -> None:
-        self.strict = strict
-        self.values: dict[Node, object] = {}
-        self.lines: dict[Node, dict[str, tuple[int, object]]] = {}  # strict: each key's value line and raw key
-        self.errors: list[str] = []
-
-    def _set(self, mapping: dict[str, object], key: str, value: object, origin: tuple[int, object]) -> None:
-        if self.strict and key in mapping:
-            self.errors.append(f"line {origin[0]}: key {_go_key(origin[1])} already set in map")
-            return
-        mapping[key] = value
-
-    def _merge(self, node: Node, mapping: dict[str, object], lines: dict[str, tuple[int, object]]) -> None:
-        """Go's `(*decoder).merge`: a map, an alias of one, or a list of those (earlier ones win)."""
-        parts = reversed(node.children) if node.kind == SEQUENCE else [node]  # an alias of a list is refused
-        for part in parts:
-            merged = part.target if part.target is not None else part
-            if merged.kind != MAPPING:
-                raise ComposeError("map merge requires map or sequence of maps as the value")
-            source = self.values[merged]
-            assert isinstance(source, dict)  # noqa: S101 - a mapping node decodes to a dict
-            for key, value in source.items():
-                origin = self.lines.get(merged, {}).get(key, (merged.line, key))
-                self._set(mapping, key, value, origin)
-                lines.setdefault(key, origin)
-
-    def mapping(self, node: Node) -> dict[str, object]:
-        """The decoded mapping node, merges applied."""
-        mapping: dict[str, object] = {}
-        lines: dict[str, tuple[int, object]] = {}
-        for key_node, value_node in zip(node.children[::2], node.children[1::2], strict=True):
-            if is_merge(key_node):
-                self._merge(value_node, mapping, lines)
-                continue
-            raw = self.values[key_node]
-            key = go_string(raw)
-            origin = (value_node.line, raw)
-            self._set(mapping, key, self.values[value_node], origin)
-            lines.setdefault(key, origin)
-        if self.strict:
-            self.lines[node] = lines
-        return mapping
-
-    def decode(self, root: Node) -> object:
-        """The decoded value of `root`, built bottom-up without recursion; an alias shares its anchor's value."""
-        values = self.values
-        pending = [(root, False)]
-        while pending:
-            node, ready = pending.pop()
-            if node in values:
-                continue
-            if node.kind == SCALAR:
-                values[node] = _scalar(node)
-            elif node.target is not None:  # the anchor's node comes first in the document, so it is already built
-                values[node] = values[node.target]
-            elif not ready:
-                pending.append((node, True))
-                pending.extend((child, False) for child in reversed(node.children))
-            elif node.kind == SEQUENCE:
-                values[node] = [values[child] for child in node.children]
-            else:
-                values[node] = self.mapping(node)
-        if self.errors:
-            raise ComposeError("unmarshal errors:\n  " + "\n  ".join(self.errors))
-        return values[root]
-
-
 def split_documents(text: str) -> list[str]:
     """Split at `---` separator lines (the Kubernetes YAML reader); whitespace-only documents are dropped."""
     return [doc for doc in _SEPARATOR.split(text) if doc.strip()]
+
+
+def _full(doc: str, *, strict: bool) -> object:
+    """One document through PyYAML (imported only now): every construct, go-yaml's errors and budgets."""
+    from ocivendir.goyaml import compose, values  # noqa: PLC0415 - the warm path reads go-yaml's output without them
+
+    root = compose.compose(doc)
+    return None if root is None else values.decode(root, strict=strict)
 
 
 def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[object]:
@@ -174,34 +53,10 @@ def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[objec
     try:
         text = decode_text(data) if isinstance(data, bytes) else check_characters(data)
         for doc in split_documents(text):
-            root = compose(doc)
-            yield None if root is None else _Decoder(strict=strict).decode(root)
+            value = quick.decode(doc)
+            yield _full(doc, strict=strict) if value is quick.MISS else value
     except (ComposeError, TextError) as exc:
         raise DecodeError(f"error converting YAML to JSON: yaml: {exc}") from None
-
-
-def _go_float(value: float) -> str:
-    if value.is_integer() and abs(value) < 1e21:  # noqa: PLR2004 - Go's JSON switch to exponent form
-        return str(int(value))
-    text = repr(value)
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        sign = "-" if exponent.startswith("-") else "+"
-        return f"{mantissa}e{sign}{abs(int(exponent)):02d}"
-    return text
-
-
-def go_string(value: object) -> str:
-    """Go's string form of a decoded scalar (what sigs.k8s.io/yaml puts into a string field)."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _go_float(value)
-    return str(value)
 
 
 def _kind(value: object) -> str:

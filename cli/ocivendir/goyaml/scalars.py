@@ -1,0 +1,87 @@
+"""Owns: what go-yaml v2 makes of a plain scalar (YAML 1.1 resolution) and Go's string form of the result.
+
+`0755` is octal 493, `1e3` a float, `yes`/`on` booleans, `~` null, timestamps stay text; a value decoded into a
+string field (or used as a map key) takes Go's string form. Both loaders (`load.py` with PyYAML, `quick.py` without)
+use these same functions, so they cannot disagree on a scalar.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = ["go_string", "resolve_plain"]
+
+_BOOLS = {
+    **dict.fromkeys(["y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"], True),
+    **dict.fromkeys(["n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"], False),
+}
+_NULLS = frozenset({"~", "null", "Null", "NULL", ""})
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_INF = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf, "+.inf": math.inf, "+.Inf": math.inf,
+        "+.INF": math.inf, "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf}  # fmt: skip
+
+
+def _go_int(text: str) -> int | None:
+    plain = text.replace("_", "")
+    sign = -1 if plain.startswith("-") else 1
+    body = plain[1:] if plain[:1] in "+-" else plain
+    if not body:
+        return None
+    lowered = body.lower()
+    bases = (("0x", 16), ("0o", 8), ("0b", 2))
+    for prefix, base in bases:
+        if lowered.startswith(prefix):
+            try:
+                return sign * int(body[2:], base)
+            except ValueError:
+                return None
+    try:
+        if len(body) > 1 and body.startswith("0"):
+            return sign * int(body, 8)
+        return sign * int(body, 10)
+    except ValueError:
+        return None
+
+
+def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML type
+    """The value go-yaml v2 gives a plain scalar."""
+    if text in _BOOLS:
+        return _BOOLS[text]
+    if text in _NULLS:
+        return None
+    if text in _INF:
+        return _INF[text]
+    if text in {".nan", ".NaN", ".NAN"}:
+        return math.nan
+    if text[:1] in "+-.0123456789":
+        number = _go_int(text)
+        if number is not None:
+            return number
+        if _FLOAT.fullmatch(text.replace("_", "")):
+            return float(text.replace("_", ""))
+    return text
+
+
+def _go_float(value: float) -> str:
+    if value.is_integer() and abs(value) < 1e21:  # noqa: PLR2004 - Go's JSON switch to exponent form
+        return str(int(value))
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        sign = "-" if exponent.startswith("-") else "+"
+        return f"{mantissa}e{sign}{abs(int(exponent)):02d}"
+    return text
+
+
+def go_string(value: object) -> str:
+    """Go's string form of a decoded scalar (what sigs.k8s.io/yaml puts into a string field)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _go_float(value)
+    return str(value)

@@ -1,0 +1,103 @@
+"""Owns: turning a composed node graph into values as go-yaml v2 decodes into `interface{}`: merges, repeated keys.
+
+Non-strict (vendir's sigs.k8s.io/yaml Unmarshal) and strict (imgpkg's UnmarshalStrict) decoding differ only in what a
+key set twice does. Only the full loader needs this; the fast path (`quick.py`) leaves such documents to it.
+"""
+
+from __future__ import annotations
+
+from ocivendir.goyaml.nodes import MAPPING, SCALAR, SEQUENCE, ComposeError, Node, is_merge
+from ocivendir.goyaml.scalars import go_string, resolve_plain
+
+__all__ = ["decode"]
+
+
+def _scalar(node: Node) -> object:
+    return resolve_plain(node.value) if node.plain else node.value
+
+
+def _go_key(value: object) -> str:
+    """A map key as Go's `%#v` prints it in `key … already set in map`."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return "<nil>" if value is None else go_string(value)
+
+
+class _Decoder:
+    """go-yaml v2's mapping decode: `<<` merges and duplicate keys, with or without UnmarshalStrict's refusal.
+
+    Non-strict (vendir's sigs.k8s.io/yaml Unmarshal): every entry is set in document order, so a later key wins,
+    and a merge overwrites keys set before it; a `<<: [*a, *b]` list is applied last to first, so `a` wins over `b`.
+    Strict (imgpkg's UnmarshalStrict): setting a key twice is an error, collected as go-yaml collects them.
+    """
+
+    def __init__(self, *, strict: bool) -> None:
+        self.strict = strict
+        self.values: dict[Node, object] = {}
+        self.lines: dict[Node, dict[str, tuple[int, object]]] = {}  # strict: each key's value line and raw key
+        self.errors: list[str] = []
+
+    def _set(self, mapping: dict[str, object], key: str, value: object, origin: tuple[int, object]) -> None:
+        if self.strict and key in mapping:
+            self.errors.append(f"line {origin[0]}: key {_go_key(origin[1])} already set in map")
+            return
+        mapping[key] = value
+
+    def _merge(self, node: Node, mapping: dict[str, object], lines: dict[str, tuple[int, object]]) -> None:
+        """Go's `(*decoder).merge`: a map, an alias of one, or a list of those (earlier ones win)."""
+        parts = reversed(node.children) if node.kind == SEQUENCE else [node]  # an alias of a list is refused
+        for part in parts:
+            merged = part.target if part.target is not None else part
+            if merged.kind != MAPPING:
+                raise ComposeError("map merge requires map or sequence of maps as the value")
+            source = self.values[merged]
+            assert isinstance(source, dict)  # noqa: S101 - a mapping node decodes to a dict
+            for key, value in source.items():
+                origin = self.lines.get(merged, {}).get(key, (merged.line, key))
+                self._set(mapping, key, value, origin)
+                lines.setdefault(key, origin)
+
+    def mapping(self, node: Node) -> dict[str, object]:
+        """The decoded mapping node, merges applied."""
+        mapping: dict[str, object] = {}
+        lines: dict[str, tuple[int, object]] = {}
+        for key_node, value_node in zip(node.children[::2], node.children[1::2], strict=True):
+            if is_merge(key_node):
+                self._merge(value_node, mapping, lines)
+                continue
+            raw = self.values[key_node]
+            key = go_string(raw)
+            origin = (value_node.line, raw)
+            self._set(mapping, key, self.values[value_node], origin)
+            lines.setdefault(key, origin)
+        if self.strict:
+            self.lines[node] = lines
+        return mapping
+
+    def decode(self, root: Node) -> object:
+        """The decoded value of `root`, built bottom-up without recursion; an alias shares its anchor's value."""
+        values = self.values
+        pending = [(root, False)]
+        while pending:
+            node, ready = pending.pop()
+            if node in values:
+                continue
+            if node.kind == SCALAR:
+                values[node] = _scalar(node)
+            elif node.target is not None:  # the anchor's node comes first in the document, so it is already built
+                values[node] = values[node.target]
+            elif not ready:
+                pending.append((node, True))
+                pending.extend((child, False) for child in reversed(node.children))
+            elif node.kind == SEQUENCE:
+                values[node] = [values[child] for child in node.children]
+            else:
+                values[node] = self.mapping(node)
+        if self.errors:
+            raise ComposeError("unmarshal errors:\n  " + "\n  ".join(self.errors))
+        return values[root]
+
+
+def decode(root: Node, *, strict: bool) -> object:
+    """The value of the document whose root is `root` (ComposeError for what go-yaml refuses while decoding)."""
+    return _Decoder(strict=strict).decode(root)
