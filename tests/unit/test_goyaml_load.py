@@ -133,6 +133,10 @@ def test_nesting_within_the_bound_decodes_without_recursion() -> None:
     [
         (b"\x00\x01\xff\xfe binary \x89PNG\r\n", "control characters are not allowed"),
         (b"kind: Config\x07\n", "control characters are not allowed"),
+        (b"kind: Config\x7f\n", "control characters are not allowed"),
+        (b"kind: Config\x1b\n", "control characters are not allowed"),
+        ("kind: Config\x1b é\n".encode(), "control characters are not allowed"),
+        ("kind: é\ufffe\n".encode(), "control characters are not allowed"),
         (b"x: caf\xe9\n", "incomplete UTF-8 octet sequence"),
         (b"x: caf\xe9 au lait\n", "invalid trailing UTF-8 octet"),
         (b"x: \xff\n", "invalid leading UTF-8 octet"),
@@ -228,3 +232,7 @@ def test_strict_refuses_a_merge_over_a_key_already_set() -> None:
     with pytest.raises(DecodeError, match=r'unmarshal errors:\n  line 6: key "tag" already set in map$'):
         list(load_documents(document, strict=True))
     assert load(document)[0] == {"base": {"tag": "x"}, "bundle": {"tag": "z", "image": "i"}}
+
+
+def test_tabs_and_line_breaks_are_printable() -> None:
+    assert load(b"a: b\tc\r\nd: 'e\tf'\n") == [{"a": "b\tc", "d": "e\tf"}]
