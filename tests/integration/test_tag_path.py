@@ -1,13 +1,14 @@
 """A tag App's warm sync (kapp-controller's steady state for a tag): one HEAD, and nothing loaded it does not use.
 
-The HEAD of a plain-HTTP registry (the scheme remembered by the cache) must not read the system trust store, and an
-auth challenge must not load a third-party parser. Each run is a subprocess whose audit hook sees every file opened
-and whose `sys.modules` shows what was imported.
+The HEAD of a plain-HTTP registry (the scheme remembered by the cache) must not read the system trust store, an auth
+challenge must not load a third-party parser, and neither loads requests or urllib3. Each run is a subprocess whose
+audit hook sees every file opened and whose `sys.modules` shows what was imported.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -76,7 +77,7 @@ def test_a_warm_tag_sync_is_one_head_and_reads_no_trust_store_for_a_plain_http_r
     pusher.image(f"{repo_prefix}/app", make_image({"a.yml": "a"}), tag="v1")
     config = _tag_config(f"{registry.host}/{repo_prefix}/app:v1")
     mark = registry.mark()
-    outcome = _warm_probe(config, trust, cache, ("oras",))
+    outcome = _warm_probe(config, trust, cache, ("oras", "requests", "urllib3"))
     assert outcome.endswith("0 opened=0 []"), outcome
     head = f"/v2/{repo_prefix}/app/manifests/v1"
     assert [r for r in registry.since(mark) if r[0] == "HEAD"] == [("HEAD", head, 200)] * 2  # the cold and warm run
@@ -93,7 +94,22 @@ def test_an_auth_challenge_loads_no_third_party_parser(
     Pusher(auth_registry).image(f"{repo_prefix}/private", make_image({"p.yml": "p"}), tag="v1")
     config = _tag_config(f"{auth_registry.host}/{repo_prefix}/private:v1")
     mark = auth_registry.mark()
-    outcome = _warm_probe(config, trust, cache, ("oras",))
+    outcome = _warm_probe(config, trust, cache, ("oras", "requests", "urllib3"))
     assert outcome.endswith("0 opened=0 []"), outcome
     head = f"/v2/{repo_prefix}/private/manifests/v1"
     assert auth_registry.since(mark)[-2:] == [("HEAD", head, 401), ("HEAD", head, 200)]
+
+
+def test_a_refused_registry_fails_after_one_attempt_per_scheme_without_reading_the_trust_store(
+    tmp_path: Path, trust: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.chdir(tmp_path)
+    config = _tag_config(f"127.0.0.1:{port}/team/app@sha256:{'ab' * 32}")
+    done = subprocess.run([sys.executable, "-c", _PROBE.format(forbidden=("oras", "requests", "urllib3")), str(trust)],
+                          input=config, capture_output=True, text=True, check=False,
+                          env={**os.environ, "VENDIR_CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
+    assert done.stderr.strip().endswith("1 opened=0 []"), done.stderr
+    assert done.stderr.count("connect: connection refused") == 2  # https, then http (loopback): no retries

@@ -24,6 +24,7 @@ from scripts.dist import elfcheck
 from tests.integration.test_kapp_controller import PLACEHOLDER
 from tests.support import registry as registry_support
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate
+from tests.support.serve import serving
 
 pytestmark = [pytest.mark.dist, pytest.mark.integration]
 
@@ -266,13 +267,8 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
 
 @pytest.fixture
 def connect_proxy() -> Iterator[_ConnectProxy]:
-    proxy = _ConnectProxy()
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
+    with serving(_ConnectProxy()) as proxy:
         yield proxy
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
 
 
 def test_the_build_reaches_the_registry_through_https_proxy_and_honours_no_proxy(

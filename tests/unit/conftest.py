@@ -1,10 +1,14 @@
-"""The unit tier never touches the network: only `responses` answers HTTP here."""
+"""The unit tier never touches the network: only `tests/support/fakehttp.py` answers HTTP here."""
 
 from __future__ import annotations
 
 import socket
 
 import pytest
+
+from tests.support.fakehttp import fake_http
+
+__all__ = ["fake_http"]
 
 
 @pytest.fixture(autouse=True)

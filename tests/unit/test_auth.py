@@ -9,13 +9,14 @@ import stat
 from pathlib import Path
 
 import pytest
-import responses
 
 from ocivendir.errors import ConfigError
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.auth import DockerConfig, Keyring
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
+from tests.support import fakehttp as matchers
+from tests.support.fakehttp import FakeHTTP
 
 
 def write_config(path: Path, doc: dict[str, object]) -> Path:
@@ -75,32 +76,32 @@ def test_keyring_order_rules_then_config_files_then_anonymous(tmp_path: Path) ->
     assert anonymous("r.io", "team/app") == Credential()
 
 
-def test_an_identity_token_is_exchanged_with_a_refresh_token_post() -> None:
+def test_an_identity_token_is_exchanged_with_a_refresh_token_post(fake_http: FakeHTTP) -> None:
     registry = "id.example.com"
     digest = "sha256:" + "0" * 64
-    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
-        mock.head(
-            f"https://{registry}/v2/team/app/manifests/v1",
-            status=401,
-            headers={"WWW-Authenticate": 'Bearer realm="https://auth.example.com/oauth2/token",service="svc"'},
-        )
-        mock.post(
-            "https://auth.example.com/oauth2/token",
-            json={"access_token": "at"},
-            match=[
-                responses.matchers.urlencoded_params_matcher(
-                    {
-                        "grant_type": "refresh_token",
-                        "refresh_token": "rt",
-                        "service": "svc",
-                        "scope": "repository:team/app:pull",
-                        "client_id": "ocivendir",
-                    }
-                )
-            ],
-        )
-        mock.head(f"https://{registry}/v2/team/app/manifests/v1", headers={"Docker-Content-Digest": digest},
-                  match=[responses.matchers.header_matcher({"Authorization": "Bearer at"})])  # fmt: skip
-        client = RegistryClient(ClientOptions(), lambda _r, _p, **_: Credential(identity_token="rt"))
-        assert str(client.resolve(parse_reference(f"{registry}/team/app:v1")).digest) == digest
-        assert client.stats.auth == 2
+    mock = fake_http
+    mock.head(
+        f"https://{registry}/v2/team/app/manifests/v1",
+        status=401,
+        headers={"WWW-Authenticate": 'Bearer realm="https://auth.example.com/oauth2/token",service="svc"'},
+    )
+    mock.post(
+        "https://auth.example.com/oauth2/token",
+        json={"access_token": "at"},
+        match=[
+            matchers.urlencoded_params_matcher(
+                {
+                    "grant_type": "refresh_token",
+                    "refresh_token": "rt",
+                    "service": "svc",
+                    "scope": "repository:team/app:pull",
+                    "client_id": "ocivendir",
+                }
+            )
+        ],
+    )
+    mock.head(f"https://{registry}/v2/team/app/manifests/v1", headers={"Docker-Content-Digest": digest},
+              match=[matchers.header_matcher({"Authorization": "Bearer at"})])  # fmt: skip
+    client = RegistryClient(ClientOptions(), lambda _r, _p, **_: Credential(identity_token="rt"))
+    assert str(client.resolve(parse_reference(f"{registry}/team/app:v1")).digest) == digest
+    assert client.stats.auth == 2

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-import responses
 
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.challenge import parse_challenge
+from tests.support import fakehttp as matchers
+from tests.support.fakehttp import FakeHTTP
 from tests.unit.test_client import BASE, DIGEST, MANIFEST, REG, client, rsps  # noqa: F401 - the fixture
 
 
@@ -29,12 +30,12 @@ def test_parse_challenge(header: str, scheme: str, params: dict[str, str]) -> No
     assert (parsed.scheme, parsed.params) == (scheme, params)
 
 
-def test_a_bearer_challenge_with_unquoted_values_still_fetches_a_token(rsps: responses.RequestsMock) -> None:  # noqa: F811
+def test_a_bearer_challenge_with_unquoted_values_still_fetches_a_token(rsps: FakeHTTP) -> None:  # noqa: F811
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401,
              headers={"WWW-Authenticate": f"Bearer realm=https://auth.example.com/token,service={REG}"})  # fmt: skip
     rsps.get("https://auth.example.com/token", json={"token": "t"},
-             match=[responses.matchers.query_param_matcher({"scope": "repository:team/app:pull", "service": REG})])  # fmt: skip
+             match=[matchers.query_param_matcher({"scope": "repository:team/app:pull", "service": REG})])  # fmt: skip
     rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST,
-             match=[responses.matchers.header_matcher({"Authorization": "Bearer t"})])  # fmt: skip
+             match=[matchers.header_matcher({"Authorization": "Bearer t"})])  # fmt: skip
     raw, _, _ = client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
     assert raw == MANIFEST

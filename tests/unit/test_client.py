@@ -1,16 +1,13 @@
-"""The registry client's HTTP behaviour, against `responses`: auth challenges, retries, verification, counting."""
+"""The registry client's HTTP behaviour, against canned answers: auth challenges, retries, verification, counting."""
 
 from __future__ import annotations
 
 import errno
 import hashlib
-from collections.abc import Iterator
+import ssl
 from pathlib import Path
 
 import pytest
-import requests
-import responses
-from responses import matchers
 
 from ocivendir.errors import (
     DigestMismatch,
@@ -26,6 +23,8 @@ from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.retry import RetryPolicy
 from ocivendir.results import ImageStatus
+from tests.support import fakehttp as matchers
+from tests.support.fakehttp import FakeHTTP
 
 REG = "registry.example.com"
 MANIFEST = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{},"layers":[]}'
@@ -34,9 +33,8 @@ BASE = f"https://{REG}/v2/team/app"
 
 
 @pytest.fixture
-def rsps() -> Iterator[responses.RequestsMock]:
-    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
-        yield mock
+def rsps(fake_http: FakeHTTP) -> FakeHTTP:
+    return fake_http
 
 
 def client(credential: Credential | None = None, *, sleeps: list[float] | None = None, attempts: int = 5,
@@ -50,7 +48,7 @@ def client(credential: Credential | None = None, *, sleeps: list[float] | None =
     return RegistryClient(options, lambda _r, _p, **_: credential or Credential())
 
 
-def test_anonymous_bearer_challenge_fetches_a_pull_token_and_counts_auth(rsps: responses.RequestsMock) -> None:
+def test_anonymous_bearer_challenge_fetches_a_pull_token_and_counts_auth(rsps: FakeHTTP) -> None:
     challenge = f'Bearer realm="https://auth.example.com/token",service="{REG}",scope="repository:team/app:pull"'
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})
     rsps.get(
@@ -71,7 +69,7 @@ def test_anonymous_bearer_challenge_fetches_a_pull_token_and_counts_auth(rsps: r
     assert c.stats.auth == 2
 
 
-def test_bearer_token_is_reused_for_the_same_repository(rsps: responses.RequestsMock) -> None:
+def test_bearer_token_is_reused_for_the_same_repository(rsps: FakeHTTP) -> None:
     challenge = 'Bearer realm="https://auth.example.com/token",service="svc"'
     rsps.head(f"{BASE}/manifests/v1", status=401, headers={"WWW-Authenticate": challenge})
     rsps.get("https://auth.example.com/token", json={"access_token": "tok"})
@@ -83,7 +81,7 @@ def test_bearer_token_is_reused_for_the_same_repository(rsps: responses.Requests
     assert c.stats.total == 4
 
 
-def test_basic_challenge_uses_credentials_and_never_echoes_them(rsps: responses.RequestsMock) -> None:
+def test_basic_challenge_uses_credentials_and_never_echoes_them(rsps: FakeHTTP) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     with pytest.raises(Unauthorized) as caught:
@@ -95,13 +93,13 @@ def test_basic_challenge_uses_credentials_and_never_echoes_them(rsps: responses.
     assert "alice" not in str(caught.value)
 
 
-def test_basic_challenge_without_credentials_is_a_clear_auth_error(rsps: responses.RequestsMock) -> None:
+def test_basic_challenge_without_credentials_is_a_clear_auth_error(rsps: FakeHTTP) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     with pytest.raises(Unauthorized, match="requires authentication"):
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_5xx_is_retried_with_backoff_then_succeeds(rsps: responses.RequestsMock) -> None:
+def test_5xx_is_retried_with_backoff_then_succeeds(rsps: FakeHTTP) -> None:
     sleeps: list[float] = []
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=503)
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=502)
@@ -112,7 +110,7 @@ def test_5xx_is_retried_with_backoff_then_succeeds(rsps: responses.RequestsMock)
     assert c.stats.total == 3
 
 
-def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_fails_fast(rsps: responses.RequestsMock) -> None:
+def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_fails_fast(rsps: FakeHTTP) -> None:
     sleeps: list[float] = []
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=429, headers={"Retry-After": "3"})
     rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST)
@@ -123,14 +121,14 @@ def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_fails_fast(rsps
         client(sleeps=sleeps).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_501_is_not_retried_and_404_maps_to_not_found(rsps: responses.RequestsMock) -> None:
+def test_501_is_not_retried_and_404_maps_to_not_found(rsps: FakeHTTP) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=404, json={"errors": [{"code": "MANIFEST_UNKNOWN",
                                                                           "message": "manifest unknown"}]})  # fmt: skip
     with pytest.raises(NotFound, match="MANIFEST_UNKNOWN"):
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_attempts_are_bounded(rsps: responses.RequestsMock) -> None:
+def test_attempts_are_bounded(rsps: FakeHTTP) -> None:
     sleeps: list[float] = []
     for _ in range(3):
         rsps.get(f"{BASE}/manifests/{DIGEST}", status=500)
@@ -139,19 +137,19 @@ def test_attempts_are_bounded(rsps: responses.RequestsMock) -> None:
     assert len(sleeps) == 2
 
 
-def test_a_manifest_that_does_not_match_its_digest_is_rejected(rsps: responses.RequestsMock) -> None:
+def test_a_manifest_that_does_not_match_its_digest_is_rejected(rsps: FakeHTTP) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST + b" ")
     with pytest.raises(DigestMismatch, match=DIGEST):
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_a_tag_manifest_is_checked_against_docker_content_digest(rsps: responses.RequestsMock) -> None:
+def test_a_tag_manifest_is_checked_against_docker_content_digest(rsps: FakeHTTP) -> None:
     rsps.get(f"{BASE}/manifests/v1", body=MANIFEST, headers={"Docker-Content-Digest": "sha256:" + "0" * 64})
     with pytest.raises(DigestMismatch):
         client().get_manifest(parse_reference(f"{REG}/team/app:v1"))
 
 
-def test_blob_is_streamed_verified_and_deleted_on_mismatch(rsps: responses.RequestsMock, tmp_path: Path) -> None:
+def test_blob_is_streamed_verified_and_deleted_on_mismatch(rsps: FakeHTTP, tmp_path: Path) -> None:
     data = b"layer bytes" * 1000
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     rsps.get(f"{BASE}/blobs/{digest}", body=data)
@@ -166,7 +164,7 @@ def test_blob_is_streamed_verified_and_deleted_on_mismatch(rsps: responses.Reque
     assert not target.exists()
 
 
-def test_presence_probes_report_each_status(rsps: responses.RequestsMock) -> None:
+def test_presence_probes_report_each_status(rsps: FakeHTTP) -> None:
     ref = parse_reference(f"{REG}/team/app@{DIGEST}")
     rsps.head(f"{BASE}/manifests/{DIGEST}", status=200)
     rsps.head(f"{BASE}/manifests/{DIGEST}", status=404)
@@ -179,15 +177,15 @@ def test_presence_probes_report_each_status(rsps: responses.RequestsMock) -> Non
     assert c.exists(ref.repository, ref.digest) is ImageStatus.ERROR  # type: ignore[arg-type]
 
 
-def test_tags_are_listed_across_pages(rsps: responses.RequestsMock) -> None:
+def test_tags_are_listed_across_pages(rsps: FakeHTTP) -> None:
     rsps.get(f"{BASE}/tags/list?n=1000", json={"tags": ["a", "b"]},
              headers={"Link": '</v2/team/app/tags/list?n=1000&last=b>; rel="next"'})  # fmt: skip
     rsps.get(f"{BASE}/tags/list?n=1000&last=b", json={"tags": ["c"]})
     assert client().list_tags(parse_reference(f"{REG}/team/app").repository) == ["a", "b", "c"]
 
 
-def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps: responses.RequestsMock) -> None:
-    rsps.head("https://127.0.0.1:5000/v2/app/manifests/v1", body=requests.exceptions.ConnectionError("refused"))
+def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps: FakeHTTP) -> None:
+    rsps.head("https://127.0.0.1:5000/v2/app/manifests/v1", body=ConnectionError("refused"))
     rsps.head("http://127.0.0.1:5000/v2/app/manifests/v1", headers={"Docker-Content-Digest": DIGEST})
     c = client()
     assert str(c.resolve(parse_reference("127.0.0.1:5000/app:v1")).digest) == DIGEST
@@ -195,15 +193,15 @@ def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps
     assert c.stats.total == 1
 
 
-def test_public_hosts_never_fall_back_to_plain_http(rsps: responses.RequestsMock) -> None:
+def test_public_hosts_never_fall_back_to_plain_http(rsps: FakeHTTP) -> None:
     for _ in range(2):
-        rsps.head(f"{BASE}/manifests/v1", body=requests.exceptions.ConnectionError("refused"))
+        rsps.head(f"{BASE}/manifests/v1", body=ConnectionError("refused"))
     with pytest.raises(Transient, match="reachable"):
         client(attempts=2).resolve(parse_reference(f"{REG}/team/app:v1"))
 
 
-def test_a_refused_connection_is_not_retried(rsps: responses.RequestsMock) -> None:
-    refused = requests.exceptions.ConnectionError(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"))
+def test_a_refused_connection_is_not_retried(rsps: FakeHTTP) -> None:
+    refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
     rsps.head(f"{BASE}/manifests/v1", body=refused)
     sleeps: list[float] = []
     c = client(sleeps=sleeps)
@@ -212,8 +210,8 @@ def test_a_refused_connection_is_not_retried(rsps: responses.RequestsMock) -> No
     assert (c.stats.connect_errors, sleeps) == (1, [])
 
 
-def test_a_reset_connection_is_still_retried(rsps: responses.RequestsMock) -> None:
-    reset = requests.exceptions.ConnectionError(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"))
+def test_a_reset_connection_is_still_retried(rsps: FakeHTTP) -> None:
+    reset = ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
     for _ in range(3):
         rsps.head(f"{BASE}/manifests/v1", body=reset)
     sleeps: list[float] = []
@@ -223,8 +221,8 @@ def test_a_reset_connection_is_still_retried(rsps: responses.RequestsMock) -> No
     assert (c.stats.connect_errors, len(sleeps)) == (3, 2)
 
 
-def test_unknown_ca_names_the_x509_error_kapp_controller_matches(rsps: responses.RequestsMock) -> None:
-    error = requests.exceptions.SSLError(
+def test_unknown_ca_names_the_x509_error_kapp_controller_matches(rsps: FakeHTTP) -> None:
+    error = ssl.SSLCertVerificationError(
         "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate"
     )
     rsps.head(f"{BASE}/manifests/v1", body=error)
@@ -232,13 +230,13 @@ def test_unknown_ca_names_the_x509_error_kapp_controller_matches(rsps: responses
         client().resolve(parse_reference(f"{REG}/team/app:v1"))
 
 
-def test_the_run_deadline_bounds_retries(rsps: responses.RequestsMock) -> None:
+def test_the_run_deadline_bounds_retries(rsps: FakeHTTP) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=503)
     with pytest.raises(Transient, match="deadline"):
         client(timeout=0.1, sleeps=[]).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_resolve_falls_back_to_get_when_head_is_refused(rsps: responses.RequestsMock) -> None:
+def test_resolve_falls_back_to_get_when_head_is_refused(rsps: FakeHTTP) -> None:
     rsps.head(f"{BASE}/manifests/v1", status=405)
     rsps.get(f"{BASE}/manifests/v1", body=MANIFEST)
     resolved = client().resolve(parse_reference(f"{REG}/team/app:v1"))
@@ -248,7 +246,7 @@ def test_resolve_falls_back_to_get_when_head_is_refused(rsps: responses.Requests
 
 @pytest.mark.parametrize("header", ["sha256:xyz", "md5:abc", "garbage"])
 def test_a_malformed_digest_from_the_registry_is_a_registry_error_not_a_usage_error(
-    rsps: responses.RequestsMock, header: str
+    rsps: FakeHTTP, header: str
 ) -> None:
     rsps.head(f"{BASE}/manifests/v1", headers={"Docker-Content-Digest": header, "Content-Type": "x"})
     rsps.get(f"{BASE}/manifests/v2", body=MANIFEST, headers={"Docker-Content-Digest": header})

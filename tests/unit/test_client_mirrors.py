@@ -1,15 +1,11 @@
-"""The client walks mirrors, then the origin (against `responses`): what moves on, what is verified, what is counted."""
+"""The client walks mirrors, then the origin (against canned answers): what moves on, what is verified, what is counted."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
-import responses
-from responses import matchers
 
 from ocivendir.errors import NotFound, RateLimited
 from ocivendir.oci.reference import Repository, parse_digest, parse_reference
@@ -18,7 +14,10 @@ from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential, CredentialRules
 from ocivendir.registry.mirrors import parse_registries
 from ocivendir.registry.retry import RetryPolicy
+from ocivendir.registry.transport import basic_auth
 from ocivendir.results import ImageStatus
+from tests.support import fakehttp as matchers
+from tests.support.fakehttp import FakeHTTP
 
 ORIGIN = "registry.example.com"
 MIRROR = "http://mirror.example:5000"
@@ -39,9 +38,8 @@ configs:
 
 
 @pytest.fixture
-def rsps() -> Iterator[responses.RequestsMock]:
-    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
-        yield mock
+def rsps(fake_http: FakeHTTP) -> FakeHTTP:
+    return fake_http
 
 
 class Made:
@@ -58,7 +56,7 @@ class Made:
 
 
 def test_a_manifest_comes_from_the_mirror_under_its_rewritten_name_and_is_reported_as_served_there(
-    rsps: responses.RequestsMock,
+    rsps: FakeHTTP,
 ) -> None:
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=MANIFEST)
     made = Made()
@@ -69,7 +67,7 @@ def test_a_manifest_comes_from_the_mirror_under_its_rewritten_name_and_is_report
     assert stats.by_endpoint == {MIRROR: 1}
 
 
-def test_a_404_at_the_mirror_asks_the_origin_quietly(rsps: responses.RequestsMock) -> None:
+def test_a_404_at_the_mirror_asks_the_origin_quietly(rsps: FakeHTTP) -> None:
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", status=404)
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", body=MANIFEST)
     made = Made()
@@ -79,7 +77,7 @@ def test_a_404_at_the_mirror_asks_the_origin_quietly(rsps: responses.RequestsMoc
     assert made.warnings == []
 
 
-def test_a_mirror_that_lies_is_skipped_for_that_object_with_a_warning(rsps: responses.RequestsMock) -> None:
+def test_a_mirror_that_lies_is_skipped_for_that_object_with_a_warning(rsps: FakeHTTP) -> None:
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=MANIFEST + b" ")
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", body=MANIFEST)
     made = Made()
@@ -89,7 +87,7 @@ def test_a_mirror_that_lies_is_skipped_for_that_object_with_a_warning(rsps: resp
     assert made.warnings[0].startswith(f"mirror {MIRROR} served content that does not match {ORIGIN}/team/app@")
 
 
-def test_a_lying_blob_leaves_no_file_and_the_origin_serves_it(rsps: responses.RequestsMock, tmp_path: Path) -> None:
+def test_a_lying_blob_leaves_no_file_and_the_origin_serves_it(rsps: FakeHTTP, tmp_path: Path) -> None:
     rsps.get(f"{AT_MIRROR}/blobs/{BLOB_DIGEST}", body=b"X" + BLOB[1:])
     rsps.get(f"{AT_ORIGIN}/blobs/{BLOB_DIGEST}", body=BLOB)
     made = Made()
@@ -103,9 +101,9 @@ def test_a_lying_blob_leaves_no_file_and_the_origin_serves_it(rsps: responses.Re
     assert made.client.stats.served_by == {f"{ORIGIN}/team/app@{BLOB_DIGEST}": ORIGIN}
 
 
-def test_an_unreachable_mirror_is_not_asked_again_in_the_run(rsps: responses.RequestsMock) -> None:
-    rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=requests.exceptions.ConnectionError("refused"))
-    rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=requests.exceptions.ConnectionError("refused"))
+def test_an_unreachable_mirror_is_not_asked_again_in_the_run(rsps: FakeHTTP) -> None:
+    rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=ConnectionError("refused"))
+    rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=ConnectionError("refused"))
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", body=MANIFEST)
     rsps.head(f"{AT_ORIGIN}/manifests/v1", headers={"Docker-Content-Digest": DIGEST})
     made = Made()
@@ -116,11 +114,11 @@ def test_an_unreachable_mirror_is_not_asked_again_in_the_run(rsps: responses.Req
 
 
 def test_mirror_credentials_come_from_registries_yaml_and_registry_wide_ones_never_reach_a_mirror(
-    rsps: responses.RequestsMock,
+    rsps: FakeHTTP,
 ) -> None:
     challenge = {"WWW-Authenticate": 'Basic realm="x"'}
-    mirror_basic = {"Authorization": requests.auth._basic_auth_str("mirroruser", "m1rror")}
-    origin_basic = {"Authorization": requests.auth._basic_auth_str("everyone", "pw")}
+    mirror_basic = {"Authorization": basic_auth("mirroruser", "m1rror")}
+    origin_basic = {"Authorization": basic_auth("everyone", "pw")}
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", status=401, headers=challenge)
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", status=404, match=[matchers.header_matcher(mirror_basic)])
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", status=401, headers=challenge)
@@ -140,7 +138,7 @@ def test_mirror_credentials_come_from_registries_yaml_and_registry_wide_ones_nev
     assert "requires authentication and no credentials were found" in bare.warnings[0]
 
 
-def test_presence_takes_a_mirror_present_and_asks_the_origin_otherwise(rsps: responses.RequestsMock) -> None:
+def test_presence_takes_a_mirror_present_and_asks_the_origin_otherwise(rsps: FakeHTTP) -> None:
     rsps.head(f"{AT_MIRROR}/manifests/{DIGEST}", status=200)
     rsps.head(f"{AT_MIRROR}/manifests/v2", status=404)
     rsps.head(f"{AT_ORIGIN}/manifests/v2", status=404)
@@ -149,7 +147,7 @@ def test_presence_takes_a_mirror_present_and_asks_the_origin_otherwise(rsps: res
     assert made.client.presence(parse_reference(f"{ORIGIN}/team/app:v2")) is ImageStatus.MISSING
 
 
-def test_tags_are_listed_at_the_mirror_and_the_origin_error_is_final(rsps: responses.RequestsMock) -> None:
+def test_tags_are_listed_at_the_mirror_and_the_origin_error_is_final(rsps: FakeHTTP) -> None:
     rsps.get(f"{AT_MIRROR}/tags/list?n=1000", json={"tags": ["1.0.0", "1.2.0"]})
     made = Made()
     assert made.client.list_tags(Repository(ORIGIN, "team/app")) == ["1.0.0", "1.2.0"]
@@ -161,7 +159,7 @@ def test_tags_are_listed_at_the_mirror_and_the_origin_error_is_final(rsps: respo
 
 
 def test_a_retry_after_holds_back_later_requests_to_that_endpoint_and_rate_limit_headers_are_named(
-    rsps: responses.RequestsMock,
+    rsps: FakeHTTP,
 ) -> None:
     limits = {"Retry-After": "3", "RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "0;w=21600"}
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", status=429, headers=limits)

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import pytest
-import requests
 
+from ocivendir.registry.connections import Request, Response
 from ocivendir.registry.ggcrtext import transport_text
+from tests.support.fakehttp import http_response
 
 
-def answer(method: str, status: int, body: bytes) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    response._content = body
-    response.url = "http://127.0.0.1:5000/v2/app/manifests/v1"
-    response.request = requests.Request(method, response.url).prepare()
-    return response
+def answer(method: str, status: int, body: bytes) -> Response:
+    url = "http://127.0.0.1:5000/v2/app/manifests/v1"
+    return Response(http_response(method, status, {}, body), Request(method, url, {}), lambda _reusable: None)
 
 
 @pytest.mark.parametrize(

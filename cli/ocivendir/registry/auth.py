@@ -7,7 +7,6 @@ import binascii
 import json
 import logging
 import shutil
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +91,8 @@ def _from_helper(helper: str, registry: str) -> Credential | None:
     if program is None:
         _log.debug("credential helper docker-credential-%s not found on PATH", helper)
         return None
+    import subprocess  # noqa: PLC0415 - only when a helper is configured: a tag's HEAD does not pay ~20 ms for it
+
     server = "https://index.docker.io/v1/" if registry in {"index.docker.io", "registry-1.docker.io"} else registry
     try:
         done = subprocess.run(

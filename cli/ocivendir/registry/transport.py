@@ -1,39 +1,37 @@
-"""Owns: HTTP transport to registries — the only importer of requests/urllib3.
+"""Owns: HTTP transport to registries — which connection agent, scheme and proxy a request takes, and its counting.
 
-Sessions and their connection pools, TLS contexts (system CAs plus added ones, or none for skip-verify registries),
-proxies from Settings, https-then-http for the hosts where plain HTTP is allowed with the scheme that worked
-remembered, the run's network deadline, and the request counter every result reports (design §4.1). It knows
-hosts and paths, not the distribution protocol: `registry/client.py` builds on it.
+Agents (`registry/connections.py`: pooled `http.client` connections) per TLS profile, TLS contexts (system CAs plus
+added ones, or none for skip-verify registries) made only for https, proxies from Settings, https-then-http for the
+hosts where plain HTTP is allowed with the scheme that worked remembered, the run's network deadline, and the request
+counter every result reports (design §4.1). It knows hosts and paths, not the distribution protocol:
+`registry/client.py` builds on it.
 """
 
 from __future__ import annotations
 
 import base64
 import errno
-import http.cookiejar
 import logging
 import socket
-import ssl
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
-
-import requests
-import urllib3
-from requests import Response
-from requests.adapters import BaseAdapter, HTTPAdapter
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlencode
 
 from ocivendir import __version__
 from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.record import field, record
-from ocivendir.registry import truststore
+from ocivendir.registry.connections import Agent, BodyBroken, ConnectFailed, HeaderTimeout, Response
 from ocivendir.registry.mirrors import TLSFiles
 from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.retry import Deadline, RetryPolicy
 from ocivendir.results import RequestStats
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "BodyBroken",
@@ -51,6 +49,7 @@ _log = logging.getLogger("ocivendir.registry")
 
 
 _http_log = logging.getLogger("ocivendir.http")
+_USER_AGENT = f"ocivendir/{__version__}"
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 
 
@@ -67,7 +66,7 @@ def _log_exchange(response: Response) -> None:
         _http_log.debug("<-- %s %s %s\n%s", each.status_code, each.reason, each.url, _headers(each.headers))
 
 
-def _headers(headers: Any) -> str:  # noqa: ANN401 - requests' case-insensitive dicts
+def _headers(headers: Any) -> str:  # noqa: ANN401 - a dict or an email.message.Message
     lines = []
     for name, value in sorted(headers.items(), key=lambda item: str(item[0]).lower()):
         shown = "<redacted>" if str(name).lower() in _SECRET_HEADERS else value
@@ -133,10 +132,6 @@ class ConnectFailure(Exception):
         self.refused = refused
 
 
-class BodyBroken(Exception):
-    """The connection dropped while a response body was being read."""
-
-
 class _Stats:
     """Thread-safe request counters."""
 
@@ -193,26 +188,11 @@ class _Stats:
             )
 
 
-class _ContextAdapter(HTTPAdapter):
-    """An adapter whose TLS trust is our SSLContext (system CAs plus added ones), never certifi's bundle."""
-
-    def __init__(self, context: ssl.SSLContext, pool_size: int) -> None:
-        self._context = context
-        super().__init__(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401 - urllib3's signature
-        kwargs["ssl_context"] = self._context
-        super().init_poolmanager(*args, **kwargs)
-
-    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:  # noqa: ANN401 - urllib3's signature
-        kwargs["ssl_context"] = self._context
-        return super().proxy_manager_for(proxy, **kwargs)
-
-    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:  # noqa: ANN401 - requests' signature
-        """Trust comes from the SSLContext; requests must not add its own CA bundle."""
-
-
 def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None = None) -> ssl.SSLContext:
+    import ssl  # noqa: PLC0415 - only for https: a plain-HTTP registry never loads TLS
+
+    from ocivendir.registry import truststore  # noqa: PLC0415 - likewise
+
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no OpenSSL default paths: Go's list alone (truststore)
     if tls is not None and tls.cert_file:
         try:
@@ -230,45 +210,6 @@ def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None =
         except (OSError, ssl.SSLError) as exc:
             raise TLSVerifyError(f"Loading CA certificate '{extra}': {exc}") from None
     return context
-
-
-class _Session(requests.Session):
-    """A session whose https adapter (its TLS context, the trust store read) is made on the first https request.
-
-    A plain-HTTP registry (a loopback one, a remembered scheme) never pays for reading the system trust store.
-    """
-
-    def __init__(self, make_tls: Callable[[], HTTPAdapter]) -> None:
-        super().__init__()
-        self._make_tls = make_tls
-        self._tls_lock = threading.Lock()
-        self._tls_ready = False
-
-    def get_adapter(self, url: str) -> BaseAdapter:
-        """The adapter for `url`, mounting the TLS one first if this is the first https URL."""
-        if not self._tls_ready and url[:8].lower() == "https://":
-            with self._tls_lock:
-                if not self._tls_ready:
-                    self.mount("https://", self._make_tls())
-                    self._tls_ready = True
-        return super().get_adapter(url)
-
-
-def _new_session(options: ClientOptions, *, verify: bool, tls: TLSFiles | None) -> requests.Session:
-    session = _Session(lambda: _ContextAdapter(_ssl_context(options, verify=verify, tls=tls), options.pool_size))
-    session.trust_env = False
-    session.headers["User-Agent"] = f"ocivendir/{__version__}"
-    session.cookies.set_policy(_NoCookies())
-    session.mount("http://", HTTPAdapter(pool_connections=options.pool_size, pool_maxsize=options.pool_size))
-    session.verify = verify
-    return session
-
-
-class _NoCookies(http.cookiejar.DefaultCookiePolicy):
-    """Registries get no cookies back."""
-
-    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:  # noqa: ARG002, ANN401 - policy signature
-        return False
 
 
 def _tls_message(exc: Exception, url: str) -> str | None:
@@ -296,16 +237,16 @@ _ERRNO_TEXT = {
 
 
 def _reason(exc: BaseException) -> str:
-    """The root cause of a connection failure in a short, Go-like form (no urllib3 pool internals)."""
+    """The root cause of a connection failure in a short, Go-like form."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, requests.exceptions.Timeout | TimeoutError | socket.timeout):
+        if isinstance(current, TimeoutError | socket.timeout):
             return "i/o timeout"
         if isinstance(current, socket.gaierror):
             return "dial tcp: lookup failed: no such host"
-        if isinstance(current, ssl.SSLError):
+        if type(current).__module__ == "ssl" and hasattr(current, "reason"):
             return f"tls: {current.reason or current}".lower()
         if isinstance(current, OSError) and current.errno in _ERRNO_TEXT:
             return _ERRNO_TEXT[current.errno]
@@ -317,31 +258,27 @@ def _reason(exc: BaseException) -> str:
 
 
 def basic_auth(username: str, password: str) -> str:
-    """The `Authorization` value for HTTP Basic (latin-1, as requests and Go's net/http encode it)."""
+    """The `Authorization` value for HTTP Basic (latin-1, as Go's net/http encodes it)."""
     pair = f"{username}:{password}".encode("latin1")
     return "Basic " + base64.b64encode(pair).decode("ascii")
 
 
 def iter_body(response: Response, chunk_size: int) -> Iterator[bytes]:
     """A streamed body's chunks; a dropped connection is `BodyBroken`."""
-    try:
-        yield from response.iter_content(chunk_size)
-    except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-        raise BodyBroken(str(exc)) from None
+    return response.iter_content(chunk_size)
 
 
 class Transport:
-    """One run's HTTP to registries: sessions per TLS mode, scheme choice and memory, proxies, counting."""
+    """One run's HTTP to registries: agents per TLS mode, scheme choice and memory, proxies, counting."""
 
     def __init__(self, options: ClientOptions, schemes: SchemeMemory | None = None) -> None:
-        """Prepare; no session or connection is made until the first request."""
-        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        """Prepare; no agent or connection is made until the first request."""
         self._options = options
         self._schemes = schemes
         self.deadline = Deadline(options.timeout_seconds)
         self.counter = _Stats()
         self._lock = threading.Lock()
-        self._sessions: dict[tuple[bool, TLSFiles | None], requests.Session] = {}
+        self._agents: dict[tuple[bool, TLSFiles | None], Agent] = {}
         self._run_schemes: dict[str, str] = {}
 
     @property
@@ -350,19 +287,22 @@ class Transport:
         return self.counter.snapshot()
 
     def close(self) -> None:
-        """Close the sessions."""
-        for session in self._sessions.values():
-            session.close()
+        """Close the agents' connections."""
+        for agent in self._agents.values():
+            agent.close()
 
-    def _session(self, registry: str, tls: TLSFiles | None) -> requests.Session:
-        """A session per TLS profile: the flags' trust, plus a registries.yaml `tls` entry when there is one."""
+    def _agent(self, registry: str, tls: TLSFiles | None) -> Agent:
+        """An agent per TLS profile: the flags' trust, plus a registries.yaml `tls` entry when there is one."""
         skip = tls is not None and tls.insecure_skip_verify
         verify = self._options.verify_certs and registry not in self._options.skip_verify_hosts and not skip
         key = (verify, tls if tls is not None and (tls.ca_file or tls.cert_file) else None)
         with self._lock:
-            if key not in self._sessions:
-                self._sessions[key] = _new_session(self._options, verify=verify, tls=key[1])
-            return self._sessions[key]
+            if key not in self._agents:
+                options, files = self._options, key[1]
+                self._agents[key] = Agent(
+                    lambda: _ssl_context(options, verify=verify, tls=files), _USER_AGENT, options.pool_size
+                )
+            return self._agents[key]
 
     def _schemes_for(self, host: str) -> list[str]:
         plain_ok = self._options.insecure_all or host in self._options.insecure_hosts or is_plain_http_host(host)
@@ -396,7 +336,7 @@ class Transport:
         A connection that could not be opened on any allowed scheme is `ConnectFailure`; an unknown CA is
         `TLSVerifyError`.
         """
-        session = self._session(route.registry, route.tls)
+        agent = self._agent(route.registry, route.tls)
         failures: list[str] = []
         reasons: list[str] = []
         host = route.host
@@ -404,28 +344,17 @@ class Transport:
             url = f"{scheme}://{host}{path}"
             timeout = self._timeout(what)
             try:
-                response = session.request(
-                    method,
-                    url,
-                    headers=headers,
-                    stream=stream,
-                    timeout=timeout,
-                    proxies=self._proxy(scheme, host),
-                    allow_redirects=True,
-                )
-            except requests.exceptions.ReadTimeout:
+                response = agent.request(method, url, headers, timeouts=timeout, proxy_for=self._options.proxy.for_url)
+                if not stream:
+                    response.content  # noqa: B018 - read now, so the connection goes back to the pool
+            except HeaderTimeout:
                 # connected and asked, but no answer in time: the registry's answer, not a reason to retry
                 line = f'{method.capitalize()} "{url}": net/http: timeout awaiting response headers'
                 raise ResponseTimeout(f"{what}: {line}", waited=timeout[1]) from None
-            except requests.exceptions.SSLError as exc:
+            except ConnectFailed as exc:
                 message = _tls_message(exc, url)
                 if message is not None:
                     raise TLSVerifyError(f"{what}: {message}") from None
-                self.counter.connect_error()
-                reasons.append(_reason(exc))
-                failures.append(f'{method.capitalize()} "{url}": {reasons[-1]}')
-                continue
-            except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
                 self.counter.connect_error()
                 reasons.append(_reason(exc))
                 failures.append(f'{method.capitalize()} "{url}": {reasons[-1]}')
@@ -438,24 +367,25 @@ class Transport:
         refused = bool(reasons) and all(reason == _ERRNO_TEXT[errno.ECONNREFUSED] for reason in reasons)
         raise ConnectFailure(f"{what}: {'; '.join(failures)}", refused=refused)
 
-    def _proxy(self, scheme: str, host: str) -> dict[str, str]:
-        name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-        chosen = self._options.proxy.for_url(scheme, name, int(port) if port.isdigit() else 443)
-        return {scheme: chosen} if chosen else {}
-
     def token_request(
         self, route: Route, realm: str, form: dict[str, str], *, basic: tuple[str, str] | None, post: bool, what: str
     ) -> Response:
         """A token endpoint request (a form POST or a GET with the form as query), counted as an auth request."""
-        session = self._session(route.registry, route.tls)
+        agent = self._agent(route.registry, route.tls)
+        timeouts, chooser = self._timeout(what), self._options.proxy.for_url
         try:
             if post:
-                response = session.post(realm, data=form, timeout=self._timeout(what))
+                body = urlencode(form).encode()
+                headers = {"Content-Type": "application/x-www-form-urlencoded"}
+                response = agent.request("POST", realm, headers, body=body, timeouts=timeouts, proxy_for=chooser)
             else:
-                response = session.get(realm, params=form, auth=basic, timeout=self._timeout(what))
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+                url = f"{realm}{'&' if '?' in realm else '?'}{urlencode(form)}"
+                headers = {"Authorization": basic_auth(*basic)} if basic else {}
+                response = agent.request("GET", url, headers, timeouts=timeouts, proxy_for=chooser)
+            response.content  # noqa: B018 - a token answer is small: read it now
+        except (ConnectFailed, HeaderTimeout, BodyBroken) as exc:
             self.counter.connect_error()
             raise Transient(f"{what}: fetching a token from {realm}: {exc}") from None
-        self.counter.request(response.request.method or "GET", response.status_code, auth=True, endpoint=route.label)
+        self.counter.request(response.request.method, response.status_code, auth=True, endpoint=route.label)
         _log_exchange(response)
         return response

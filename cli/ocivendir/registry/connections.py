@@ -1,0 +1,310 @@
+"""Owns: HTTP/1.1 exchanges on the standard library's `http.client` — the only module that opens sockets to registries.
+
+Connections are kept per origin and proxy and reused (a reused connection the server has meanwhile closed is retried
+once on a new one); an http URL goes through a proxy in absolute form, an https URL through a `CONNECT` tunnel;
+redirects are followed (the `Authorization` header is dropped when the host changes, as Go and requests do); the
+connect timeout covers the TCP and TLS handshakes and the read timeout every wait after. The TLS context is made when
+the first https connection's TCP handshake has succeeded, so neither a plain-HTTP registry nor a refused one ever
+reads the trust store. What failed is told apart for the transport: no connection (`ConnectFailed`), no answer in
+time (`HeaderTimeout`), a body cut short (`BodyBroken`). It imports no third-party code: a tag's HEAD costs
+`http.client` and nothing more.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urljoin, urlsplit
+
+if TYPE_CHECKING:
+    import ssl
+    from email.message import Message
+
+__all__ = ["Agent", "BodyBroken", "ConnectFailed", "HeaderTimeout", "Request", "Response", "open_connection"]
+
+MAX_REDIRECTS = 30
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+ProxyChooser = Callable[[str, str, int], "str | None"]
+
+
+class ConnectFailed(Exception):
+    """No answer could be had: the connection (TCP, TLS, proxy tunnel) failed, or broke before the headers."""
+
+
+class HeaderTimeout(Exception):
+    """The request was sent but no response headers came within the read timeout."""
+
+
+class BodyBroken(Exception):
+    """The connection dropped while a response body was being read."""
+
+
+class Request:
+    """What was sent, for logs and error texts."""
+
+    __slots__ = ("headers", "method", "url")
+
+    def __init__(self, method: str, url: str, headers: dict[str, str]) -> None:
+        """Hold the request line and headers."""
+        self.method = method
+        self.url = url
+        self.headers = headers
+
+
+class Response:
+    """An answer: status, headers, the body read at once or streamed, and the redirects that led to it."""
+
+    def __init__(self, raw: http.client.HTTPResponse, request: Request, release: Callable[[bool], None]) -> None:
+        """Wrap `raw`; `release(reusable)` hands the connection back once the body is done with."""
+        self.raw = raw
+        self.request = request
+        self.url = request.url
+        self.status_code = raw.status
+        self.reason = raw.reason
+        self.headers: Message = raw.headers
+        self.history: list[Response] = []
+        self._release: Callable[[bool], None] | None = release
+        self._content: bytes | None = None
+
+    def iter_content(self, chunk_size: int) -> Iterator[bytes]:
+        """The body in chunks; a dropped connection is `BodyBroken`."""
+        if self._content is not None:
+            yield self._content
+            return
+        try:
+            while chunk := self.raw.read(chunk_size):
+                yield chunk
+        except (OSError, http.client.HTTPException) as exc:
+            self._done(reusable=False)
+            raise BodyBroken(str(exc) or type(exc).__name__) from None
+        self._done(reusable=True)
+
+    @property
+    def content(self) -> bytes:
+        """The whole body (read now if it was not yet)."""
+        if self._content is None:
+            self._content = b"".join(self.iter_content(1 << 20))
+        return self._content
+
+    @property
+    def text(self) -> str:
+        """The body as text (UTF-8, undecodable bytes replaced)."""
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:  # noqa: ANN401 - any JSON value
+        """The body decoded as JSON (`ValueError` when it is not)."""
+        return json.loads(self.content)
+
+    @property
+    def links(self) -> dict[str, dict[str, str]]:
+        """The `Link` header by relation: `{"next": {"url": …, "rel": "next"}}` (RFC 8288, as requests gives it)."""
+        found: dict[str, dict[str, str]] = {}
+        for part in (self.headers.get("Link") or "").split(","):
+            target, _, params = part.strip().partition(";")
+            if not target.startswith("<") or not target.endswith(">"):
+                continue
+            link = {"url": target[1:-1]}
+            for param in params.split(";"):
+                key, _, value = param.partition("=")
+                if key.strip():
+                    link[key.strip().lower()] = value.strip().strip("\"'")
+            found[link.get("rel", link["url"])] = link
+        return found
+
+    def close(self) -> None:
+        """Done with the answer: an unread body closes the connection, a read one returns it to the pool."""
+        if self._release is not None:
+            if self.raw.length == 0 and not self.raw.isclosed():
+                self.raw.read()  # nothing left to read (a HEAD, an empty body): finished, the connection is reusable
+            self._done(reusable=self.raw.isclosed())
+
+    def _done(self, *, reusable: bool) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release(reusable and not self.raw.will_close)
+
+
+class _TLSAfterConnect(http.client.HTTPSConnection):
+    """An https connection whose TLS context is asked for only once the TCP connection (and tunnel) stands.
+
+    A refused or unreachable registry then fails without the trust store ever being read.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext]) -> None:
+        import ssl  # noqa: PLC0415 - loaded by http.client already; a bare context costs nothing
+
+        super().__init__(host, port, timeout=timeout, context=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+        self._tls = tls
+
+    def connect(self) -> None:
+        """TCP (and the proxy tunnel), then TLS with the agent's context."""
+        http.client.HTTPConnection.connect(self)
+        try:
+            self._context = self._tls()
+        except BaseException:
+            self.close()  # a CA or client certificate that cannot be loaded: no half-open socket left behind
+            raise
+        server_hostname = getattr(self, "_tunnel_host", None) or self.host
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=server_hostname)
+
+
+def open_connection(scheme: str, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext]) -> Any:  # noqa: ANN401
+    """A new, unconnected `http.client` connection (a test seam: the unit tier answers here without sockets)."""
+    if scheme == "https":
+        return _TLSAfterConnect(host, port, timeout, tls)
+    return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
+def _split(url: str) -> tuple[str, str, int, str]:
+    """Scheme, host (IPv6 without brackets), port and request target of an absolute URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return scheme, parts.hostname or "", port, target
+
+
+def _proxy_parts(proxy: str) -> tuple[str, str, int, dict[str, str]]:
+    """A proxy URL's scheme, host, port and the `Proxy-Authorization` header its user info asks for."""
+    parts = urlsplit(proxy)
+    scheme = parts.scheme.lower() or "http"
+    headers = {}
+    if parts.username is not None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode("latin1")
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+    return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80), headers
+
+
+class Agent:
+    """Pooled connections for one TLS profile; its context is made on the first https connection."""
+
+    def __init__(self, make_context: Callable[[], ssl.SSLContext], user_agent: str, pool_size: int) -> None:
+        """Prepare; nothing is connected and no TLS context made until needed."""
+        self._make_context = make_context
+        self._context: ssl.SSLContext | None = None
+        self._user_agent = user_agent
+        self._pool_size = pool_size
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, str, int, str], list[Any]] = {}
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for connections in idle.values():
+            for connection in connections:
+                connection.close()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        *,
+        body: bytes | None = None,
+        timeouts: tuple[float, float],
+        proxy_for: ProxyChooser,
+    ) -> Response:
+        """Send one request and follow its redirects; the final answer carries the earlier ones in `history`."""
+        history: list[Response] = []
+        sent = {"User-Agent": self._user_agent, "Accept-Encoding": "identity", **headers}  # bytes as stored: no gzip
+        while True:
+            response = self._exchange(method, url, sent, body, timeouts, proxy_for)
+            location = response.headers.get("Location")
+            if response.status_code not in _REDIRECTS or not location or len(history) >= MAX_REDIRECTS:
+                response.history = history
+                return response
+            response.content  # noqa: B018 - drain, so the connection can be reused
+            response.close()
+            history.append(response)
+            target = urljoin(url, location)
+            if urlsplit(target).netloc != urlsplit(url).netloc:
+                sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
+            if response.status_code == 303 or (response.status_code in {301, 302} and method == "POST"):  # noqa: PLR2004
+                method, body = ("HEAD" if method == "HEAD" else "GET"), None
+            url = target
+
+    def _exchange(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        timeouts: tuple[float, float],
+        proxy_for: ProxyChooser,
+    ) -> Response:
+        scheme, host, port, target = _split(url)
+        proxy = proxy_for(scheme, host, port) or ""
+        key = (scheme, host, port, proxy)
+        for _ in range(2):
+            connection, reused = self._checkout(key, timeouts)
+            try:
+                if proxy and scheme == "http":
+                    connection.request(method, url, body=body, headers={**headers, **_proxy_parts(proxy)[3]})
+                else:
+                    connection.request(method, target, body=body, headers=headers)
+                raw = connection.getresponse()
+            except TimeoutError as exc:
+                connection.close()
+                raise HeaderTimeout(str(exc)) from None
+            except _STALE as exc:
+                connection.close()
+                if reused:
+                    continue  # the server closed an idle connection: once more on a new one
+                raise ConnectFailed(str(exc)) from exc
+            except (OSError, http.client.HTTPException) as exc:
+                connection.close()
+                raise ConnectFailed(str(exc)) from exc
+            return Response(raw, Request(method, url, headers), self._releaser(key, connection))
+        raise ConnectFailed("the connection closed twice")  # pragma: no cover - the loop returns or raises
+
+    def _checkout(self, key: tuple[str, str, int, str], timeouts: tuple[float, float]) -> tuple[Any, bool]:
+        with self._lock:
+            idle = self._idle.get(key)
+            if idle:
+                connection = idle.pop()
+                connection.sock.settimeout(timeouts[1])
+                return connection, True
+        return self._connect(key, timeouts), False
+
+    def _connect(self, key: tuple[str, str, int, str], timeouts: tuple[float, float]) -> Any:  # noqa: ANN401
+        scheme, host, port, proxy = key
+        if proxy:
+            proxy_scheme, proxy_host, proxy_port, proxy_headers = _proxy_parts(proxy)
+            if proxy_scheme != "http":
+                raise ConnectFailed(f"proxy {proxy}: only http:// proxies are supported")
+            connection = open_connection(scheme, proxy_host, proxy_port, timeouts[0], self._tls)
+            if scheme == "https":
+                connection.set_tunnel(host, port, headers=proxy_headers)
+        else:
+            connection = open_connection(scheme, host, port, timeouts[0], self._tls)
+        try:
+            connection.connect()
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise ConnectFailed(str(exc)) from exc
+        connection.sock.settimeout(timeouts[1])
+        return connection
+
+    def _tls(self) -> ssl.SSLContext:
+        with self._lock:
+            if self._context is None:
+                self._context = self._make_context()
+            return self._context
+
+    def _releaser(self, key: tuple[str, str, int, str], connection: Any) -> Callable[[bool], None]:  # noqa: ANN401
+        return lambda reusable: self._checkin(key, connection, reusable)
+
+    def _checkin(self, key: tuple[str, str, int, str], connection: Any, reusable: bool) -> None:  # noqa: ANN401
+        if reusable:
+            with self._lock:
+                idle = self._idle.setdefault(key, [])
+                if len(idle) < self._pool_size:
+                    idle.append(connection)
+                    return
+        connection.close()

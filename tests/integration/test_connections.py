@@ -1,0 +1,124 @@
+"""`registry/connections.py` against a real local HTTP/1.1 server: reuse, stale connections, redirects, proxies.
+
+Counts only: connections the server accepted (one client port each), requests it saw and the headers they carried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ocivendir.registry.connections import Agent
+from ocivendir.registry.proxy import ProxyConfig
+from tests.support.serve import serving
+
+BODY = b"x" * 100_000
+TIMEOUTS = (5.0, 5.0)
+
+
+class Server(ThreadingHTTPServer):
+    """Records (client port, method, path, headers) per request; `close_after` drops the connection after an answer."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.seen: list[tuple[int, str, str, dict[str, str]]] = []
+        self.close_after = False
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    @property
+    def connections(self) -> int:
+        return len({port for port, *_ in self.seen})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Server
+
+    def log_message(self, *_args: object) -> None:
+        """Quiet."""
+
+    def _answer(self) -> None:
+        self.server.seen.append((self.client_address[1], self.command, self.path, dict(self.headers.items())))
+        if self.path.endswith("/moved"):
+            self.send_response(307)
+            self.send_header("Location", f"http://localhost:{self.server.server_address[1]}/storage/blob")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(BODY)
+        self.close_connection = self.server.close_after  # no `Connection: close`: the client finds out on reuse
+
+    do_GET = do_HEAD = _answer  # noqa: N815 - http.server's names
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    with serving(Server()) as running:
+        yield running
+
+
+def _agent() -> Agent:
+    def no_tls() -> object:
+        raise AssertionError("plain HTTP must not make a TLS context")
+
+    return Agent(no_tls, "ocivendir/test", 4)  # type: ignore[arg-type]
+
+
+def _direct(_scheme: str, _host: str, _port: int) -> None:
+    return None
+
+
+def test_requests_to_one_origin_share_one_connection(server: Server) -> None:
+    agent = _agent()
+    agent.request("HEAD", f"{server.base}/v2/a/manifests/v1", {}, timeouts=TIMEOUTS, proxy_for=_direct).close()
+    read = agent.request("GET", f"{server.base}/v2/a/blobs/one", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert read.content == BODY
+    streamed = agent.request("GET", f"{server.base}/v2/a/blobs/two", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert b"".join(streamed.iter_content(4096)) == BODY
+    agent.close()
+    assert (len(server.seen), server.connections) == (3, 1)
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_once(server: Server) -> None:
+    server.close_after = True
+    agent = _agent()
+    for name in ("one", "two"):
+        answer = agent.request("GET", f"{server.base}/v2/a/blobs/{name}", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+        assert answer.content == BODY
+    agent.close()
+    assert [path for _, _, path, _ in server.seen] == ["/v2/a/blobs/one", "/v2/a/blobs/two"]
+    assert server.connections == 2
+
+
+def test_a_redirect_to_another_host_is_followed_without_the_authorization_header(server: Server) -> None:
+    agent = _agent()
+    headers = {"Authorization": "Bearer secret"}
+    answer = agent.request("GET", f"{server.base}/v2/a/blobs/moved", headers, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert (answer.status_code, answer.content, len(answer.history)) == (200, BODY, 1)
+    assert answer.url == f"http://localhost:{server.server_address[1]}/storage/blob"
+    (_, _, first, sent_first), (_, _, second, sent_second) = server.seen
+    assert (first, sent_first["Authorization"]) == ("/v2/a/blobs/moved", "Bearer secret")
+    assert second == "/storage/blob"
+    assert "Authorization" not in sent_second
+
+
+def test_plain_http_through_a_proxy_is_sent_in_absolute_form_with_the_proxy_credentials(server: Server) -> None:
+    proxy = ProxyConfig(http_proxy=f"http://user:p%40ss@127.0.0.1:{server.server_address[1]}")
+    answer = _agent().request("GET", "http://registry.test:5000/v2/a/blobs/one", {}, timeouts=TIMEOUTS,
+                              proxy_for=proxy.for_url)  # fmt: skip
+    assert answer.content == BODY
+    ((_, _, path, sent),) = server.seen
+    assert path == "http://registry.test:5000/v2/a/blobs/one"
+    assert sent["Host"] == "registry.test:5000"
+    assert sent["Proxy-Authorization"] == "Basic dXNlcjpwQHNz"  # user:p@ss
