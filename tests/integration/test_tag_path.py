@@ -21,6 +21,7 @@ from tests.support.builders import Pusher, make_image
 from tests.support.registry import PASSWORD, USERNAME, Registry
 
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
+_NETWORK_STACKS = ("oras", "requests", "urllib3")
 _PROBE = """\
 import sys
 opened = []
@@ -58,13 +59,18 @@ def _tag_config(ref: str) -> str:
         """)
 
 
-def _warm_probe(config: str, trust: Path, cache: Path, forbidden: tuple[str, ...]) -> str:
+def _warm_probe(config: str, trust: Path, cache: Path) -> str:
     """Sync once in-process (cold: fills the cache, remembers the scheme), then once in a probed subprocess."""
     first = run_cli("sync", "-f", "-", "--lock-file", "/dev/null", prog="vendir", stdin=config)
     assert first.exit_code == 0, first.stderr
-    probe = _PROBE.format(forbidden=forbidden)
-    done = subprocess.run([sys.executable, "-c", probe, str(trust)], input=config, capture_output=True, text=True,
-                          check=False, env={**os.environ, "VENDIR_CACHE_DIR": str(cache)})  # fmt: skip
+    return _probed(config, trust, cache)
+
+
+def _probed(config: str, trust: Path, cache: Path, forbidden: tuple[str, ...] = _NETWORK_STACKS) -> str:
+    """A vendir-mode sync of `config` in a subprocess: its stderr, ending `<exit code> opened=<n> [<loaded>]`."""
+    done = subprocess.run([sys.executable, "-c", _PROBE.format(forbidden=forbidden), str(trust)], input=config,
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "VENDIR_CACHE_DIR": str(cache)})  # fmt: skip
     return done.stderr.strip()
 
 
@@ -77,7 +83,7 @@ def test_a_warm_tag_sync_is_one_head_and_reads_no_trust_store_for_a_plain_http_r
     pusher.image(f"{repo_prefix}/app", make_image({"a.yml": "a"}), tag="v1")
     config = _tag_config(f"{registry.host}/{repo_prefix}/app:v1")
     mark = registry.mark()
-    outcome = _warm_probe(config, trust, cache, ("oras", "requests", "urllib3"))
+    outcome = _warm_probe(config, trust, cache)
     assert outcome.endswith("0 opened=0 []"), outcome
     head = f"/v2/{repo_prefix}/app/manifests/v1"
     assert [r for r in registry.since(mark) if r[0] == "HEAD"] == [("HEAD", head, 200)] * 2  # the cold and warm run
@@ -94,7 +100,7 @@ def test_an_auth_challenge_loads_no_third_party_parser(
     Pusher(auth_registry).image(f"{repo_prefix}/private", make_image({"p.yml": "p"}), tag="v1")
     config = _tag_config(f"{auth_registry.host}/{repo_prefix}/private:v1")
     mark = auth_registry.mark()
-    outcome = _warm_probe(config, trust, cache, ("oras", "requests", "urllib3"))
+    outcome = _warm_probe(config, trust, cache)
     assert outcome.endswith("0 opened=0 []"), outcome
     head = f"/v2/{repo_prefix}/private/manifests/v1"
     assert auth_registry.since(mark)[-2:] == [("HEAD", head, 401), ("HEAD", head, 200)]
@@ -108,8 +114,17 @@ def test_a_refused_registry_fails_after_one_attempt_per_scheme_without_reading_t
         port = probe.getsockname()[1]  # closed again: nothing listens there
     monkeypatch.chdir(tmp_path)
     config = _tag_config(f"127.0.0.1:{port}/team/app@sha256:{'ab' * 32}")
-    done = subprocess.run([sys.executable, "-c", _PROBE.format(forbidden=("oras", "requests", "urllib3")), str(trust)],
-                          input=config, capture_output=True, text=True, check=False,
-                          env={**os.environ, "VENDIR_CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
-    assert done.stderr.strip().endswith("1 opened=0 []"), done.stderr
-    assert done.stderr.count("connect: connection refused") == 2  # https, then http (loopback): no retries
+    stderr = _probed(config, trust, tmp_path / "cache")
+    assert stderr.endswith("1 opened=0 []"), stderr
+    assert stderr.count("connect: connection refused") == 2  # https, then http (loopback): no retries
+
+
+def test_a_cold_sync_from_a_plain_http_loopback_registry_reads_no_trust_store(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, trust: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = _tag_config(pusher.image(f"{repo_prefix}/cold", make_image({"c.yml": "c"})))
+    mark = registry.mark()
+    stderr = _probed(config, trust, tmp_path / "cache")
+    assert stderr.endswith("0 opened=0 []"), stderr  # https was asked without verifying anything
+    assert [method for method, _, _ in registry.since(mark)] == ["GET", "GET", "GET"]  # manifest, config, layer

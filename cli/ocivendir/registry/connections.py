@@ -180,12 +180,49 @@ def _proxy_parts(proxy: str) -> tuple[str, str, int, dict[str, str]]:
     return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80), headers
 
 
+def _connected(connection: Any) -> Any:  # noqa: ANN401 - an http.client connection
+    """`connection`, connected (TCP, tunnel, TLS); a failure closes it and is `ConnectFailed`."""
+    try:
+        connection.connect()
+    except (OSError, http.client.HTTPException) as exc:
+        connection.close()
+        raise ConnectFailed(str(exc)) from exc
+    return connection
+
+
+_UNVERIFIED: list[ssl.SSLContext] = []
+
+
+def _unverified() -> ssl.SSLContext:
+    """A context that verifies nothing and loads no CA: only for asking whether a server speaks TLS."""
+    if not _UNVERIFIED:
+        import ssl  # noqa: PLC0415 - loaded by http.client already
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        _UNVERIFIED.append(context)
+    return _UNVERIFIED[0]
+
+
 class Agent:
     """Pooled connections for one TLS profile; its context is made on the first https connection."""
 
-    def __init__(self, make_context: Callable[[], ssl.SSLContext], user_agent: str, pool_size: int) -> None:
-        """Prepare; nothing is connected and no TLS context made until needed."""
+    def __init__(
+        self,
+        make_context: Callable[[], ssl.SSLContext],
+        user_agent: str,
+        pool_size: int,
+        probe: Callable[[str, int], bool] = lambda _host, _port: False,
+    ) -> None:
+        """Prepare; nothing is connected and no TLS context made until needed.
+
+        `probe(host, port)` says whether an https connection there may be a first guess (plain HTTP is allowed there
+        and not yet known): then a handshake that verifies nothing asks first whether the server speaks TLS at all,
+        so a plain-HTTP server is found out without the trust store being read.
+        """
         self._make_context = make_context
+        self._probe = probe
         self._context: ssl.SSLContext | None = None
         self._user_agent = user_agent
         self._pool_size = pool_size
@@ -282,13 +319,10 @@ class Agent:
             if scheme == "https":
                 connection.set_tunnel(host, port, headers=proxy_headers)
         else:
+            if scheme == "https" and self._probe(f"[{host}]" if ":" in host else host, port):
+                _connected(open_connection(scheme, host, port, timeouts[0], _unverified)).close()
             connection = open_connection(scheme, host, port, timeouts[0], self._tls)
-        try:
-            connection.connect()
-        except (OSError, http.client.HTTPException) as exc:
-            connection.close()
-            raise ConnectFailed(str(exc)) from exc
-        connection.sock.settimeout(timeouts[1])
+        _connected(connection).sock.settimeout(timeouts[1])
         return connection
 
     def _tls(self) -> ssl.SSLContext:

@@ -212,6 +212,11 @@ def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None =
     return context
 
 
+def _never(_host: str, _port: int) -> bool:
+    """No probe: a client certificate must be offered in the one handshake there is."""
+    return False
+
+
 def _tls_message(exc: Exception, url: str) -> str | None:
     text = str(exc)
     if "CERTIFICATE_VERIFY_FAILED" not in text:
@@ -299,10 +304,15 @@ class Transport:
         with self._lock:
             if key not in self._agents:
                 options, files = self._options, key[1]
+                probe = self._probe_first if files is None or not files.cert_file else _never
                 self._agents[key] = Agent(
-                    lambda: _ssl_context(options, verify=verify, tls=files), _USER_AGENT, options.pool_size
+                    lambda: _ssl_context(options, verify=verify, tls=files), _USER_AGENT, options.pool_size, probe
                 )
             return self._agents[key]
+
+    def _probe_first(self, host: str, port: int) -> bool:
+        """Is an https connection here a guess (plain HTTP allowed, the scheme not known yet)? Then it is probed."""
+        return len(self._schemes_for(host if port == 443 else f"{host}:{port}")) > 1  # noqa: PLR2004
 
     def _schemes_for(self, host: str) -> list[str]:
         plain_ok = self._options.insecure_all or host in self._options.insecure_hosts or is_plain_http_host(host)
