@@ -234,7 +234,7 @@ def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
     Read only when a registry is about to be asked (a warm cached run never reads it). A file named by the flag or
     variable must exist; the default one is optional. Returns the plan and its warnings (unknown keys).
     """
-    from ocivendir.registry.mirrors import MirrorPlan, parse_registries  # noqa: PLC0415 - not on the warm path
+    from ocivendir.registry.mirrors import MirrorPlan  # noqa: PLC0415 - not on the warm path
 
     path = settings.registry_config
     if path is None:
@@ -251,6 +251,8 @@ def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigError(f"Reading registry config '{path}': {reason}") from None
+    from ocivendir.registry.registriesyaml import parse_registries  # noqa: PLC0415 - only when the file exists
+
     return parse_registries(text, str(path))
 
 

@@ -21,7 +21,7 @@ from tests.support.builders import Pusher, make_image
 from tests.support.registry import PASSWORD, USERNAME, Registry
 
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
-_NETWORK_STACKS = ("oras", "requests", "urllib3")
+_NETWORK_STACKS = ("oras", "requests", "urllib3", "yaml")  # registries.yaml is read only when it exists
 _PROBE = """\
 import sys
 opened = []
@@ -50,12 +50,14 @@ def trust(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _tag_config(ref: str) -> str:
+    """A Config in the block style kapp-controller writes (go-yaml's Marshal), which needs no full YAML loader."""
     return HEAD + textwrap.dedent(f"""\
         directories:
-        - path: vendor
-          contents:
-          - path: image
-            image: {{url: "{ref}"}}
+        - contents:
+          - image:
+              url: {ref}
+            path: image
+          path: vendor
         """)
 
 

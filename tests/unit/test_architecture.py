@@ -16,7 +16,7 @@ FLOORS: dict[str, int] = {
     "__init__": 0, "errors": 0, "record": 0, "results": 0, "goyaml": 0, "goyaml.emit": 0, "goyaml.load": 0, "goyaml.compose": 0, "goyaml.text": 0,
     "goyaml.nodes": 0, "goyaml.scalars": 0, "goyaml.values": 0, "goyaml.quick": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
-    "registry.credentials": 1, "registry.mirrors": 1, "registry.challenge": 1,
+    "registry.credentials": 1, "registry.mirrors": 1, "registry.registriesyaml": 1, "registry.challenge": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
     "registry.truststore": 2,

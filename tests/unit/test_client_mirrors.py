@@ -12,7 +12,7 @@ from ocivendir.oci.reference import Repository, parse_digest, parse_reference
 from ocivendir.registry.auth import Keyring
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential, CredentialRules
-from ocivendir.registry.mirrors import parse_registries
+from ocivendir.registry.registriesyaml import parse_registries
 from ocivendir.registry.retry import RetryPolicy
 from ocivendir.registry.transport import basic_auth
 from ocivendir.results import ImageStatus

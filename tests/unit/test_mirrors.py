@@ -10,7 +10,8 @@ from ocivendir.errors import ConfigError, UsageError
 from ocivendir.oci.reference import Repository, parse_reference
 from ocivendir.registry.auth import Keyring
 from ocivendir.registry.credentials import Credential, CredentialRules, HostCredential
-from ocivendir.registry.mirrors import Endpoint, parse_registries
+from ocivendir.registry.mirrors import Endpoint
+from ocivendir.registry.registriesyaml import parse_registries
 from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings
 
 SOURCE = "/etc/ocivendir/registries.yaml"

@@ -15,7 +15,7 @@ from ocivendir.record import record, replace
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
 
 if TYPE_CHECKING:
-    from ocivendir.registry.mirrors import MirrorPlan  # its module imports PyYAML: not on the warm path
+    from ocivendir.registry.mirrors import MirrorPlan
 
 __all__ = ["DockerConfig", "Keyring"]
 
