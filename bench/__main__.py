@@ -18,10 +18,10 @@ from typing import Any
 from tests.support.builders import Pusher
 from tests.support.registry import Registry
 
-from bench import cache_scale, fleet, fleet_apps, machine, pull, report, startup, verify
+from bench import cache_scale, fleet, fleet_apps, fleet_mirror, machine, pull, report, startup, verify
 from bench.tools import ROOT, Tools, named_vendir
 
-SCENARIOS = ("fleet", "pull", "startup", "cache_scale", "verify_relocation")
+SCENARIOS = ("fleet", "fleet_mirror", "pull", "startup", "cache_scale", "verify_relocation")
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -31,13 +31,24 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, help="repetitions per figure (default 3; sub-second ones at least 5)")
     parser.add_argument("--apps", type=int, help="Apps in the fleet (default 100, smoke 6)")
     parser.add_argument("--rounds", type=int, help="online fleet rounds before the offline one (default 5, smoke 2)")
+    parser.add_argument("--nodes", type=int, help="nodes behind the mirror in fleet_mirror (default 10, smoke 3)")
+    parser.add_argument("--mirror-apps", type=int, help="Apps per node in fleet_mirror (default 20, smoke 6)")
+    parser.add_argument("--mirror-rounds", type=int, help="online fleet_mirror rounds per mode (default 2, smoke 1)")
     parser.add_argument("--dist", type=Path, help="the dist build to compare (default dist/ocivendir/ocivendir)")
     parser.add_argument("--render", action="store_true", help="only re-render RESULTS.md from OUT/results.json")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="replace only the scenarios run in OUT/results.json (same mode), keeping the others",
+    )
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
     args = parser.parse_args(argv)
     args.reps = args.reps or (1 if args.smoke else 3)
     args.apps = args.apps or (6 if args.smoke else 100)
     args.rounds = args.rounds or (2 if args.smoke else 5)
+    args.nodes = args.nodes or (3 if args.smoke else 10)
+    args.mirror_apps = args.mirror_apps or (6 if args.smoke else 20)
+    args.mirror_rounds = args.mirror_rounds or (1 if args.smoke else 2)
     args.only = [name for name in args.only.split(",") if name]
     unknown = set(args.only) - set(SCENARIOS)
     if unknown:
@@ -56,11 +67,18 @@ def _fleet(registry: Registry, tools: Tools, work: Path, args: argparse.Namespac
     return section
 
 
+def _fleet_mirror(registry: Registry, tools: Tools, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    published = fleet_apps.publish(Pusher(registry), args.mirror_apps)
+    program = named_vendir(tools.ocivendir, work / "bin")
+    return fleet_mirror.scenario(registry, program, published, work, args.nodes, args.mirror_rounds)
+
+
 def _runners(tools: Tools, args: argparse.Namespace) -> dict[str, Callable[[Registry, Path], dict[str, Any]]]:
     entries = 300 if args.smoke else 10_000
     images = 10 if args.smoke else 200
     return {
         "fleet": lambda registry, work: _fleet(registry, tools, work, args),
+        "fleet_mirror": lambda registry, work: _fleet_mirror(registry, tools, work, args),
         "pull": lambda registry, work: pull.scenario(registry, tools, work, args.reps, args.smoke),
         "startup": lambda registry, work: startup.scenario(registry, tools, work, args.reps),
         "cache_scale": lambda _, work: cache_scale.scenario(tools, work, args.reps, entries),
@@ -77,6 +95,24 @@ def _run(name: str, runner: Callable[[Registry, Path], dict[str, Any]], work: Pa
     finally:
         registry.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _merged(path: Path, fresh: dict[str, Any], ran: list[str]) -> dict[str, Any]:
+    """The results in `path` with the scenarios just run replaced, their load rows too, and the merge recorded."""
+    if not path.exists():
+        raise SystemExit(f"bench: --merge needs an earlier {path}")
+    merged: dict[str, Any] = json.loads(path.read_text())
+    if merged["mode"] != fresh["mode"]:
+        raise SystemExit(f"bench: --merge of a {fresh['mode']} run into a {merged['mode']} run's {path}")
+    for name in ran:
+        merged[name] = fresh[name]
+    machine_figures = merged["machine"]
+    machine_figures["load"] = [row for row in machine_figures["load"] if row["scenario"] not in ran]
+    machine_figures["load"] += fresh["machine"]["load"]
+    machine_figures.setdefault("merged", []).append(
+        {"scenarios": ran, "started_utc": fresh["machine"]["started_utc"], "versions": fresh["machine"]["versions"]}
+    )
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     results["skipped"] = tools.skipped
+    if args.merge:
+        results = _merged(args.out / "results.json", results, args.only)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "RESULTS.md").write_text(report.render(results))

@@ -25,6 +25,7 @@ class Traffic:
     bytes: int
     by_method: dict[str, int]
     paths: tuple[str, ...]
+    gets: tuple[str, ...] = ()  # the paths of the GET requests
 
     def under(self, prefixes: Iterable[str]) -> int:
         """How many of the requests were for paths under any of `prefixes` (such as `/v2/<repo>/`)."""
@@ -64,7 +65,8 @@ class AccessLog:
         methods: dict[str, int] = {}
         for method, _, _ in lines:
             methods[method] = methods.get(method, 0) + 1
-        return Traffic(len(lines), sum(size for _, _, size in lines), methods, tuple(path for _, path, _ in lines))
+        return Traffic(len(lines), sum(size for _, _, size in lines), methods, tuple(path for _, path, _ in lines),
+                       tuple(path for method, path, _ in lines if method == "GET"))  # fmt: skip
 
 
 def counting(log: AccessLog, once: Callable[[], Run], traffic: list[Traffic]) -> Callable[[], Run]:

@@ -33,6 +33,7 @@ class Variant:
     name: str
     shared_cache: bool = False
     concurrency: int = 1
+    env: tuple[tuple[str, str], ...] = ()  # more environment for every reconcile (a registries.yaml, say)
 
 
 VARIANTS = (
@@ -79,7 +80,7 @@ class Fleet:
         env = clean_env(home, VENDIR_CACHE_DIR=str(caches / "apps" / app.name))
         if variant.shared_cache:
             env["OCIVENDIR_CACHE_DIR" if tool.ocivendir else "VENDIR_CACHE_DIR"] = str(caches / "shared")
-        return env
+        return env | dict(variant.env)
 
     def reconcile(self, tool: FleetTool, variant: Variant, app: App) -> Outcome:
         """One fetch as kapp-controller runs it, in a fresh directory that is removed afterwards."""

@@ -26,3 +26,8 @@ def ratio(value: float, base: float) -> str:
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     """A Markdown table."""
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def one_line(text: str) -> str:
+    """A process's stderr as one line of inline code (its last 300 characters)."""
+    return " ".join(text.split()).replace("`", "'")[-300:]

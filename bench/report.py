@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from bench.markdown import Row, mib, ratio, stat, table
 from bench.report_fleet import fleet_section
+from bench.report_mirror import mirror_section
 
 
 def render(results: Row) -> str:
@@ -19,6 +20,9 @@ def render(results: Row) -> str:
     ]  # fmt: skip
     fleet = results["fleet"]
     lines += ["## Fleet", "", f"Not run: {fleet['not_run']}.", ""] if "not_run" in fleet else fleet_section(fleet)
+    behind = results["fleet_mirror"]
+    lines += (["## Fleet behind a mirror", "", f"Not run: {behind['not_run']}.", ""] if "not_run" in behind
+              else mirror_section(behind))  # fmt: skip
     lines += _machine(results["machine"], results["skipped"])
     for name, render_section in (("pull", _pull), ("startup", _startup), ("cache_scale", _cache_scale),
                                  ("verify_relocation", _verify)):  # fmt: skip
@@ -40,7 +44,11 @@ def _machine(machine: Row, skipped: dict[str, str]) -> list[str]:
     lines += ["", *table(["scenario", "load at start", "load at end", "took"],
                          [[row["scenario"], str(row["load_start"]), str(row["load_end"]), f"{row['seconds']} s"]
                           for row in machine["load"]]), ""]  # fmt: skip
-    lines += ["### Skipped", ""]
+    lines += [
+        f"`{', '.join(m['scenarios'])}` ran again on {m['started_utc']} and replaced the earlier figures (`--merge`)."
+        for m in machine.get("merged", [])
+    ]
+    lines += ["", "### Skipped", ""] if machine.get("merged") else ["### Skipped", ""]
     lines += [f"- {what}: {why}" for what, why in skipped.items()] or ["- nothing"]
     return [*lines, ""]
 

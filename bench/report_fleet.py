@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from bench.markdown import Row, mib, ratio, table
+from bench.markdown import Row, mib, one_line, ratio, table
 
 _VARIANT_TITLES = {
     "per_app_cache": "one cache per App (VENDIR_CACHE_DIR, as kapp-controller sets it), one App at a time",
@@ -122,11 +122,7 @@ def _failures(tools: Row) -> list[str]:
     lines = []
     for name, tool in tools.items():
         for row in tool["rounds"]:
-            lines += [f"- {name}, round {row['round']}: {f['app']} exit {f['exit']}: `{_one_line(f['stderr'])}`"
+            lines += [f"- {name}, round {row['round']}: {f['app']} exit {f['exit']}: `{one_line(f['stderr'])}`"
                       for f in row["failures"]]  # fmt: skip
     title = "Failures (online: any App; registry stopped: digest-pinned Apps), the first three of a round:"
     return [title, "", *lines, ""] if lines else []
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split()).replace("`", "'")[-300:]

@@ -48,10 +48,10 @@ def _rounds_ok(rounds: list[dict[str, object]], expected: int) -> None:
 def test_smoke_run_writes_the_contracted_json_and_the_report(smoke) -> None:
     results, report, done = smoke
     assert done.returncode == 0, done.stderr[-3000:]
-    assert set(results) >= {"machine", "fleet", "pull", "startup", "cache_scale", "verify_relocation", "skipped"}
+    scenarios = ["fleet", "fleet_mirror", "pull", "startup", "cache_scale", "verify_relocation"]
+    assert set(results) >= {"machine", *scenarios, "skipped"}
     assert {"cores", "cpu_model", "python", "versions", "load"} <= set(results["machine"])
-    assert [row["scenario"] for row in results["machine"]["load"]] == ["fleet", "pull", "startup", "cache_scale",
-                                                                       "verify_relocation"]  # fmt: skip
+    assert [row["scenario"] for row in results["machine"]["load"]] == scenarios
     fleet = results["fleet"]
     assert (fleet["apps"], fleet["tag_apps"], fleet["pinned_apps"]) == (6, 1, 5)
     _rounds_ok(fleet["tools"]["ocivendir"]["rounds"], 3)
@@ -59,8 +59,8 @@ def test_smoke_run_writes_the_contracted_json_and_the_report(smoke) -> None:
     for name in ("shared_cache", "concurrency_4"):
         _rounds_ok(fleet["variants"][name]["tools"]["ocivendir"]["rounds"], 3)
     assert report.startswith("# ocivendir benchmark results")
-    for heading in ("## Goal", "## Fleet", "## Machine", "## Cold pull", "## Start-up", "## Cache commands",
-                    "## verify-relocation"):  # fmt: skip
+    for heading in ("## Goal", "## Fleet", "## Fleet behind a mirror", "## Machine", "## Cold pull", "## Start-up",
+                    "## Cache commands", "## verify-relocation"):  # fmt: skip
         assert heading in report
 
 
@@ -80,6 +80,28 @@ def test_smoke_fleet_counts_come_from_the_access_log_and_meet_the_goal(smoke) ->
 
 def cold_requests(fleet: dict[str, dict[str, list[dict[str, int]]]]) -> int:
     return fleet["tools"]["ocivendir"]["rounds"][0]["requests"]
+
+
+def test_smoke_fleet_behind_a_mirror_spares_the_origin_the_blobs_and_serves_with_the_origin_stopped(smoke) -> None:
+    section = smoke[0]["fleet_mirror"]
+    assert (section["nodes"], section["apps"], section["tag_apps"], section["online_rounds"]) == (3, 6, 1, 1)
+    (direct_cold, direct_stopped), (cold, stopped) = [mode["rounds"] for mode in section["modes"].values()]
+    assert list(section["modes"]) == ["direct", "mirror"]
+    for row in (direct_cold, cold):
+        assert (row["ok"], row["reconciles"], row["failures"]) == (18, 18, [])
+        assert sum(row["origin_requests_per_node"]) == row["origin_requests"]
+    # straight to the origin every node fetches every blob; through the mirror the origin serves each at most twice
+    assert direct_cold["origin_most_gets_per_blob"] == 3
+    assert len(set(direct_cold["origin_requests_per_node"])) == 1
+    assert "mirror_requests" not in direct_cold
+    assert cold["origin_most_gets_per_blob"] <= 2
+    assert cold["origin_blob_gets"] < direct_cold["origin_blob_gets"]
+    assert cold["mirror_blob_gets"] == direct_cold["origin_blob_gets"]  # the nodes asked the mirror for all of them
+    assert cold["origin_requests_per_node"][0] > cold["origin_requests_per_node"][-1]
+    # origin stopped: the digest-pinned Apps come from each node's cache; through the mirror the tag App works too
+    assert (direct_stopped["ok_pinned"], direct_stopped["ok_tag"], direct_stopped["origin_requests"]) == (15, 0, 0)
+    assert (stopped["ok"], stopped["ok_tag"], stopped["origin_requests"]) == (18, 3, 0)
+    assert stopped["mirror_by_kind"] == {"manifests": 3}  # one tag HEAD per node, answered by the mirror
 
 
 def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:
@@ -111,6 +133,11 @@ def test_committed_results_are_a_full_run_with_vendir_and_the_report_renders_fro
             _rounds_ok(variant["tools"][tool]["rounds"], 6)
             assert set(variant["tools"][tool]["rounds"][0]) == set(fresh["fleet"]["tools"]["ocivendir"]["rounds"][0])
     assert set(committed) == set(fresh)
+    behind = committed["fleet_mirror"]
+    assert (behind["nodes"], behind["online_rounds"], list(behind["modes"])) == (10, 2, ["direct", "mirror"])
+    for mode in behind["modes"].values():
+        assert [row["origin_up"] for row in mode["rounds"]] == [True, True, False]
+        assert set(mode["rounds"][0]) <= set(fresh["fleet_mirror"]["modes"]["mirror"]["rounds"][0])
     assert "vendir" in committed["machine"]["versions"]
     assert "imgpkg" in committed["machine"]["versions"]
     assert (ROOT / "bench" / "RESULTS.md").read_text() == report.render(committed)
