@@ -45,7 +45,8 @@ def _machine(machine: Row, skipped: dict[str, str]) -> list[str]:
                          [[row["scenario"], str(row["load_start"]), str(row["load_end"]), f"{row['seconds']} s"]
                           for row in machine["load"]]), ""]  # fmt: skip
     lines += [
-        f"`{', '.join(m['scenarios'])}` ran again on {m['started_utc']} and replaced the earlier figures (`--merge`)."
+        f"`{', '.join(m['scenarios'])}` ran separately on {m['started_utc']} (`--merge`): its figures and load row "
+        "are from that run."
         for m in machine.get("merged", [])
     ]
     lines += ["", "### Skipped", ""] if machine.get("merged") else ["### Skipped", ""]
