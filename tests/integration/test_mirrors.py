@@ -361,6 +361,24 @@ def test_relocation_verdicts_are_the_same_with_and_without_the_mirror(
     assert json.loads(pulled.stdout)["result"]["relocation"]["relocated"] is False
 
 
+def test_a_probe_for_an_image_the_origin_lacks_asks_a_distribution_mirror_once(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_retry_sleep: list[float]
+) -> None:
+    published = publish_bundle(pair.pusher, "team", images=2)
+    missing = next(iter(published.images))
+    relocate(pair.pusher, published, "mirror/partial", with_locations=False, skip=[missing])
+    ref = published.ref(pair.origin, "mirror/partial")
+    pair.use(monkeypatch, tmp_path / "r.yaml")
+    mark = pair.mirror.mark()
+    assert verdicts(ref, "--no-cache")["exit"] == 3  # not relocated: one image is missing
+    digest = published.images[missing].digest
+    probes = [(m, s) for m, p, s in pair.mirror.since(mark) if p == f"/v2/mirror/partial/manifests/{digest}"]
+    # Distribution's proxy answers 500 (not 404) for a manifest its upstream lacks: no retries there, the origin
+    # is asked next and says 404 (it was asked 5 times, with 4 backoff pauses)
+    assert probes == [("HEAD", 500)]
+    assert no_retry_sleep == []
+
+
 @pytest.fixture
 def auth_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     if registry_support.binary() is None:

@@ -244,7 +244,15 @@ class RegistryClient:
         return challenge
 
     def _send(
-        self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], *, stream: bool, what: str
+        self,
+        method: str,
+        endpoint: Endpoint,
+        path: str,
+        headers: dict[str, str],
+        *,
+        stream: bool,
+        what: str,
+        retry_5xx: bool = True,
     ) -> Response:
         policy = self._options.retry
         attempt = 0
@@ -259,7 +267,8 @@ class RegistryClient:
                 self._sleep(policy.delay(attempt, None, what), what)
                 attempt += 1
                 continue
-            if policy.retryable_status(response.status_code) and attempt + 1 < policy.attempts:
+            status = response.status_code
+            if policy.retryable_status(status) and (retry_5xx or status < 500) and attempt + 1 < policy.attempts:  # noqa: PLR2004
                 wait = policy.delay(attempt, response.headers.get("Retry-After"), what)
                 if response.status_code == 429 and response.headers.get("Retry-After"):  # noqa: PLR2004
                     self._walker.hold_off(endpoint, wait)
@@ -439,11 +448,17 @@ class RegistryClient:
             return ImageStatus.ERROR
 
     def _presence_at(self, endpoint: Endpoint, ref: Reference, what: str) -> ImageStatus:
+        """One probe; a mirror's 5xx is not retried: the origin, asked next, answers for sure.
+
+        Distribution's proxy answers 500, not 404, for a manifest its upstream lacks: retrying it cost every missing
+        image 5 probes at the mirror (and 5 upstream GETs) and seconds of backoff before the origin's 404.
+        """
         path = endpoint.api_path(f"manifests/{ref.identifier}")
         headers = {"Accept": ACCEPT_MANIFESTS}
-        response = self._send("HEAD", endpoint, path, headers, stream=False, what=what)
+        retry_5xx = not endpoint.mirror
+        response = self._send("HEAD", endpoint, path, headers, stream=False, what=what, retry_5xx=retry_5xx)
         if response.status_code in _HEAD_REFUSED:
-            response = self._send("GET", endpoint, path, headers, stream=True, what=what)
+            response = self._send("GET", endpoint, path, headers, stream=True, what=what, retry_5xx=retry_5xx)
             response.close()
         return _presence(response.status_code)
 
