@@ -109,9 +109,11 @@ def _merged(path: Path, fresh: dict[str, Any], ran: list[str]) -> dict[str, Any]
     machine_figures = merged["machine"]
     machine_figures["load"] = [row for row in machine_figures["load"] if row["scenario"] not in ran]
     machine_figures["load"] += fresh["machine"]["load"]
-    machine_figures.setdefault("merged", []).append(
+    runs = machine_figures.get("merged", [])
+    earlier = [{**m, "scenarios": [n for n in m["scenarios"] if n not in ran]} for m in runs]
+    machine_figures["merged"] = [m for m in earlier if m["scenarios"]] + [
         {"scenarios": ran, "started_utc": fresh["machine"]["started_utc"], "versions": fresh["machine"]["versions"]}
-    )
+    ]
     return merged
 
 

@@ -27,6 +27,10 @@ def test_merge_replaces_only_the_scenarios_run_and_records_when(tmp_path: Path) 
     assert merged["machine"]["merged"] == [
         {"scenarios": ["pull"], "started_utc": "new", "versions": {"ocivendir": "new"}}
     ]
+    path.write_text(json.dumps(merged))  # run again: only the latest run's note stays
+    fresh["machine"]["started_utc"] = "newer"  # type: ignore[index]
+    again = _merged(path, fresh, ["pull"])
+    assert [(m["scenarios"], m["started_utc"]) for m in again["machine"]["merged"]] == [(["pull"], "newer")]
 
 
 def test_merge_refuses_a_smoke_run_into_a_full_one_and_a_missing_file(tmp_path: Path) -> None:
