@@ -176,3 +176,66 @@ def test_a_document_outside_the_subset_still_gets_go_yamls_rules() -> None:
     assert list(load_documents("a: &x {p: 1}\nb: {<<: *x, q: 2}\nc: 1\nc: 2\n")) == [
         {"a": {"p": 1}, "b": {"p": 1, "q": 2}, "c": 2}
     ]
+
+
+# pieces of hand-written block YAML, in and out of the subset, for random documents
+PIECES = [
+    "a", "b c", "0755", "yes", "~", "", "1e3", "-1", "'q'", "'it''s'", "''", '""', '"d\\tq"', '"\\x41\\u00e9"', "{}", "[]",
+    "-x", "?x", ":x", "x:y", "a#b", "é", ".inf", 'k:{"u":1}', "a # c", "b  ", "'a' #c", "x,y", "[x", "}", "*a",
+    "&a b", "!t x", "@x", "- x", "a: b", "a:", "-", "'open", '"bad \\q"', '"\\ud800"', ">",
+]  # fmt: skip
+KEYS = ["a", "b", "k", "0755", "yes", "~", "1", "'q'", '"d"', "x y", "-x", ":x", "é", "<<", "a#b", "'<<'", "?x", "a "]
+HEADERS = ["|", "|-", "|+", "|2", "|-1", "|+2", "| #c", "|x", "|0"]
+
+
+class _Writer:
+    """Random block documents: go-yaml's shapes with other indentations, comments, blank lines and bad pieces."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)  # noqa: S311 - reproducible documents, not secrets
+        self.step = self.rng.choice([1, 2, 2, 3, 4])
+        self.lines: list[str] = []
+
+    def block(self, indent: int) -> None:
+        for _ in range(self.rng.randint(0, 4)):
+            roll = self.rng.random()
+            if roll < 0.3:
+                self.lines.append(" " * self.rng.randint(0, indent + 4))
+            else:
+                self.lines.append(" " * (indent + self.rng.choice([1, 2, 2, 3])) + self.rng.choice(PIECES))
+
+    def entry(self, prefix: str, indent: int, depth: int, *, mapping: bool) -> None:
+        roll = self.rng.random()
+        if roll < 0.5:
+            self.lines.append(f"{prefix} {self.rng.choice(PIECES)}")
+        elif roll < 0.6:
+            self.lines.append(f"{prefix} {self.rng.choice(HEADERS)}")
+            self.block(indent)
+        elif roll < 0.7 and not mapping:
+            self.lines.append(f"{prefix} {self.rng.choice(KEYS)}: {self.rng.choice(PIECES)}")
+            for _ in range(self.rng.randint(0, 2)):
+                column = indent + 2 + self.rng.choice([0, 0, 1, -1])
+                self.lines.append(f"{' ' * column}{self.rng.choice(KEYS)}: {self.rng.choice(PIECES)}")
+        else:
+            self.lines.append(prefix)
+            self.collection(indent + self.rng.choice([self.step, self.step, 0, 1]), depth + 1)
+
+    def collection(self, indent: int, depth: int) -> None:
+        mapping = self.rng.random() < 0.6
+        if depth > 3:
+            self.lines.append(" " * indent + self.rng.choice(PIECES))
+            return
+        for _ in range(self.rng.randint(1, 4)):
+            if self.rng.random() < 0.05:
+                self.lines.append(" " * self.rng.randint(0, 6) + "# comment")
+            prefix = " " * indent + (f"{self.rng.choice(KEYS)}:" if mapping else "-")
+            self.entry(prefix, indent, depth, mapping=mapping)
+
+    def document(self) -> str:
+        self.collection(0, 0)
+        return "\n".join(self.lines) + self.rng.choice(["\n", "\n", ""])
+
+
+def test_random_block_documents_are_read_as_the_full_loader_reads_them_or_left_to_it() -> None:
+    read = sum(agrees(_Writer(seed).document()) for seed in range(2000))
+    assert read > 200

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ocivendir.goyaml import quick
+from ocivendir.goyaml.keys import UnsupportedKeyError
 from ocivendir.goyaml.nodes import ComposeError
 from ocivendir.goyaml.scalars import go_string, resolve_plain
 from ocivendir.goyaml.text import TextError, check_characters, decode_text
@@ -57,6 +58,8 @@ def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[objec
             yield _full(doc, strict=strict) if value is quick.MISS else value
     except (ComposeError, TextError) as exc:
         raise DecodeError(f"error converting YAML to JSON: yaml: {exc}") from None
+    except UnsupportedKeyError as exc:
+        raise DecodeError(f"error converting YAML to JSON: {exc}") from None
 
 
 def _kind(value: object) -> str:

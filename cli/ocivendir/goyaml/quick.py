@@ -11,7 +11,8 @@ either gives the same value or go-yaml's error. tests/unit/test_goyaml_quick.py 
 
 from __future__ import annotations
 
-from ocivendir.goyaml.scalars import go_string, resolve_plain
+from ocivendir.goyaml.keys import UnsupportedKeyError, go_key
+from ocivendir.goyaml.scalars import resolve_plain
 
 __all__ = ["MISS", "decode"]
 
@@ -99,7 +100,11 @@ def _key(content: str) -> tuple[str, str] | None:
     text = content[:split].rstrip(" ")
     if len(text) > _MAX_KEY or text == "<<":
         raise _Miss
-    return go_string(resolve_plain(_plain(text))), content[split + 1 :].lstrip(" ")
+    try:
+        key = go_key(resolve_plain(_plain(text)), None)
+    except UnsupportedKeyError:
+        raise _Miss from None  # the full loader gives sigs.k8s.io/yaml's error
+    return key, content[split + 1 :].lstrip(" ")
 
 
 def _entry(content: str) -> bool:

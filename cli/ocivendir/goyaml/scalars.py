@@ -16,6 +16,7 @@ _BOOLS = {
     **dict.fromkeys(["y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"], True),
     **dict.fromkeys(["n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"], False),
 }
+_INT64 = 1 << 63
 _NULLS = frozenset({"~", "null", "Null", "NULL", ""})
 _FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _INF = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf, "+.inf": math.inf, "+.Inf": math.inf,
@@ -33,15 +34,15 @@ def _go_int(text: str) -> int | None:
     for prefix, base in bases:
         if lowered.startswith(prefix):
             try:
-                return sign * int(body[2:], base)
+                number = sign * int(body[2:], base)
             except ValueError:
                 return None
+            return number if -_INT64 <= number < 2 * _INT64 else None
     try:
-        if len(body) > 1 and body.startswith("0"):
-            return sign * int(body, 8)
-        return sign * int(body, 10)
+        number = sign * int(body, 8 if len(body) > 1 and body.startswith("0") else 10)
     except ValueError:
         return None
+    return number if -_INT64 <= number < 2 * _INT64 else None  # int64 or uint64, else a float (or text)
 
 
 def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML type

@@ -6,21 +6,15 @@ key set twice does. Only the full loader needs this; the fast path (`quick.py`) 
 
 from __future__ import annotations
 
+from ocivendir.goyaml.keys import UnsupportedKeyError, go_key, go_value
 from ocivendir.goyaml.nodes import MAPPING, SCALAR, SEQUENCE, ComposeError, Node, is_merge
-from ocivendir.goyaml.scalars import go_string, resolve_plain
+from ocivendir.goyaml.scalars import resolve_plain
 
 __all__ = ["decode"]
 
 
 def _scalar(node: Node) -> object:
     return resolve_plain(node.value) if node.plain else node.value
-
-
-def _go_key(value: object) -> str:
-    """A map key as Go's `%#v` prints it in `key … already set in map`."""
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return "<nil>" if value is None else go_string(value)
 
 
 class _Decoder:
@@ -36,10 +30,11 @@ class _Decoder:
         self.values: dict[Node, object] = {}
         self.lines: dict[Node, dict[str, tuple[int, object]]] = {}  # strict: each key's value line and raw key
         self.errors: list[str] = []
+        self.unsupported: UnsupportedKeyError | None = None  # sigs.k8s.io/yaml's refusal, after go-yaml's own errors
 
     def _set(self, mapping: dict[str, object], key: str, value: object, origin: tuple[int, object]) -> None:
         if self.strict and key in mapping:
-            self.errors.append(f"line {origin[0]}: key {_go_key(origin[1])} already set in map")
+            self.errors.append(f"line {origin[0]}: key {go_value(origin[1])} already set in map")
             return
         mapping[key] = value
 
@@ -66,7 +61,11 @@ class _Decoder:
                 self._merge(value_node, mapping, lines)
                 continue
             raw = self.values[key_node]
-            key = go_string(raw)
+            try:
+                key = go_key(raw, self.values[value_node])
+            except UnsupportedKeyError as exc:
+                self.unsupported = self.unsupported or exc
+                continue
             origin = (value_node.line, raw)
             self._set(mapping, key, self.values[value_node], origin)
             lines.setdefault(key, origin)
@@ -95,9 +94,14 @@ class _Decoder:
                 values[node] = self.mapping(node)
         if self.errors:
             raise ComposeError("unmarshal errors:\n  " + "\n  ".join(self.errors))
+        if self.unsupported is not None:
+            raise self.unsupported
         return values[root]
 
 
 def decode(root: Node, *, strict: bool) -> object:
-    """The value of the document whose root is `root` (ComposeError for what go-yaml refuses while decoding)."""
+    """The value of the document whose root is `root`.
+
+    ComposeError for what go-yaml refuses while decoding, UnsupportedKeyError for a key JSON cannot have.
+    """
     return _Decoder(strict=strict).decode(root)
