@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ocivendir.goyaml import emit, quick
-from ocivendir.goyaml.load import _full, load_documents, split_documents
+from ocivendir.goyaml.load import DecodeError, _full, load_documents, split_documents
 from ocivendir.goyaml.nodes import ComposeError
 from tests.support.kapp import placeholder_secret
 
@@ -239,3 +239,12 @@ class _Writer:
 def test_random_block_documents_are_read_as_the_full_loader_reads_them_or_left_to_it() -> None:
     read = sum(agrees(_Writer(seed).document()) for seed in range(2000))
     assert read > 200
+
+
+@pytest.mark.parametrize(
+    "document", ["- " * 3000 + "x\n", "- a:\n" + "".join("  " * i + "  - b:\n" for i in range(1, 1200))]
+)
+def test_deep_nesting_on_the_fast_path_is_left_to_the_full_loaders_depth_bound(document: str) -> None:
+    assert quick.decode(document) is quick.MISS  # no RecursionError
+    with pytest.raises(DecodeError, match="exceeded max depth of 1000"):
+        list(load_documents(document))

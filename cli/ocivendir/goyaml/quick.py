@@ -155,6 +155,8 @@ class _Reader:
 
     def mapping(self, indent: int, depth: int, first: str | None) -> dict[str, object]:
         """A block mapping at `indent`; `first` is its first entry when it follows a `- ` on the same line."""
+        if depth > _MAX_DEPTH:  # `- - - …` and `- key:` nest on one line, without passing through `node`
+            raise _Miss
         result: dict[str, object] = {}
         while True:
             if first is None:
@@ -173,6 +175,8 @@ class _Reader:
 
     def sequence(self, indent: int, depth: int, first: str | None) -> list[object]:
         """A block sequence whose `-` marks sit at `indent`; `first` is its first entry when it follows a `- `."""
+        if depth > _MAX_DEPTH:
+            raise _Miss
         items: list[object] = []
         while True:
             if first is None:
