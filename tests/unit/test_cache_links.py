@@ -14,9 +14,13 @@ import pytest
 
 from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.store import BlobStore
-from ocivendir.errors import DigestMismatch
+from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock, removable_lock
-from ocivendir.oci.reference import Digest
+from ocivendir.oci.reference import Digest, parse_reference
+from ocivendir.registry.client import ClientOptions, RegistryClient
+from ocivendir.registry.credentials import Credential
+from ocivendir.registry.retry import RetryPolicy
+from tests.support.fakehttp import FakeHTTP
 
 DATA = b"private bytes of someone else"
 DIGEST = Digest(hashlib.sha256(DATA).hexdigest())
@@ -80,7 +84,7 @@ def test_a_temp_file_swapped_for_a_link_is_neither_chmodded_nor_published(store:
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(outside)  # another user of the cache, racing the download
 
-    with pytest.raises(OSError):  # ELOOP from O_NOFOLLOW, whatever its text
+    with pytest.raises(CacheError, match="replaced by a link or other non-file"):
         store.admit(DIGEST, len(DATA), swap)
     assert stat.S_IMODE(outside.stat().st_mode) == 0o600  # a chmod through the link would have made it 0644
     assert not store.path(DIGEST).exists()
@@ -132,3 +136,24 @@ def test_possession_is_per_repository_and_goes_with_the_blob(tmp_path: Path) -> 
     index.forget_blob(DIGEST)
     assert index.held("r.io/team/app", [DIGEST, other]) == {other}
     index.close()
+
+
+def test_a_download_is_never_written_through_a_link_put_where_its_temp_file_was(
+    store: BlobStore, outside: Path, fake_http: FakeHTTP
+) -> None:
+    options = ClientOptions(retry=RetryPolicy(attempts=1, sleep=lambda _s: None), ssl_cert_file="/nonexistent",
+                            ssl_cert_dir="/nonexistent")  # fmt: skip
+    client = RegistryClient(options, lambda _r, _p, **_: Credential())
+
+    outside.write_bytes(b"a file of the user running ocivendir")
+
+    def plant_then_fetch(tmp: Path) -> None:
+        tmp.unlink()
+        tmp.symlink_to(outside)  # another user of the cache, racing the download
+        client.fetch_blob_to(parse_reference(f"r.example.com/team/app@{DIGEST}").repository, DIGEST, len(DATA), tmp)
+
+    fake_http.get(f"https://r.example.com/v2/team/app/blobs/{DIGEST}", body=DATA)
+    with pytest.raises(CacheError, match="not followed"):
+        store.admit(DIGEST, len(DATA), plant_then_fetch)
+    assert outside.read_bytes() == b"a file of the user running ocivendir"  # not truncated, not overwritten
+    assert not store.path(DIGEST).exists()

@@ -11,6 +11,7 @@ fsync go through the descriptor, and `blobs/sha256/`, `tmp/` and `locks/` themse
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -183,13 +184,28 @@ class BlobStore:
                 return False
             for stale in self.tmp.glob(f"{digest.hex}-*"):
                 stale.unlink(missing_ok=True)
-            tmp = self._new_tmp(digest)
-            try:
-                fill(tmp)
-                self._publish(tmp, digest)
-            finally:
-                tmp.unlink(missing_ok=True)
+            with self._no_links(digest):
+                tmp = self._new_tmp(digest)
+                try:
+                    fill(tmp)
+                    self._publish(tmp, digest)
+                finally:
+                    tmp.unlink(missing_ok=True)
             return True
+
+    @contextlib.contextmanager
+    def _no_links(self, digest: Digest) -> Iterator[None]:
+        """A temp file that became a link (or other non-file) while it was written is a CacheError, not an errno."""
+        try:
+            yield
+        except OSError as exc:
+            if not isinstance(exc, NotABlob) and exc.errno != errno.ELOOP:
+                raise
+            raise CacheError(
+                f"Cannot store blob {digest} in '{self.tmp}': its temp file was replaced by a link or other non-file "
+                "while it was written (it was not followed)",
+                hint="someone else who can write the cache directory is tampering with it",
+            ) from None
 
     def admit_bytes(self, digest: Digest, data: bytes) -> bool:
         """Store bytes already in memory (a manifest), after checking their digest."""
@@ -214,12 +230,13 @@ class BlobStore:
             data = fetch()
             if sha256_digest(data) != digest:
                 raise DigestMismatch(f"refusing to cache bytes that do not match {digest}")
-            tmp = self._new_tmp(digest)
-            try:
-                _write_tmp(tmp, data)
-                self._publish(tmp, digest)
-            finally:
-                tmp.unlink(missing_ok=True)
+            with self._no_links(digest):
+                tmp = self._new_tmp(digest)
+                try:
+                    _write_tmp(tmp, data)
+                    self._publish(tmp, digest)
+                finally:
+                    tmp.unlink(missing_ok=True)
             return data, True
 
     def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
