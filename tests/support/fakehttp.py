@@ -33,6 +33,7 @@ class FakeRequest:
     url: str
     headers: dict[str, str]
     body: bytes
+    via: str = ""  # host:port the connection was opened to (a proxy's, when one is used)
 
     @property
     def query(self) -> dict[str, str]:
@@ -193,7 +194,7 @@ class _Connection:
         default = {"https": 443, "http": 80}[self._scheme]
         port = "" if self._port == default else f":{self._port}"
         url = target if "://" in target else f"{self._scheme}://{self._host}{port}{target}"
-        self._request = FakeRequest(method, url, dict(headers), body or b"")
+        self._request = FakeRequest(method, url, dict(headers), body or b"", f"{self._host}:{self._port}")
 
     def getresponse(self) -> HTTPResponse:
         assert self._request is not None

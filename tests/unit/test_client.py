@@ -21,6 +21,7 @@ from ocivendir.errors import (
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
+from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.retry import RetryPolicy
 from ocivendir.results import ImageStatus
 from tests.support import fakehttp as matchers
@@ -266,3 +267,18 @@ def test_a_malformed_descriptor_digest_in_a_served_manifest_is_a_registry_error(
     with pytest.raises(RegistryError, match="invalid digest") as caught:
         parse_manifest(bad)
     assert caught.value.exit_code == 1
+
+
+def test_the_token_endpoint_is_reached_through_the_proxy_as_the_registry_is(rsps: FakeHTTP) -> None:
+    plain = "registry.internal"
+    refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+    rsps.head(f"https://{plain}/v2/team/app/manifests/v1", body=refused)  # no HTTPS_PROXY: https goes direct
+    challenge = 'Bearer realm="http://auth.internal/token",service="svc"'
+    rsps.head(f"http://{plain}/v2/team/app/manifests/v1", status=401, headers={"WWW-Authenticate": challenge})
+    rsps.get("http://auth.internal/token", json={"token": "t"})
+    rsps.head(f"http://{plain}/v2/team/app/manifests/v1", headers={"Docker-Content-Digest": DIGEST},
+              match=[matchers.header_matcher({"Authorization": "Bearer t"})])  # fmt: skip
+    options = ClientOptions(insecure_hosts=frozenset({plain}), proxy=ProxyConfig(http_proxy="proxy.internal:3128"))
+    c = RegistryClient(options, lambda _r, _p, **_: Credential())
+    assert str(c.resolve(parse_reference(f"{plain}/team/app:v1")).digest) == DIGEST
+    assert [call.request.via for call in rsps.calls] == [f"{plain}:443"] + ["proxy.internal:3128"] * 3
