@@ -10,11 +10,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ocivendir.registry.connections import Agent
+from ocivendir.registry import connections
+from ocivendir.registry.connections import Agent, BodyTooLarge
 from ocivendir.registry.proxy import ProxyConfig
 from tests.support.serve import serving
 
 BODY = b"x" * 100_000
+HUGE = 64 << 20
 TIMEOUTS = (5.0, 5.0)
 
 
@@ -27,6 +29,7 @@ class Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.seen: list[tuple[int, str, str, dict[str, str]]] = []
         self.close_after = False
+        self.sent = 0  # body bytes of /huge answers the client took before it hung up
 
     @property
     def base(self) -> str:
@@ -44,8 +47,28 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *_args: object) -> None:
         """Quiet."""
 
+    def _huge(self, status: int) -> None:
+        """`HUGE` bytes announced and sent (a 302 to /v2/a/blobs/one, or a 200), until the client hangs up."""
+        self.send_response(status)
+        self.send_header("Location", "/v2/a/blobs/one")
+        self.send_header("Content-Length", str(HUGE))
+        self.end_headers()
+        piece = b"y" * (1 << 16)
+        try:
+            for _ in range(HUGE // len(piece)):
+                self.wfile.write(piece)
+                self.server.sent += len(piece)
+        except OSError:
+            self.close_connection = True
+
     def _answer(self) -> None:
         self.server.seen.append((self.client_address[1], self.command, self.path, dict(self.headers.items())))
+        if self.path.endswith("/huge-redirect"):
+            self._huge(302)
+            return
+        if self.path.endswith("/huge"):
+            self._huge(200)
+            return
         if self.path.endswith("/moved"):
             self.send_response(307)
             self.send_header("Location", f"http://localhost:{self.server.server_address[1]}/storage/blob")
@@ -122,3 +145,25 @@ def test_plain_http_through_a_proxy_is_sent_in_absolute_form_with_the_proxy_cred
     assert path == "http://registry.test:5000/v2/a/blobs/one"
     assert sent["Host"] == "registry.test:5000"
     assert sent["Proxy-Authorization"] == "Basic dXNlcjpwQHNz"  # user:p@ss
+
+
+def test_a_redirect_with_a_huge_body_is_not_read_its_connection_is_closed(server: Server) -> None:
+    agent = _agent()
+    answer = agent.request("GET", f"{server.base}/v2/a/huge-redirect", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert (answer.status_code, answer.content, len(answer.history)) == (200, BODY, 1)
+    agent.close()
+    assert server.connections == 2  # the redirect's connection was not drained for reuse: a second one was opened
+    assert server.sent < HUGE // 2  # the 64 MiB body was never read (Go slurps at most 2 KiB of a redirect)
+
+
+def test_a_body_read_at_once_is_capped(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connections, "MAX_BODY_BYTES", 1 << 20)
+    agent = _agent()
+    answer = agent.request("GET", f"{server.base}/v2/a/huge", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    with pytest.raises(BodyTooLarge, match="larger than 1048576 bytes"):
+        answer.content  # noqa: B018
+    again = agent.request("GET", f"{server.base}/v2/a/blobs/one", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert again.content == BODY
+    agent.close()
+    assert server.connections == 2  # the over-long answer's connection was dropped, not handed back to the pool
+    assert server.sent < HUGE // 2

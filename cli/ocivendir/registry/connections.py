@@ -18,15 +18,26 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 if TYPE_CHECKING:
     import ssl
     from email.message import Message
 
-__all__ = ["Agent", "BodyBroken", "ConnectFailed", "HeaderTimeout", "Request", "Response", "open_connection"]
+__all__ = [
+    "Agent",
+    "BodyBroken",
+    "BodyTooLarge",
+    "ConnectFailed",
+    "HeaderTimeout",
+    "Request",
+    "Response",
+    "open_connection",
+]
 
 MAX_REDIRECTS = 30
+MAX_BODY_BYTES = 32 << 20  # a body read at once (token, error, tag list page); manifests have their own, smaller cap
+REDIRECT_DRAIN_BYTES = 2 << 10  # Go's maxBodySlurpSize: a redirect's body longer than this closes the connection
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 ProxyChooser = Callable[[str, str, int], "str | None"]
@@ -42,6 +53,10 @@ class HeaderTimeout(Exception):
 
 class BodyBroken(Exception):
     """The connection dropped while a response body was being read."""
+
+
+class BodyTooLarge(BodyBroken):
+    """A body read at once went past `MAX_BODY_BYTES`: a hostile or broken server, not an answer to keep in memory."""
 
 
 class Request:
@@ -86,10 +101,27 @@ class Response:
 
     @property
     def content(self) -> bytes:
-        """The whole body (read now if it was not yet)."""
+        """The whole body (read now if it was not yet), at most `MAX_BODY_BYTES` of it (`BodyTooLarge` past that)."""
         if self._content is None:
-            self._content = b"".join(self.iter_content(1 << 20))
+            chunks, total = [], 0
+            for chunk in self.iter_content(1 << 20):
+                total += len(chunk)
+                if total > MAX_BODY_BYTES:
+                    self._done(reusable=False)
+                    raise BodyTooLarge(f"response body larger than {MAX_BODY_BYTES} bytes from {self.url}")
+                chunks.append(chunk)
+            self._content = b"".join(chunks)
         return self._content
+
+    def discard(self) -> None:
+        """Done with a redirect: a short body is read so the connection can be reused, a longer one closes it."""
+        length = self.raw.length
+        if self._release is not None and (length is None or length <= REDIRECT_DRAIN_BYTES):
+            try:
+                self.raw.read(REDIRECT_DRAIN_BYTES)
+            except (OSError, http.client.HTTPException):
+                self._done(reusable=False)
+        self.close()
 
     @property
     def text(self) -> str:
@@ -167,6 +199,26 @@ def _split(url: str) -> tuple[str, str, int, str]:
     port = parts.port or (443 if scheme == "https" else 80)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return scheme, parts.hostname or "", port, target
+
+
+def _redirect_target(url: str, location: str) -> str:
+    """Where a `Location` leads, with unsafe characters escaped as requests does; an unusable one is `ConnectFailed`."""
+    try:
+        target = quote(urljoin(url, location), safe="!#$%&'()*+,/:;=?@[]~")
+        parts = urlsplit(target)
+        port = parts.port
+    except ValueError:  # an unclosed IPv6 bracket, a port out of range
+        target, port, parts = "", -1, urlsplit("")
+    if parts.scheme.lower() not in {"http", "https"} or not parts.hostname or port == -1:
+        raise ConnectFailed(f"redirected to an unusable location {location!r}")
+    return target
+
+
+def _leaves_origin(url: str, target: str) -> bool:
+    """Does a redirect go to another host or port, or from https down to http? Then credentials stay behind."""
+    before, after = urlsplit(url), urlsplit(target)
+    downgrade = before.scheme.lower() == "https" and after.scheme.lower() != "https"
+    return downgrade or after.netloc.lower() != before.netloc.lower()
 
 
 def _proxy_parts(proxy: str) -> tuple[str, str, int, dict[str, str]]:
@@ -256,11 +308,10 @@ class Agent:
             if response.status_code not in _REDIRECTS or not location or len(history) >= MAX_REDIRECTS:
                 response.history = history
                 return response
-            response.content  # noqa: B018 - drain, so the connection can be reused
-            response.close()
+            response.discard()
             history.append(response)
-            target = urljoin(url, location)
-            if urlsplit(target).netloc != urlsplit(url).netloc:
+            target = _redirect_target(url, location)
+            if _leaves_origin(url, target):
                 sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
             if response.status_code == 303 or (response.status_code in {301, 302} and method == "POST"):  # noqa: PLR2004
                 method, body = ("HEAD" if method == "HEAD" else "GET"), None

@@ -361,6 +361,8 @@ class Transport:
                 # connected and asked, but no answer in time: the registry's answer, not a reason to retry
                 line = f'{method.capitalize()} "{url}": net/http: timeout awaiting response headers'
                 raise ResponseTimeout(f"{what}: {line}", waited=timeout[1]) from None
+            except BodyBroken as exc:  # a body read at once that broke off or would not end
+                raise Transient(f'{what}: {method.capitalize()} "{url}": {exc}') from None
             except ConnectFailed as exc:
                 message = _tls_message(exc, url)
                 if message is not None:
