@@ -99,6 +99,10 @@ def _table(cls: type) -> tuple[RecordField, ...]:
         value = cls.__dict__.get(name, _MISSING)
         spec = value if isinstance(value, RecordField) else RecordField(value, None, show=True, compare=True)
         spec.name = name
+        if spec.default is not _MISSING and type(spec.default).__hash__ is None:  # dataclasses' rule
+            raise ValueError(
+                f"mutable default {type(spec.default)} for field {name} is not allowed: use default_factory"
+            )
         if spec.default is not _MISSING:
             setattr(cls, name, spec.default)
         elif name in cls.__dict__:

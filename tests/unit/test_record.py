@@ -148,3 +148,16 @@ def test_importing_every_module_of_the_package_defines_no_dataclass() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("decorator", [record, dataclasses.dataclass])
+@pytest.mark.parametrize("default", [[], {}, set()])
+def test_a_mutable_default_shared_by_every_instance_is_refused_as_dataclasses_refuse_it(
+    decorator: object, default: object
+) -> None:
+    namespace = {"__annotations__": {"items": "object"}, "items": default}
+    with pytest.raises(ValueError, match=r"mutable default .* is not allowed: use default_factory"):
+        decorator(type("Shared", (), namespace))  # type: ignore[operator]
+    if decorator is record:
+        with pytest.raises(ValueError, match="mutable default"):
+            record(type("Shared", (), {"__annotations__": {"items": "object"}, "items": field(default=default)}))
