@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from ocivendir.errors import Transient
+from ocivendir.errors import RegistryError, Transient
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry import connections
 from tests.support.fakehttp import FakeHTTP
@@ -40,3 +40,14 @@ def test_a_tag_list_that_does_not_end_is_a_clear_error_not_memory(
     rsps.get(f"{BASE}/tags/list", json={"tags": [f"v{i}" for i in range(20000)]})
     with pytest.raises(Transient, match="larger than 65536 bytes"):
         client(attempts=1).list_tags(parse_reference(f"{REG}/team/app:v1").repository)
+
+
+def test_tag_pages_that_link_back_are_a_clear_error_not_an_endless_walk(rsps: FakeHTTP) -> None:
+    rsps.get(f"{BASE}/tags/list?n=1000", json={"tags": ["a"]},
+             headers={"Link": '</v2/team/app/tags/list?n=1000&last=a>; rel="next"'})  # fmt: skip
+    rsps.get(f"{BASE}/tags/list?n=1000&last=a", json={"tags": ["b"]},
+             headers={"Link": '</v2/team/app/tags/list?n=1000&last=a>; rel="next"'})  # fmt: skip
+    c = client(attempts=1, timeout=5.0)
+    with pytest.raises(RegistryError, match="pagination goes back to a page it gave"):
+        c.list_tags(parse_reference(f"{REG}/team/app").repository)
+    assert c.stats.total == 2  # the first page and the second; the second is not asked for again

@@ -470,7 +470,11 @@ class RegistryClient:
     def _tags_at(self, endpoint: Endpoint, what: str) -> list[str]:
         tags: list[str] = []
         path: str | None = endpoint.api_path("tags/list?n=1000")
+        pages: set[str] = set()
         while path:
+            if path in pages:  # a registry whose Link leads in a circle would be walked until the deadline
+                raise RegistryError(f"{what}: the registry's tag pagination goes back to a page it gave ({path})")
+            pages.add(path)
             response = self._send("GET", endpoint, path, {"Accept": "application/json"}, stream=False, what=what)
             self._raise_for(response, what)
             self._stats.received(len(response.content))
