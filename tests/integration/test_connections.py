@@ -11,12 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ocivendir.registry import connections
-from ocivendir.registry.connections import Agent, BodyTooLarge
+from ocivendir.registry.connections import Agent, BodyTooLarge, ConnectFailed
 from ocivendir.registry.proxy import ProxyConfig
 from tests.support.serve import serving
 
 BODY = b"x" * 100_000
 HUGE = 64 << 20
+CONTINUES = 200_000
 TIMEOUTS = (5.0, 5.0)
 
 
@@ -61,8 +62,23 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
 
+    def _continues(self) -> None:
+        """`100 Continue` status lines, `CONTINUES` of them, then a 200 (or until the client hangs up)."""
+        try:
+            for _ in range(CONTINUES):
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                self.server.sent += 1
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        except OSError:
+            self.close_connection = True
+
     def _answer(self) -> None:
         self.server.seen.append((self.client_address[1], self.command, self.path, dict(self.headers.items())))
+        if self.path.endswith("/continue"):
+            self._continues()
+            return
         if self.path.endswith("/huge-redirect"):
             self._huge(302)
             return
@@ -167,3 +183,11 @@ def test_a_body_read_at_once_is_capped(server: Server, monkeypatch: pytest.Monke
     agent.close()
     assert server.connections == 2  # the over-long answer's connection was dropped, not handed back to the pool
     assert server.sent < HUGE // 2
+
+
+def test_endless_100_continue_lines_are_given_up_after_five(server: Server) -> None:
+    agent = _agent()
+    with pytest.raises(ConnectFailed, match="more than 5 informational"):
+        agent.request("GET", f"{server.base}/v2/a/continue", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    agent.close()
+    assert server.sent < CONTINUES  # the client hung up long before the server ran out of them

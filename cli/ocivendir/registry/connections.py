@@ -37,6 +37,7 @@ __all__ = [
 
 MAX_REDIRECTS = 30
 MAX_BODY_BYTES = 32 << 20  # a body read at once (token, error, tag list page); manifests have their own, smaller cap
+MAX_INFORMATIONAL = 5  # Go's max1xxResponses: `100 Continue` lines skipped before the real status line
 REDIRECT_DRAIN_BYTES = 2 << 10  # Go's maxBodySlurpSize: a redirect's body longer than this closes the connection
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
@@ -185,11 +186,28 @@ class _TLSAfterConnect(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(self.sock, server_hostname=server_hostname)
 
 
+class _BoundedResponse(http.client.HTTPResponse):
+    """A response that stops after a few `100 Continue` lines (Go allows 5) instead of reading them for ever."""
+
+    _status_lines = 0
+
+    def _read_status(self) -> tuple[str, int, str]:
+        self._status_lines += 1
+        if self._status_lines > MAX_INFORMATIONAL + 1:
+            raise http.client.HTTPException(f"more than {MAX_INFORMATIONAL} informational (1xx) responses")
+        line: tuple[str, int, str] = super()._read_status()  # type: ignore[misc] # private in typeshed, not at run time
+        return line
+
+
 def open_connection(scheme: str, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext]) -> Any:  # noqa: ANN401
     """A new, unconnected `http.client` connection (a test seam: the unit tier answers here without sockets)."""
-    if scheme == "https":
-        return _TLSAfterConnect(host, port, timeout, tls)
-    return http.client.HTTPConnection(host, port, timeout=timeout)
+    connection = (
+        _TLSAfterConnect(host, port, timeout, tls)
+        if scheme == "https"
+        else http.client.HTTPConnection(host, port, timeout=timeout)
+    )
+    connection.response_class = _BoundedResponse
+    return connection
 
 
 def _split(url: str) -> tuple[str, str, int, str]:
