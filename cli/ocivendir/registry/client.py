@@ -85,11 +85,14 @@ _DETAIL_CHARS = 300
 
 
 def _registry_error_text(response: Response) -> str:
-    """The registry's own words: `CODE: message` from a distribution error body, else its text, else the reason."""
-    with contextlib.suppress(ValueError, AttributeError, KeyError, IndexError, TypeError):
+    """The registry's own words: `CODE: message` from a distribution error body, else its text, else the reason.
+
+    A body that breaks off or will not end (`BodyBroken`) only costs the detail: the status says what happened.
+    """
+    with contextlib.suppress(ValueError, AttributeError, KeyError, IndexError, TypeError, BodyBroken):
         first = response.json()["errors"][0]
         return f"{first.get('code', '')}: {first.get('message', '')}".strip(": ")
-    with contextlib.suppress(ValueError, AttributeError, TypeError, RuntimeError):
+    with contextlib.suppress(ValueError, AttributeError, TypeError, RuntimeError, BodyBroken):
         text = " ".join(response.text.split())[:_DETAIL_CHARS]
         if text and text.isprintable():
             return text

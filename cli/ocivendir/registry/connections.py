@@ -98,6 +98,9 @@ class Response:
         except (OSError, http.client.HTTPException) as exc:
             self._done(reusable=False)
             raise BodyBroken(str(exc) or type(exc).__name__) from None
+        if self.raw.length:  # http.client ends a short Content-Length body quietly; urllib3 and Go call it an error
+            self._done(reusable=False)
+            raise BodyBroken(f"the body was cut short: {self.raw.length} of its Content-Length bytes never came")
         self._done(reusable=True)
 
     @property

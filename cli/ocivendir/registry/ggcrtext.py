@@ -11,6 +11,8 @@ import contextlib
 import json
 from http import HTTPStatus
 
+from ocivendir.registry.connections import BodyBroken
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ocivendir.registry.transport import Response
@@ -60,6 +62,6 @@ def transport_text(response: Response) -> str:
     """The text of ggcr's `transport.Error` for an error answer (its body already read or readable)."""
     method = str(response.request.method or "")
     body = b""
-    with contextlib.suppress(RuntimeError, ValueError, AttributeError, OSError):
+    with contextlib.suppress(RuntimeError, ValueError, AttributeError, OSError, BodyBroken):
         body = response.content or b""
     return f"{method} {response.url}: {_answer(method, response.status_code, body)}"
