@@ -1,0 +1,152 @@
+"""TLS through `registry/connections.py` against a real TLS server: certificate and host name are verified.
+
+Directly and through an `HTTPS_PROXY` CONNECT tunnel (whose credentials go to the proxy only).
+
+Counts only: requests and tunnels seen, and the headers they carried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import socketserver
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from ocivendir.registry.connections import Agent, ConnectFailed
+from ocivendir.registry.proxy import ProxyConfig
+from ocivendir.registry.transport import ClientOptions, _ssl_context
+from tests.support.registry import _make_tls
+from tests.support.serve import serving
+
+TIMEOUTS = (5.0, 5.0)
+
+
+class _Origin(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__(("127.0.0.1", 0), _OriginHandler)
+        self.socket = context.wrap_socket(self.socket, server_side=True)
+        self.seen: list[dict[str, str]] = []
+
+
+class _OriginHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Origin
+
+    def log_message(self, *_args: object) -> None:
+        """Quiet."""
+
+    def do_GET(self) -> None:
+        self.server.seen.append(dict(self.headers.items()))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+
+class _Tunnel(socketserver.ThreadingTCPServer):
+    """A CONNECT proxy that records each tunnel's request line and headers and joins it to `upstream`."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, upstream: int) -> None:
+        super().__init__(("127.0.0.1", 0), _TunnelHandler)
+        self.upstream = upstream
+        self.tunnels: list[tuple[str, dict[str, str]]] = []
+
+
+class _TunnelHandler(socketserver.StreamRequestHandler):
+    server: _Tunnel
+
+    def handle(self) -> None:
+        line = self.rfile.readline().decode("latin1").strip()
+        headers = {}
+        while (header := self.rfile.readline().decode("latin1").strip()) != "":
+            name, _, value = header.partition(":")
+            headers[name.strip()] = value.strip()
+        self.server.tunnels.append((line, headers))
+        with socket.create_connection(("127.0.0.1", self.server.upstream)) as upstream:
+            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.wfile.flush()
+            pump = threading.Thread(target=_copy, args=(upstream, self.connection), daemon=True)
+            pump.start()
+            _copy(self.connection, upstream)
+            pump.join(5)
+
+
+def _copy(source: socket.socket, target: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            target.sendall(data)
+    with contextlib.suppress(OSError):
+        target.shutdown(socket.SHUT_WR)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate for 127.0.0.1, localhost and registry.test."""
+    return _make_tls(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def origin(certs: tuple[Path, Path, Path]) -> Iterator[_Origin]:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs[1], certs[2])
+    with serving(_Origin(context)) as running:
+        yield running
+
+
+def _agent(ca: Path | None) -> Agent:
+    options = ClientOptions(ca_files=(ca,) if ca else (), ssl_cert_file="/nonexistent", ssl_cert_dir="/nonexistent")
+    return Agent(lambda: _ssl_context(options, verify=True), "ocivendir/test", 2)
+
+
+def _direct(_scheme: str, _host: str, _port: int) -> None:
+    return None
+
+
+def test_a_trusted_certificate_for_the_host_is_accepted(origin: _Origin, certs: tuple[Path, Path, Path]) -> None:
+    url = f"https://127.0.0.1:{origin.server_address[1]}/v2/"
+    assert _agent(certs[0]).request("GET", url, {}, timeouts=TIMEOUTS, proxy_for=_direct).content == b"ok"
+    assert len(origin.seen) == 1
+
+
+def test_an_unknown_ca_is_refused(origin: _Origin) -> None:
+    url = f"https://127.0.0.1:{origin.server_address[1]}/v2/"
+    with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
+        _agent(None).request("GET", url, {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert origin.seen == []
+
+
+def test_through_a_connect_tunnel_the_tunnelled_host_name_is_verified_and_proxy_credentials_stay_with_the_proxy(
+    origin: _Origin, certs: tuple[Path, Path, Path]
+) -> None:
+    with serving(_Tunnel(origin.server_address[1])) as tunnel:
+        proxy = ProxyConfig(https_proxy=f"http://user:pw@127.0.0.1:{tunnel.server_address[1]}")
+        agent = _agent(certs[0])
+        answer = agent.request("GET", "https://registry.test:5000/v2/", {"Authorization": "Bearer t"},
+                               timeouts=TIMEOUTS, proxy_for=proxy.for_url)  # fmt: skip
+        assert answer.content == b"ok"
+        with pytest.raises(ConnectFailed, match=r"Hostname mismatch|CERTIFICATE_VERIFY_FAILED"):
+            agent.request("GET", "https://wrong.test:5000/v2/", {}, timeouts=TIMEOUTS, proxy_for=proxy.for_url)
+        agent.close()
+    (first, first_headers), (second, _) = tunnel.tunnels
+    assert (first.split()[:2], second.split()[:2]) == (
+        ["CONNECT", "registry.test:5000"],
+        ["CONNECT", "wrong.test:5000"],
+    )
+    assert first_headers["Proxy-Authorization"] == "Basic dXNlcjpwdw=="  # user:pw, to the proxy
+    ((sent,),) = [origin.seen]
+    assert (sent["Host"], sent["Authorization"], "Proxy-Authorization" in sent) == (
+        "registry.test:5000",
+        "Bearer t",
+        False,
+    )
