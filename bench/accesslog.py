@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from tests.support.registry import Registry
+from tests.support.registry import SENTINEL, Registry
 
 from bench.measure import Run
 
@@ -46,9 +46,10 @@ class AccessLog:
         self.path = registry.log_path
 
     def lines(self) -> list[tuple[str, str, int]]:
-        """Every logged request so far: (method, path, bytes)."""
+        """Every logged request so far: (method, path, bytes), the test harness's sentinels left out."""
         text = self.path.read_text(errors="replace") if self.path.exists() else ""
-        return [(m[1], m[2], 0 if m[4] == "-" else int(m[4])) for m in _LINE.finditer(text)]
+        found = [(m[1], m[2], 0 if m[4] == "-" else int(m[4])) for m in _LINE.finditer(text)]
+        return [line for line in found if not line[1].startswith(SENTINEL)]
 
     def settled(self) -> list[tuple[str, str, int]]:
         """The log once it has stopped growing (a line is written just after its response is sent)."""

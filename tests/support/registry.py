@@ -19,6 +19,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ USERNAME = "tester"
 PASSWORD = "s3cret-pass"  # matches fixtures/htpasswd (bcrypt)
 MIRROR_USERNAME = "mirroruser"
 MIRROR_PASSWORD = "m1rror-pass"  # matches fixtures/htpasswd-mirror (bcrypt)
+SENTINEL = "/ocivendir-test-sentinel/"  # outside /v2/: never routed, never forwarded by a proxy
 _ACCESS = re.compile(r'"(GET|HEAD|POST|PUT|PATCH|DELETE) (\S+) HTTP/[0-9.]+" (\d{3})')
 
 
@@ -194,17 +196,25 @@ class Registry:
     # --- access log -----------------------------------------------------------------------------------------
 
     def requests(self) -> list[tuple[str, str, int]]:
-        """Every request in the access log so far: (method, path, status)."""
+        """Every request in the access log so far: (method, path, status), the harness's own sentinels left out."""
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return [(m.group(1), m.group(2), int(m.group(3))) for m in _ACCESS.finditer(text)]
+        found = [(m.group(1), m.group(2), int(m.group(3))) for m in _ACCESS.finditer(text)]
+        return [entry for entry in found if not entry[1].startswith(SENTINEL)]
 
     def mark(self) -> int:
-        """A position in the access log (wait for in-flight lines first)."""
+        """A position in the access log (after every request answered so far)."""
         return len(self.settled_requests())
 
     def settled_requests(self) -> list[tuple[str, str, int]]:
-        """The access log once it has stopped growing for a moment."""
-        # the registry writes an access-log line after it answers: wait until the log is still for 0.4 s
+        """The access log once every request answered before this call is in it.
+
+        The registry writes a request's line after it answers, so a client that has exited may still have lines to
+        come. A running registry is sent a sentinel request (a path outside /v2/, which a proxy-mode registry does
+        not forward) and the log is read once the sentinel's own line is in it; a stopped one is read once it has
+        been still for a moment.
+        """
+        if self.process is not None and self.process.poll() is None and self._sentinel_logged():
+            return self.requests()
         current = self.requests()
         still = 0
         while still < 2:
@@ -213,6 +223,23 @@ class Registry:
             still = still + 1 if len(latest) == len(current) else 0
             current = latest
         return current
+
+    def _sentinel_logged(self) -> bool:
+        """Send a sentinel request and wait for its line; False when the registry could not be asked."""
+        path = f"{SENTINEL}{uuid.uuid4().hex}"
+        request = urllib.request.Request(f"{self.url}{path}", method="HEAD")
+        try:
+            urllib.request.urlopen(request, timeout=5, context=self.ssl_context()).close()
+        except urllib.error.HTTPError:
+            pass  # the 404 is the answer expected
+        except OSError:
+            return False
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if path in self.log_path.read_text(errors="replace"):
+                return True
+            time.sleep(0.02)
+        return False
 
     def since(self, mark: int) -> list[tuple[str, str, int]]:
         """Requests logged after a mark."""
