@@ -9,7 +9,6 @@ fetched from a repository from bytes another repository's manifest was served fr
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -36,7 +35,6 @@ from ocivendir.oci.reference import Digest
 
 __all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict", "repair_hint"]
 
-_log = logging.getLogger("ocivendir.cache")
 SCHEMA_VERSION = 1
 _T = TypeVar("_T")
 _BUSY_RETRIES = 20

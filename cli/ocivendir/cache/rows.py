@@ -8,12 +8,12 @@ decode is treated as absent — the content is refetched or re-checked and the r
 from __future__ import annotations
 
 import json
-import logging
 import math
 import re
 from collections.abc import Callable
 from typing import TypeVar
 
+from ocivendir import diag
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import Digest, parse_digest, parse_reference
 from ocivendir.record import record
@@ -38,7 +38,7 @@ __all__ = [
     "verdict_row",
 ]
 
-_log = logging.getLogger("ocivendir.cache")
+_log = diag.logger("ocivendir.cache")
 _T = TypeVar("_T")
 _A = TypeVar("_A")
 

@@ -14,7 +14,6 @@ import contextlib
 import errno
 import hashlib
 import json
-import logging
 import os
 import secrets as _random
 import stat
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import atomic_write
@@ -39,7 +39,7 @@ _LAYOUT_TYPES = {
     "application/vnd.docker.distribution.manifest.list.v2+json": "application/vnd.oci.image.index.v1+json",
 }
 _CHUNK = 1 << 20
-_log = logging.getLogger("ocivendir.cache")
+_log = diag.logger("ocivendir.cache")
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a planted FIFO cannot hang open
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 

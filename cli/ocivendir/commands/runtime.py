@@ -7,12 +7,12 @@ tearing it down.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocivendir import diag
 from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.store import BlobStore
 from ocivendir.engine.content import ClientSpec, Content
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Run", "open_cache", "open_content", "prog_name", "settings_for", "settings_from"]
 
-_log = logging.getLogger("ocivendir.runtime")
+_log = diag.logger("ocivendir.runtime")
 _FLAG_FIELDS = {f.name for f in fields(Flags)}
 
 
@@ -94,9 +94,7 @@ class Run:
             progress_lines=lines,
             stderr_tty=stderr_tty,
         )
-        logging.basicConfig(level=logging.DEBUG if settings.debug else logging.WARNING, format="%(name)s: %(message)s")
-        if settings.verbose and not settings.debug:
-            logging.getLogger("ocivendir.endpoints").setLevel(logging.INFO)  # "<object> served by <endpoint>"
+        diag.configure(debug=settings.debug, verbose=settings.verbose)
         for name in settings.credentials.keychains:
             _log.debug("keychain %s is accepted but not implemented natively; use a docker credential helper", name)
         return cls(settings=settings, output=Output(mode), flags=flags)
@@ -107,6 +105,8 @@ def _client_options(
 ) -> Any:  # noqa: ANN401 - ClientOptions, imported lazily
     from ocivendir.registry.client import ClientOptions  # noqa: PLC0415 - network stack only when needed
     from ocivendir.registry.retry import RetryPolicy  # noqa: PLC0415
+
+    diag.configure_now()  # the network stack logs through logging itself
 
     if read_timeout is None and flags.get("response_header_timeout"):
         read_timeout = parse_duration(str(flags["response_header_timeout"]), "--registry-response-header-timeout")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ocivendir import diag
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ClientSpec", "Content", "FetchCounters", "Offline"]
 
-_log = logging.getLogger("ocivendir.content")
+_log = diag.logger("ocivendir.content")
 
 
 def _add(a: RequestStats, b: RequestStats) -> RequestStats:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocivendir import diag
 from ocivendir.errors import ConfigError
 from ocivendir.record import record, replace
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DockerConfig", "Keyring"]
 
-_log = logging.getLogger("ocivendir.auth")
+_log = diag.logger("ocivendir.auth")
 _HELPER_TIMEOUT = 30
 _DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io")
 
@@ -87,6 +86,8 @@ def _from_auth_entry(entry: dict[str, Any], path: Path) -> Credential | None:
 
 
 def _from_helper(helper: str, registry: str) -> Credential | None:
+    import shutil  # noqa: PLC0415 - only for a credential helper (off the warm path)
+
     program = shutil.which(f"docker-credential-{helper}")
     if program is None:
         _log.debug("credential helper docker-credential-%s not found on PATH", helper)
