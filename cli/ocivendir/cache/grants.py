@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import os
 import re
-import secrets as _random
 import threading
 from pathlib import Path
 
@@ -55,10 +54,10 @@ class Fingerprints:
 
     def _create(self) -> bytes:
         """A new random key, published without clobbering one another process made at the same moment."""
-        tmp = self._path.with_name(f".{self._path.name}-{_random.token_hex(6)}")
+        tmp = self._path.with_name(f".{self._path.name}-{os.urandom(6).hex()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.write(fd, _random.token_bytes(_KEY_BYTES))
+            os.write(fd, os.urandom(_KEY_BYTES))
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -15,7 +15,6 @@ import errno
 import hashlib
 import json
 import os
-import secrets as _random
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -150,7 +149,7 @@ class BlobStore:
 
     def _new_tmp(self, digest: Digest) -> Path:
         """A fresh temp file for a digest, made by this process (O_EXCL): nothing planted is written through."""
-        tmp = self.tmp / f"{digest.hex}-{_random.token_hex(6)}"
+        tmp = self.tmp / f"{digest.hex}-{os.urandom(6).hex()}"
         os.close(os.open(tmp, _NEW_FLAGS, 0o600))
         return tmp
 

@@ -6,7 +6,7 @@ absence) asks for every image to be probed, never stopping early. Verdicts reach
 
 from __future__ import annotations
 
-import secrets as _random
+import os
 
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
@@ -38,7 +38,7 @@ class VerifyOptions:
 
 
 def _lock_of(content: Content, image: FetchedImage, options: VerifyOptions) -> ImagesLock:
-    scratch = content.store.tmp / f"verify-{_random.token_hex(6)}"
+    scratch = content.store.tmp / f"verify-{os.urandom(6).hex()}"
     scratch.mkdir(parents=True)
     try:
         extract_layers(content, image, scratch, policy=TreePolicy(umask=options.umask, limits=content.extract_limits))

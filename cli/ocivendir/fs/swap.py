@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets as _random
 import stat
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def _sibling_prefix(target: Path, kind: str) -> str:
 
 def new_sibling(target: Path, kind: str) -> Path:
     """A fresh, not yet existing sibling path `.<name>.ocivendir-<kind>-<rand>` of target."""
-    return target.parent / f"{_sibling_prefix(target, kind)}{_random.token_hex(6)}"
+    return target.parent / f"{_sibling_prefix(target, kind)}{os.urandom(6).hex()}"
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -56,7 +55,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
         keep = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         keep = 0o600 if mode is None else mode
-    tmp = path.parent / f".{path.name}.ocivendir-tmp-{_random.token_hex(6)}"
+    tmp = path.parent / f".{path.name}.ocivendir-tmp-{os.urandom(6).hex()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as handle:
