@@ -5,9 +5,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from pathlib import PurePath
-from typing import Any
 
 from ocivendir.record import field, fields, is_record, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "RESULT_SCHEMA_VERSION",

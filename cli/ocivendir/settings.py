@@ -8,7 +8,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
@@ -16,6 +15,7 @@ from ocivendir.record import field, record, replace
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
 from ocivendir.registry.proxy import ProxyConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ocivendir.registry.mirrors import MirrorPlan
 

@@ -347,7 +347,7 @@ def test_other_source_types_are_synced_by_a_delegate_vendir(
 
 # what a warm digest-pinned run must not import: the network stack and rich (cold paths only), and what costs start-up
 # time for no work (dataclasses execs its generated methods, logging and subprocess pull in a dozen modules); vendir
-# mode skips click, and with it inspect
+# mode skips click, and with it inspect and typing (annotations only, under TYPE_CHECKING)
 WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging", "subprocess", "secrets")
 
 
@@ -378,7 +378,7 @@ def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
         (["ocivendir", "sync", "--chdir", str(work), "-q"], "", WARM_FORBIDDEN),
         # kapp-controller's command line: the click-free fast path; stdin and images.yml read without PyYAML
         (["vendir", "sync", "-f", "-", "--lock-file", "/dev/null", "--chdir", str(work)], kapp_stdin,
-         (*WARM_FORBIDDEN, "click", "inspect", "yaml")),
+         (*WARM_FORBIDDEN, "click", "inspect", "typing", "yaml")),
         (["ocivendir", "pull", "-b", bundle, "-o", str(work / "pulled")], "", (*WARM_FORBIDDEN, "yaml")),
     ):  # fmt: skip
         probe = (

@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 from ocivendir.errors import UnsafeArchive
-from ocivendir.fs.extract import DirectoryRule, ExtractStats, TreePolicy, apply_layer, file_mode
+from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer, file_mode
 from ocivendir.fs.limits import MAX_DEPTH, MAX_HEADER_CHAIN, ExtractLimits, Tally
 from tests.support.builders import Entry, pax_chain, tar_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocivendir.fs.extract import DirectoryRule
 
 SENTINEL = b"must survive"
 

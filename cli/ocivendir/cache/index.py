@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 from ocivendir.cache.grants import is_principal
 from ocivendir.cache.rows import (
@@ -33,10 +32,15 @@ from ocivendir.cache.store import LayoutEntry
 from ocivendir.errors import CacheError
 from ocivendir.oci.reference import Digest
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
+
 __all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict", "repair_hint"]
 
 SCHEMA_VERSION = 1
-_T = TypeVar("_T")
 _BUSY_RETRIES = 20
 _BATCH = 500
 _SCHEMA = """

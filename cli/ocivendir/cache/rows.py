@@ -11,12 +11,18 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import TypeVar
 
 from ocivendir import diag
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import Digest, parse_digest, parse_reference
 from ocivendir.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
+    _A = TypeVar("_A")
 
 __all__ = [
     "KINDS",
@@ -39,8 +45,6 @@ __all__ = [
 ]
 
 _log = diag.logger("ocivendir.cache")
-_T = TypeVar("_T")
-_A = TypeVar("_A")
 
 KINDS = frozenset({"image", "bundle", "locations"})
 SCHEMES = frozenset({"https", "http"})

@@ -18,7 +18,6 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
 
 from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
@@ -27,6 +26,10 @@ from ocivendir.fs.swap import atomic_write
 from ocivendir.oci.manifest import sha256_digest
 from ocivendir.oci.reference import Digest
 from ocivendir.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
 
 __all__ = ["LAYOUT_MARKER", "BlobStore", "LayoutEntry", "NotABlob", "VerifyingReader"]
 

@@ -10,7 +10,6 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ocivendir import diag
 from ocivendir.cache.index import CacheIndex
@@ -26,7 +25,10 @@ from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import WarningEvent
 from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings, parse_duration
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     import click
 
     from ocivendir.oci.reference import Repository

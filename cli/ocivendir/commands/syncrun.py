@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.record import record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from ocivendir.commands.runtime import Run
     from ocivendir.vendir.config import Config

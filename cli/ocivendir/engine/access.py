@@ -10,12 +10,11 @@ or is refused.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.errors import Denied, Transient
 from ocivendir.results import ImageStatus
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ocivendir.engine.content import Content
     from ocivendir.oci.reference import Digest, Repository

@@ -15,7 +15,6 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ocivendir import diag
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
@@ -39,6 +38,7 @@ from ocivendir.record import field, record
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import EventSink, ImageStatus, ProgressEvent, RequestStats, WarningEvent
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ocivendir.registry.client import RegistryClient
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 from pathlib import Path
-from typing import IO, Protocol, cast
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.stream import ChunkPipe, TeeExtractor
@@ -27,6 +26,17 @@ from ocivendir.oci.manifest import (
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.record import record
 from ocivendir.results import LogEvent
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Protocol
+
+    class Readable(Protocol):
+        """Anything with `read(n)`: a cached blob's verifying reader, or the pipe of a download being teed."""
+
+        def read(self, size: int = -1, /) -> bytes:
+            """Up to `size` bytes."""
+
 
 __all__ = ["INDEX_HINT", "FetchedImage", "extract_layers", "fetch_image"]
 
@@ -67,13 +77,6 @@ def fetch_image(content: Content, ref: Reference, *, index_message: str | None =
     return FetchedImage(repo=ref.repository, digest=digest, raw=raw, manifest=manifest, config=config)
 
 
-class Readable(Protocol):
-    """Anything with `read(n)`: a cached blob's verifying reader, or the pipe of a download being teed."""
-
-    def read(self, size: int = -1, /) -> bytes:
-        """Up to `size` bytes."""
-
-
 class _Peeked:
     """A reader whose first bytes have been looked at (the compression magic), handed back before the rest."""
 
@@ -105,10 +108,10 @@ def _decompressed(stream: Readable, media_type: str) -> IO[bytes]:
     """
     layer_compression(media_type)
     peeked = _Peeked(stream)
-    raw = cast("IO[bytes]", peeked)
+    raw: IO[bytes] = peeked  # type: ignore[assignment]  # duck-typed: read() is all GzipFile and tarfile use
     compression = sniff_compression(peeked.head)
     if compression == LAYER_GZIP:
-        return cast("IO[bytes]", gzip.GzipFile(fileobj=raw, mode="rb"))
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]  # a binary reader
     if compression == LAYER_ZSTD:
         import importlib  # noqa: PLC0415 - only for zstd layers
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Literal
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
 from ocivendir.engine.relocate import Decision, decide
 from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, RegistryError, UsageError
-from ocivendir.fs.extract import DirectoryRule, TreePolicy
+from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
@@ -22,6 +21,12 @@ from ocivendir.oci.reference import Digest, Reference, Repository, parse_referen
 from ocivendir.oci.relocation import locations_ref, rewrite
 from ocivendir.record import field, record
 from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutcome
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from ocivendir.fs.extract import DirectoryRule
 
 __all__ = ["BundlePuller", "PullOptions", "PullTally", "fetch_top", "pull", "read_images_lock", "settle_bundle"]
 

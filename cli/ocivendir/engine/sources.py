@@ -11,7 +11,6 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import extract_layers, fetch_image
@@ -26,6 +25,10 @@ from ocivendir.results import LogEvent
 from ocivendir.vendir.config import Content as ContentConfig
 from ocivendir.vendir.config import InputStream
 from ocivendir.vendir.lockfile import LockContent
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SOURCES", "FetchContext", "client_spec", "describe", "select_reference", "source_for"]
 
@@ -44,7 +47,8 @@ class FetchContext:
     preresolved_tag: str | None = None
 
 
-Source = Callable[[ContentConfig, FetchContext, Path], dict[str, Any]]
+if TYPE_CHECKING:
+    Source = Callable[[ContentConfig, FetchContext, Path], dict[str, Any]]
 
 
 def _credentials(stream: InputStream, spec: dict[str, Any]) -> CredentialRules | None:

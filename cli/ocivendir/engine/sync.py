@@ -12,7 +12,6 @@ import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.placement import check_placement
@@ -36,6 +35,10 @@ from ocivendir.vendir.config import (
     Content as ContentConfig,
 )
 from ocivendir.vendir.lockfile import LockConfig, LockContent, LockDirectory
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SyncOptions", "SyncOutcome", "apply_lock", "sync"]
 

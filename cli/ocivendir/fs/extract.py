@@ -23,16 +23,20 @@ import stat
 import tarfile
 import threading
 from pathlib import Path
-from typing import IO, Literal
 
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.limits import MAX_HEADER, MAX_HEADER_CHAIN, ExtractLimits, Tally, check_path, human
 from ocivendir.fs.remove import remove_tree
 from ocivendir.record import field, record
 
-__all__ = ["DirectoryRule", "ExtractStats", "TreePolicy", "apply_layer", "file_mode"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Literal
 
-DirectoryRule = Literal["parents", "entries"]
+    DirectoryRule = Literal["parents", "entries"]
+
+__all__ = ["ExtractStats", "TreePolicy", "apply_layer", "file_mode"]
+
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"
 _CHUNK = 1 << 20

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from ocivendir.goyaml import quick
 from ocivendir.goyaml.keys import UnsupportedKeyError
 from ocivendir.goyaml.nodes import ComposeError
 from ocivendir.goyaml.scalars import go_string, resolve_plain
 from ocivendir.goyaml.text import TextError, check_characters, decode_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "DecodeError", "field", "go_bool", "go_bytes", "go_int", "go_string", "load_documents", "resolve_plain",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ocivendir.errors import BadReference, ImagesLockError
 from ocivendir.oci.reference import Reference, parse_reference
 from ocivendir.oci.strictyaml import StrictYAMLError, check_fields, go_string, load_document
 from ocivendir.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "API_VERSION",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import IO, Any
 
 from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
 from ocivendir.oci.reference import Digest, parse_digest
 from ocivendir.record import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 __all__ = [
     "ACCEPT_MANIFESTS",

@@ -6,14 +6,16 @@ import base64
 import binascii
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ocivendir import diag
 from ocivendir.errors import ConfigError
 from ocivendir.record import record, replace
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ocivendir.registry.mirrors import MirrorPlan
 
 __all__ = ["DockerConfig", "Keyring"]

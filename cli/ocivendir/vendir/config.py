@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Sequence
-from typing import Any
 
 from ocivendir import VENDIR_COMPAT_VERSION
 from ocivendir.errors import ConfigError
@@ -17,6 +16,10 @@ from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, go_bool, go_bytes, go_int, go_string_field, load_documents
 from ocivendir.goyaml.load import field as get
 from ocivendir.record import field, record, replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "API_VERSION",

@@ -5,14 +5,16 @@ The model, its byte-exact YAML (through goyaml), reading with vendir's messages,
 
 from __future__ import annotations
 
-from typing import Any
-
 from ocivendir.errors import ConfigError
 from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, load_documents
 from ocivendir.goyaml.load import field as get
 from ocivendir.record import field, record
 from ocivendir.vendir.config import API_VERSION
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LockConfig", "LockContent", "LockDirectory", "parse_lock"]
 
