@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
 from ocivendir.errors import BadReference
@@ -91,3 +94,102 @@ def test_vendir_tag_follows_vendirs_regex(url: str, tag: str | None) -> None:
 )  # fmt: skip
 def test_plain_http_fallback_only_for_ggcrs_hosts(host: str, plain: bool) -> None:
     assert is_plain_http_host(host) is plain
+
+
+# the regular expressions this module used before its checks became str methods: the oracle of the test below
+_OLD_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_OLD = {
+    "host": re.compile(rf"(?:\[[0-9A-Fa-f:.]+\]|{_OLD_LABEL}(?:\.{_OLD_LABEL})*)(?::(?P<port>[0-9]{{1,5}}))?"),
+    "tag": re.compile(r"[A-Za-z0-9_.-]{1,128}"),
+    "repo": re.compile(r"[a-z0-9_./-]+"),
+    "hex": re.compile(r"[0-9a-f]{64}"),
+    "vendir": re.compile(r"\A(.+?)(:[0-9a-zA-Z_\-\.]+)?(@[0-9a-z]+:[0-9a-z]+)?\Z"),
+}
+
+
+def _old_parse(text: str) -> str | None:
+    """parse_reference as the regexes decided it: the canonical form, or None for BadReference."""
+    if not text or text != text.strip() or "://" in text:
+        return None
+    digest = None
+    if "@" in text:
+        text, _, digest = text.partition("@")
+        algorithm, _, hex_part = digest.partition(":")
+        if "@" in digest or algorithm != "sha256" or not _OLD["hex"].fullmatch(hex_part):
+            return None
+    tag = None
+    colon = text.rfind(":")
+    if colon != -1 and "/" not in text[colon + 1 :]:
+        text, tag = text[:colon], text[colon + 1 :]
+        if not _OLD["tag"].fullmatch(tag):
+            return None
+    head, sep, repo = text.partition("/")
+    registry = head if sep and ("." in head or ":" in head) else "index.docker.io"
+    repo = repo if registry == head else text
+    host = _OLD["host"].fullmatch(registry)
+    if not host or int(host.group("port") or 0) > 65535:
+        return None
+    if not 2 <= len(repo) <= 255 or not _OLD["repo"].fullmatch(repo) or {"", ".", ".."} & set(repo.split("/")):
+        return None
+    registry = "index.docker.io" if registry in {"docker.io", "index.docker.io"} else registry
+    repo = f"library/{repo}" if registry == "index.docker.io" and "/" not in repo else repo
+    return f"{registry}/{repo}@{digest}" if digest else f"{registry}/{repo}:{tag or 'latest'}"
+
+
+def _old_vendir_tag(url: str) -> str | None:
+    match = _OLD["vendir"].match(url)
+    return match.group(2)[1:] if match and match.group(2) else None
+
+
+def _new_parse(text: str) -> str | None:
+    try:
+        return str(parse_reference(text))
+    except BadReference:
+        return None
+
+
+def _corpus() -> list[str]:
+    hosts = [
+        "r.io",
+        "R-1.io",
+        "a.b.c",
+        "-a.io",
+        "a-.io",
+        "a..b",
+        "[::1]",
+        "[fe80::1%]",
+        "[1:2]x",
+        "localhost",
+        "é.io",
+        "docker.io",
+        "a" * 64 + ".io",
+        "127.0.0.1",
+        "x_y.io",
+        "",
+    ]
+    ports = ["", ":5000", ":65535", ":65536", ":0", ":123456", ":", ":x"]
+    paths = ["/a", "/a_b.c-d", "/UP", "/a/b", "//a", "/./a", "/../a", "/a/", "", "/" + "r" * 260, "/é"]
+    tags = ["", ":v1", ":V_1.2-x", ":", ":a/b", ":" + "t" * 128, ":" + "t" * 129, ":é"]
+    digests = [
+        "",
+        f"@sha256:{HEX}",
+        f"@sha256:{HEX.upper()}",
+        f"@sha512:{HEX}",
+        "@md5:ab",
+        "@",
+        "@x@y",
+        f"@sha256:{HEX[:-1]}",
+    ]
+    rng = random.Random(12)  # noqa: S311 - reproducible test data
+    found = {rng.choice(hosts) + rng.choice(ports) + rng.choice(paths) + rng.choice(paths) + rng.choice(tags)
+             + rng.choice(digests) for _ in range(8000)}  # fmt: skip
+    found |= {"".join(rng.choice("ab1.-_:/@[]Z\n ") for _ in range(rng.randint(1, 12))) for _ in range(4000)}
+    return sorted(found)
+
+
+def test_the_str_checks_decide_exactly_as_the_old_regular_expressions() -> None:
+    corpus = _corpus()
+    assert [(t, _new_parse(t)) for t in corpus] == [(t, _old_parse(t)) for t in corpus]
+    assert [(t, vendir_tag(t)) for t in corpus] == [(t, _old_vendir_tag(t)) for t in corpus]
+    assert sum(_old_parse(t) is not None for t in corpus) > 100  # the corpus reaches the valid side too
+    assert sum(_old_vendir_tag(t) is not None for t in corpus) > 100

@@ -8,7 +8,6 @@ Hub repository without `/` gets `library/`, and a `repo:tag@digest` reference ke
 from __future__ import annotations
 
 import ipaddress
-import re
 
 from ocivendir.errors import BadReference
 from ocivendir.record import record
@@ -27,15 +26,15 @@ __all__ = [
 
 DEFAULT_REGISTRY = "index.docker.io"
 _DOCKER_HUB_ALIASES = frozenset({"docker.io", DEFAULT_REGISTRY})
-_REPO_CHARS = re.compile(r"[a-z0-9_./-]+")
-_TAG = re.compile(r"[A-Za-z0-9_.-]{1,128}")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"  # a DNS label: 1-63 characters, no empty label
-_HOST = re.compile(rf"(?:\[[0-9A-Fa-f:.]+\]|{_LABEL}(?:\.{_LABEL})*)(?::(?P<port>[0-9]{{1,5}}))?")
-_MAX_PORT = 65535
-_RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
-# vendir's pkg/vendir/fetch/image/guessed_ref.go
-_VENDIR_TAG = re.compile(r"\A(.+?)(:[0-9a-zA-Z_\-\.]+)?(@[0-9a-z]+:[0-9a-z]+)?\Z")
+# character sets of the grammar, checked with str.strip (no regular expression to compile on every run)
+_DIGITS = "0123456789"
+_LOWER_HEX = _DIGITS + "abcdef"
+_LOWER_ALNUM = _DIGITS + "abcdefghijklmnopqrstuvwxyz"
+_ALNUM = _LOWER_ALNUM + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_REPO_CHARS = _LOWER_ALNUM + "_./-"
+_TAG_CHARS = _ALNUM + "_.-"
+_MAX_TAG, _MAX_LABEL, _MAX_PORT_DIGITS, _MAX_PORT = 128, 63, 5, 65535
+_RFC1918 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 
 
 @record(kw_only=False, order=True)
@@ -61,7 +60,7 @@ def parse_digest(text: str) -> Digest:
         raise BadReference(f"invalid digest '{text}': expected sha256:<64 hex>")
     if algorithm != "sha256":
         raise BadReference(f"unsupported digest algorithm: {text}")
-    if not _HEX64.fullmatch(hex_part):
+    if len(hex_part) != 64 or hex_part.strip(_LOWER_HEX):  # noqa: PLR2004 - sha256
         raise BadReference(f"invalid digest '{text}': expected 64 lowercase hex characters")
     return Digest(hex_part)
 
@@ -124,16 +123,43 @@ def _split_registry(name: str) -> tuple[str, str]:
     return DEFAULT_REGISTRY, name
 
 
+def _only(text: str, chars: str) -> bool:
+    """`text` is not empty and made of `chars` only."""
+    return bool(text) and not text.strip(chars)
+
+
+def _is_label(label: str) -> bool:
+    """A DNS label: 1-63 ASCII letters, digits and inner hyphens."""
+    return len(label) <= _MAX_LABEL and _only(label, _ALNUM + "-") and label[0] != "-" and label[-1] != "-"
+
+
+def _valid_host(registry: str) -> bool:
+    """`[ipv6]` or dot-separated DNS labels, then an optional `:port` of 1-5 digits up to 65535."""
+    if registry.startswith("["):
+        inner, bracket, after = registry[1:].partition("]")
+        if not bracket or not _only(inner, _DIGITS + "abcdefABCDEF:."):
+            return False
+        colon, port = after[:1], after[1:]
+        if colon not in {"", ":"}:
+            return False
+    else:
+        host, colon, port = registry.partition(":")
+        if not all(_is_label(label) for label in host.split(".")):
+            return False
+    if not colon:
+        return True
+    return len(port) <= _MAX_PORT_DIGITS and _only(port, _DIGITS) and int(port) <= _MAX_PORT
+
+
 def _check_registry(registry: str, original: str) -> str:
     """A host (no empty or over-long DNS label) and a port up to 65535: no URL built from it can fail to parse."""
-    match = _HOST.fullmatch(registry)
-    if not match or int(match.group("port") or 0) > _MAX_PORT:
+    if not _valid_host(registry):
         raise BadReference(f"could not parse reference: {original}", hint=f"'{registry}' is not a valid registry host")
     return DEFAULT_REGISTRY if registry in _DOCKER_HUB_ALIASES else registry
 
 
 def _check_repository(repo: str, original: str) -> None:
-    if not 2 <= len(repo) <= 255 or not _REPO_CHARS.fullmatch(repo):  # noqa: PLR2004 - ggcr's bounds
+    if not 2 <= len(repo) <= 255 or not _only(repo, _REPO_CHARS):  # noqa: PLR2004 - ggcr's bounds
         raise BadReference(f"could not parse reference: {original}")
     if any(part in {"", ".", ".."} for part in repo.split("/")):  # the distribution grammar's path components
         raise BadReference(
@@ -156,7 +182,7 @@ def parse_reference(text: str) -> Reference:
     colon = text.rfind(":")
     if colon != -1 and "/" not in text[colon + 1 :]:
         text, tag = text[:colon], text[colon + 1 :]
-        if not _TAG.fullmatch(tag):
+        if len(tag) > _MAX_TAG or not _only(tag, _TAG_CHARS):
             raise BadReference(f"could not parse reference: {original}")
     registry, repo = _split_registry(text)
     registry = _check_registry(registry, original)
@@ -166,12 +192,29 @@ def parse_reference(text: str) -> Reference:
     return Reference(repository=Repository(registry, repo), tag=None if digest else tag, digest=digest)
 
 
+def _digest_suffix(text: str) -> bool:
+    """`[0-9a-z]+:[0-9a-z]+`, the digest part vendir's guessed reference allows."""
+    algorithm, colon, hex_part = text.partition(":")
+    return bool(colon) and _only(algorithm, _LOWER_ALNUM) and _only(hex_part, _LOWER_ALNUM)
+
+
 def vendir_tag(url: str) -> str | None:
-    """The tag vendir records in its lock for a reference as written (vendir-compat §6.3); never defaulted."""
-    match = _VENDIR_TAG.match(url)
-    if not match or not match.group(2):
+    """The tag vendir records in its lock for a reference as written (vendir-compat §6.3); never defaulted.
+
+    vendir's pkg/vendir/fetch/image/guessed_ref.go matches `\\A(.+?)(:[0-9a-zA-Z_\\-\\.]+)?(@[0-9a-z]+:[0-9a-z]+)?\\Z`:
+    the name is the shortest prefix after which only `:tag`, `@digest` or both remain.
+    """
+    if "\n" in url:  # `.` does not match a newline
         return None
-    return match.group(2)[1:]
+    for start in range(1, len(url)):
+        rest = url[start:]
+        if rest.startswith("@") and _digest_suffix(rest[1:]):
+            return None
+        if rest.startswith(":"):
+            tag, at, digest = rest[1:].partition("@")
+            if _only(tag, _TAG_CHARS) and (not at or _digest_suffix(digest)):
+                return tag
+    return None
 
 
 def _host_only(registry: str) -> str:
@@ -200,4 +243,4 @@ def is_plain_http_host(registry: str) -> bool:
         address = ipaddress.ip_address(host)
     except ValueError:
         return False
-    return address.is_loopback or any(address in network for network in _RFC1918)
+    return address.is_loopback or any(address in ipaddress.ip_network(network) for network in _RFC1918)
