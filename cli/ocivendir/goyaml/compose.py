@@ -54,7 +54,7 @@ def _new_node(event: yaml.NodeEvent, anchors: dict[str, Node], open_nodes: set[N
         node.target = target
         return node
     if isinstance(event, yaml.ScalarEvent):
-        node = Node(SCALAR, line, event.value, plain=event.style in {None, ""})
+        node = Node(SCALAR, line, event.value, plain=event.style in {None, ""}, tag=event.tag)
     else:
         node = Node(SEQUENCE if isinstance(event, yaml.SequenceStartEvent) else MAPPING, line)
     if event.anchor is not None:

@@ -17,11 +17,11 @@ class ComposeError(Exception):
 class Node:
     """One node of the document graph; an alias points at the node its anchor named."""
 
-    __slots__ = ("children", "kind", "line", "plain", "target", "value")
+    __slots__ = ("children", "kind", "line", "plain", "tag", "target", "value")
 
-    def __init__(self, kind: str, line: int, value: str = "", *, plain: bool = False) -> None:
-        """A node of `kind` starting at 1-based `line`."""
-        self.kind, self.line, self.value, self.plain = kind, line, value, plain
+    def __init__(self, kind: str, line: int, value: str = "", *, plain: bool = False, tag: str | None = None) -> None:
+        """A node of `kind` starting at 1-based `line`; `tag` is a scalar's explicit tag (`!!int`, `!foo`), if any."""
+        self.kind, self.line, self.value, self.plain, self.tag = kind, line, value, plain, tag
         self.children: list[Node] = []
         self.target: Node | None = None
 

@@ -6,6 +6,9 @@ key set twice does. Only the full loader needs this; the fast path (`quick.py`) 
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from ocivendir.goyaml.keys import UnsupportedKeyError, go_key, go_value
 from ocivendir.goyaml.nodes import MAPPING, SCALAR, SEQUENCE, ComposeError, Node, is_merge
 from ocivendir.goyaml.scalars import resolve_plain
@@ -13,7 +16,45 @@ from ocivendir.goyaml.scalars import resolve_plain
 __all__ = ["decode"]
 
 
+_CORE = "tag:yaml.org,2002:"
+_RESOLVED = {"int", "float", "bool", "null", "timestamp"}  # go-yaml's resolvable tags besides !!str
+
+
+def _kind(value: object) -> str:
+    """go-yaml's short tag for a resolved value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    return {int: "int", float: "float"}.get(type(value), "str")
+
+
+def _tagged(node: Node, tag: str) -> object:
+    """A scalar with an explicit tag, as go-yaml v2's `resolve` and `(*decoder).scalar` take it.
+
+    `!!str` keeps the text; `!!int`, `!!float`, `!!bool`, `!!null` and `!!timestamp` resolve the text even when it is
+    quoted and must get that type (an int is a valid `!!float`); `!!binary` is base64; any other tag keeps the text.
+    """
+    short = tag.removeprefix(_CORE) if tag.startswith(_CORE) else ""
+    if short == "binary":
+        try:
+            return base64.b64decode(node.value, validate=True).decode("utf-8", "replace")
+        except binascii.Error:
+            raise ComposeError("!!binary value contains invalid base64 data") from None
+    if short not in _RESOLVED:
+        return node.value
+    value = resolve_plain(node.value)
+    kind = _kind(value)
+    if kind == short or (short == "timestamp" and kind == "str"):
+        return value
+    if short == "float" and kind == "int":
+        return float(value)  # type: ignore[arg-type]
+    raise ComposeError(f"cannot decode !!{kind} `{node.value}` as a !!{short}")
+
+
 def _scalar(node: Node) -> object:
+    if node.tag is not None:
+        return _tagged(node, node.tag)
     return resolve_plain(node.value) if node.plain else node.value
 
 
