@@ -57,15 +57,16 @@ OPTION_ENV: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "registry_token": ("IMGPKG_TOKEN",),
     "registry_anon": ("IMGPKG_ANON",),
 })  # fmt: skip
-_SIZE = re.compile(r"(?i)\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe]?)(i?)(b?)\s*")
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)")
+# patterns compiled on first use (re's own cache): most runs give no size or duration
+_SIZE = r"(?i)\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe]?)(i?)(b?)\s*"
+_DURATION_PART = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 
 
 def parse_size(text: str, what: str) -> int:
     """A byte count: plain, Kubernetes quantity (`1Mi`, `500M`) or IEC/SI with B (`2GiB`); rounded up."""
-    match = _SIZE.fullmatch(text)
+    match = re.fullmatch(_SIZE, text)
     if not match:
         raise UsageError(f"invalid size '{text}' for {what}: use e.g. 1GiB, 512MB, 1Gi or a byte count")
     number, prefix, binary, _ = match.groups()
@@ -82,7 +83,7 @@ def parse_duration(text: str, what: str) -> float:
     if cleaned in {"0", "+0", "-0"}:
         return 0.0
     position, total = 0, 0.0
-    for match in _DURATION_PART.finditer(cleaned):
+    for match in re.finditer(_DURATION_PART, cleaned):
         if match.start() != position:
             break
         total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]

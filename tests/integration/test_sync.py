@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ocivendir.cache.index import TOUCH_INTERVAL
 from ocivendir.goyaml import emit
 from tests.conftest import CliResult, run_cli
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate
@@ -392,6 +395,40 @@ def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
                               check=False, env={**os.environ, "OCIVENDIR_CACHE_DIR": str(cache)})  # fmt: skip
         assert done.stderr.strip().endswith("0 []"), (argv, done.stderr)
     assert registry.since(mark) == []
+
+
+def _index_writes(argv: list[str], stdin: str, cache: Path) -> list[str]:
+    """The first word of every write statement a run sends to the cache index (traced in a subprocess)."""
+    probe = (
+        "import sqlite3, sys\nreal = sqlite3.connect\n"
+        "def connect(*args, **kwargs):\n"
+        "    db = real(*args, **kwargs)\n"
+        "    db.set_trace_callback(lambda sql: sys.stderr.write('SQL ' + sql.split(None, 1)[0].upper() + '\\n'))\n"
+        "    return db\n"
+        "sqlite3.connect = connect\nfrom ocivendir.commands import main\n"
+        f"sys.argv = {argv!r}\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    sys.stderr.write(f'EXIT {exc.code}\\n')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], input=stdin, capture_output=True, text=True, check=False,
+                          env={**os.environ, "OCIVENDIR_CACHE_DIR": str(cache)})  # fmt: skip
+    assert "EXIT 0" in done.stderr.splitlines(), done.stderr
+    reads = {"SQL SELECT", "SQL PRAGMA", "SQL CREATE"}
+    return [line[4:] for line in done.stderr.splitlines() if line.startswith("SQL ") and line not in reads]
+
+
+def test_a_warm_sync_writes_nothing_to_the_index_until_last_used_is_due(
+    pusher: Pusher, repo_prefix: str, work: Path, cache: Path
+) -> None:
+    image = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    config = HEAD + f"directories:\n- path: vendor\n  contents:\n  - path: image\n    image: {{url: '{image}'}}\n"
+    assert sync(work, config).exit_code == 0
+    argv = ["vendir", "sync", "-f", "-", "--lock-file", "/dev/null", "--chdir", str(work)]
+    assert _index_writes(argv, config, cache) == []
+    with contextlib.closing(sqlite3.connect(cache / "index.db")) as db, db:
+        db.execute("UPDATE refs SET last_used = last_used - ?", (TOUCH_INTERVAL + 1,))
+    # manifest, config and layer: three blobs, three edges and the ref, in one transaction
+    assert _index_writes(argv, config, cache) == ["BEGIN", *["INSERT"] * 7, "COMMIT"]
+    assert _index_writes(argv, config, cache) == []
 
 
 def test_locked_needs_an_entry_for_every_content(work: Path, cache: Path) -> None:

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import hmac
 import os
-import re
 import threading
 from pathlib import Path
 
@@ -21,12 +20,15 @@ __all__ = ["ANONYMOUS_PRINCIPAL", "Fingerprints", "is_principal"]
 
 ANONYMOUS_PRINCIPAL = "anonymous"
 _KEY_BYTES = 32
-_PRINCIPAL = re.compile(r"anonymous|hmac-sha256:[0-9a-f]{64}")
+_HMAC_PREFIX = "hmac-sha256:"
 
 
 def is_principal(value: object) -> bool:
     """True for a value ocivendir writes as a principal."""
-    return isinstance(value, str) and _PRINCIPAL.fullmatch(value) is not None
+    if not isinstance(value, str) or value == ANONYMOUS_PRINCIPAL:
+        return value == ANONYMOUS_PRINCIPAL
+    hex_part = value.removeprefix(_HMAC_PREFIX)
+    return hex_part != value and len(hex_part) == 64 and not hex_part.strip("0123456789abcdef")  # noqa: PLR2004
 
 
 class Fingerprints:
@@ -81,4 +83,4 @@ class Fingerprints:
         if not any(parts):
             return ANONYMOUS_PRINCIPAL
         message = "\0".join((registry, *parts)).encode()
-        return "hmac-sha256:" + hmac.new(self._load(), message, hashlib.sha256).hexdigest()
+        return _HMAC_PREFIX + hmac.new(self._load(), message, hashlib.sha256).hexdigest()

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 __all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict", "repair_hint"]
 
 SCHEMA_VERSION = 1
+# a ref's last_used is written again only once it is this old: a warm run (kapp-controller syncs every App every
+# 30 s or more) writes nothing, and least-recently-used order keeps a ten-minute grain
+TOUCH_INTERVAL = 600.0
 _BUSY_RETRIES = 20
 _BATCH = 500
 _SCHEMA = """
@@ -152,6 +155,10 @@ class CacheIndex:
     def now(self) -> float:
         """The index's clock."""
         return self._clock()
+
+    def touched_recently(self, row: RefRow) -> bool:
+        """Whether a ref's last use was recorded less than TOUCH_INTERVAL ago (then recording it again is skipped)."""
+        return 0.0 <= self.now - row.last_used < TOUCH_INTERVAL
 
     def _write(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
         items = list(statements)

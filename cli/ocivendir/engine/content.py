@@ -363,6 +363,12 @@ class Content:
         ref = str(repo.at(digest))
         self.hold(ref)
         known = self.index.ref(ref)
+        if (
+            known is not None
+            and (known.manifest_digest, known.kind) == (digest, kind)
+            and self.index.touched_recently(known)
+        ):
+            return  # recorded, and its last use is fresh: a warm run writes nothing to the index
         rows = [BlobRow(digest=b.digest, size=b.size, media_type=b.media_type) for b in manifest.blobs]
         top = BlobRow(digest=digest, size=len(raw), media_type=manifest.media_type)
         self.index.record_ref(ref, top, kind, rows)

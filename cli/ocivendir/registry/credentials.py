@@ -35,7 +35,7 @@ _HOST_FIELDS = {
     "IDENTITY_TOKEN": "identity_token",
     "REGISTRY_TOKEN": "registry_token",
 }
-_ENV_HOST = re.compile(r"IMGPKG_REGISTRY_(HOSTNAME|USERNAME|PASSWORD|IDENTITY_TOKEN|REGISTRY_TOKEN)(_.+)?")
+_ENV_HOST = r"IMGPKG_REGISTRY_(HOSTNAME|USERNAME|PASSWORD|IDENTITY_TOKEN|REGISTRY_TOKEN)(_.+)?"  # compiled on first use
 
 
 @record
@@ -131,7 +131,7 @@ def _env_host_sets(env: Mapping[str, str]) -> tuple[HostCredential, ...]:
     for name, value in env.items():
         if not name.startswith("IMGPKG_REGISTRY_") or name == "IMGPKG_REGISTRY_AZURE_CR_CONFIG":
             continue
-        match = _ENV_HOST.fullmatch(name)
+        match = re.fullmatch(_ENV_HOST, name)
         if not match:
             raise ConfigError(f"Unknown env variable '{name}'")
         sets.setdefault(match.group(2) or "", {})[_HOST_FIELDS[match.group(1)]] = value
