@@ -6,9 +6,15 @@ import socket
 
 import pytest
 
-from tests.support.fakehttp import fake_http
+from tests.support.fakehttp import FakeHTTP, fake_http
 
-__all__ = ["fake_http"]
+__all__ = ["fake_http", "rsps"]
+
+
+@pytest.fixture
+def rsps(fake_http: FakeHTTP) -> FakeHTTP:
+    """The fake registry under the name the client tests use (they once used the `responses` library)."""
+    return fake_http
 
 
 @pytest.fixture(autouse=True)

@@ -33,11 +33,6 @@ DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
 BASE = f"https://{REG}/v2/team/app"
 
 
-@pytest.fixture
-def rsps(fake_http: FakeHTTP) -> FakeHTTP:
-    return fake_http
-
-
 def client(credential: Credential | None = None, *, sleeps: list[float] | None = None, attempts: int = 5,
            timeout: float = 300.0) -> RegistryClient:  # fmt: skip
     policy = RetryPolicy(attempts=attempts, sleep=(sleeps.append if sleeps is not None else lambda _s: None),

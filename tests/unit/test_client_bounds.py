@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
 from ocivendir.errors import NotFound, RegistryError, Transient
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry import connections
 from tests.support.fakehttp import FakeHTTP
-from tests.unit.test_client import client
-
-REG = "registry.example.com"
-MANIFEST = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{},"layers":[]}'
-DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
-BASE = f"https://{REG}/v2/team/app"
-
-
-@pytest.fixture
-def rsps(fake_http: FakeHTTP) -> FakeHTTP:
-    return fake_http
+from tests.unit.test_client import BASE, DIGEST, REG, client
 
 
 def test_a_token_answer_that_does_not_end_is_a_clear_error_not_memory(

@@ -37,11 +37,6 @@ configs:
 """
 
 
-@pytest.fixture
-def rsps(fake_http: FakeHTTP) -> FakeHTTP:
-    return fake_http
-
-
 class Made:
     """A client with the mirror plan; its sleeps and warnings."""
 

@@ -28,11 +28,6 @@ BASE = f"https://{REG}/v2/team/app"
 ALICE = Credential(username="alice", password="hunter2")
 
 
-@pytest.fixture
-def rsps(fake_http: FakeHTTP) -> FakeHTTP:
-    return fake_http
-
-
 def client(credential: Credential | None = None) -> RegistryClient:
     policy = RetryPolicy(attempts=5, sleep=lambda _s: None, jitter=lambda: 1.0)
     options = ClientOptions(retry=policy, ssl_cert_file="/nonexistent", ssl_cert_dir="/nonexistent")  # no trust store
