@@ -7,11 +7,7 @@ Counts only: requests and tunnels seen, and the headers they carried.
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import socketserver
 import ssl
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +19,7 @@ from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.transport import ClientOptions, _ssl_context
 from tests.support.registry import _make_tls
 from tests.support.serve import serving
+from tests.support.tunnel import ConnectProxy
 
 TIMEOUTS = (5.0, 5.0)
 
@@ -49,45 +46,6 @@ class _OriginHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"ok")
-
-
-class _Tunnel(socketserver.ThreadingTCPServer):
-    """A CONNECT proxy that records each tunnel's request line and headers and joins it to `upstream`."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, upstream: int) -> None:
-        super().__init__(("127.0.0.1", 0), _TunnelHandler)
-        self.upstream = upstream
-        self.tunnels: list[tuple[str, dict[str, str]]] = []
-
-
-class _TunnelHandler(socketserver.StreamRequestHandler):
-    server: _Tunnel
-
-    def handle(self) -> None:
-        line = self.rfile.readline().decode("latin1").strip()
-        headers = {}
-        while (header := self.rfile.readline().decode("latin1").strip()) != "":
-            name, _, value = header.partition(":")
-            headers[name.strip()] = value.strip()
-        self.server.tunnels.append((line, headers))
-        with socket.create_connection(("127.0.0.1", self.server.upstream)) as upstream:
-            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            self.wfile.flush()
-            pump = threading.Thread(target=_copy, args=(upstream, self.connection), daemon=True)
-            pump.start()
-            _copy(self.connection, upstream)
-            pump.join(5)
-
-
-def _copy(source: socket.socket, target: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            target.sendall(data)
-    with contextlib.suppress(OSError):
-        target.shutdown(socket.SHUT_WR)
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +87,7 @@ def test_an_unknown_ca_is_refused(origin: _Origin) -> None:
 def test_through_a_connect_tunnel_the_tunnelled_host_name_is_verified_and_proxy_credentials_stay_with_the_proxy(
     origin: _Origin, certs: tuple[Path, Path, Path]
 ) -> None:
-    with serving(_Tunnel(origin.server_address[1])) as tunnel:
+    with serving(ConnectProxy(origin.server_address[1])) as tunnel:
         proxy = ProxyConfig(https_proxy=f"http://user:pw@127.0.0.1:{tunnel.server_address[1]}")
         agent = _agent(certs[0])
         answer = agent.request("GET", "https://registry.test:5000/v2/", {"Authorization": "Bearer t"},

@@ -7,14 +7,10 @@ PATH=/ only. The registry speaks TLS with a test CA; a CONNECT proxy stands in f
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import socket
-import socketserver
 import stat
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +21,7 @@ from tests.integration.test_kapp_controller import PLACEHOLDER
 from tests.support import registry as registry_support
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate
 from tests.support.serve import serving
+from tests.support.tunnel import ConnectProxy
 
 pytestmark = [pytest.mark.dist, pytest.mark.integration]
 
@@ -227,52 +224,14 @@ def test_the_build_syncs_in_a_glibc_only_root_as_uid_1000_cold_warm_and_with_the
     assert list((root / "home/kapp-controller").iterdir()) == []
 
 
-class _ConnectProxy(socketserver.ThreadingTCPServer):
-    """An HTTP CONNECT proxy on 127.0.0.1 that tunnels every host to 127.0.0.1 (names need no DNS) and counts."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Tunnel)
-        self.connects: list[str] = []
-
-
-class _Tunnel(socketserver.StreamRequestHandler):
-    server: _ConnectProxy
-
-    def handle(self) -> None:
-        request_line = self.rfile.readline().decode("latin-1")
-        while self.rfile.readline() not in {b"\r\n", b"\n", b""}:
-            pass
-        method, target = request_line.split()[:2]
-        if method != "CONNECT":
-            self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
-            return
-        self.server.connects.append(target)
-        upstream = socket.create_connection(("127.0.0.1", int(target.rsplit(":", 1)[1])))
-        self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        self.wfile.flush()
-        threading.Thread(target=_pipe, args=(upstream, self.connection), daemon=True).start()
-        _pipe(self.connection, upstream)
-
-
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            sink.sendall(data)
-    with contextlib.suppress(OSError):
-        sink.shutdown(socket.SHUT_WR)
-
-
 @pytest.fixture
-def connect_proxy() -> Iterator[_ConnectProxy]:
-    with serving(_ConnectProxy()) as proxy:
+def connect_proxy() -> Iterator[ConnectProxy]:
+    with serving(ConnectProxy()) as proxy:
         yield proxy
 
 
 def test_the_build_reaches_the_registry_through_https_proxy_and_honours_no_proxy(
-    frozen: Path, tls_registry: registry_support.Registry, connect_proxy: _ConnectProxy, tmp_path: Path
+    frozen: Path, tls_registry: registry_support.Registry, connect_proxy: ConnectProxy, tmp_path: Path
 ) -> None:
     _require_root()
     assert tls_registry.ca_cert is not None
