@@ -10,6 +10,8 @@ import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 
+from ocivendir.goyaml.scalars import FLOAT
+
 __all__ = ["dump", "natural_key", "scalar"]
 
 _BEST_WIDTH = 80
@@ -22,7 +24,6 @@ _BOOL_NULL = frozenset({
 _PRINTABLE_RANGES = ((0x0A, 0x0A), (0x20, 0x7E), (0x85, 0x85), (0xA0, 0xD7FF), (0xE000, 0xFFFD), (0x10000, 0x10FFFF))
 _BOM = 0xFEFF
 _HINTS = dict.fromkeys("yYnNtTfFoO~", "M") | {".": ".", "+": "S", "-": "S"} | dict.fromkeys("0123456789", "D")
-_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _BASE60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
 _TIMESTAMP = re.compile(
     r"(\d{4})-(\d{1,2})-(\d{1,2})"
@@ -80,9 +81,9 @@ def _resolves_to_non_string(text: str) -> bool:
         return False
     if text in _BOOL_NULL:
         return True
-    if hint in "DS" and (_go_int(text) or _FLOAT.fullmatch(text.replace("_", "")) or _is_timestamp(text)):
+    if hint in "DS" and (_go_int(text) or FLOAT.fullmatch(text.replace("_", "")) or _is_timestamp(text)):
         return True
-    return hint == "." and bool(_FLOAT.fullmatch(text))
+    return hint == "." and bool(FLOAT.fullmatch(text))
 
 
 def _printable(char: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["go_string", "resolve_plain"]
+__all__ = ["FLOAT", "go_string", "resolve_plain"]
 
 _BOOLS = {
     **dict.fromkeys(["y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"], True),
@@ -18,7 +18,7 @@ _BOOLS = {
 }
 _INT64 = 1 << 63
 _NULLS = frozenset({"~", "null", "Null", "NULL", ""})
-_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # go-yaml v2's yamlStyleFloat
 _INF = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf, "+.inf": math.inf, "+.Inf": math.inf,
         "+.INF": math.inf, "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf}  # fmt: skip
 
@@ -59,7 +59,7 @@ def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML t
         number = _go_int(text)
         if number is not None:
             return number
-        if _FLOAT.fullmatch(text.replace("_", "")):
+        if FLOAT.fullmatch(text.replace("_", "")):
             return float(text.replace("_", ""))
     return text
 
