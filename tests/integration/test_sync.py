@@ -351,7 +351,7 @@ def test_other_source_types_are_synced_by_a_delegate_vendir(
 # what a warm digest-pinned run must not import: the network stack and rich (cold paths only), and what costs start-up
 # time for no work (dataclasses execs its generated methods, logging and subprocess pull in a dozen modules); vendir
 # mode skips click, and with it inspect and typing (annotations only, under TYPE_CHECKING)
-WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging", "subprocess", "secrets")
+WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging", "subprocess", "secrets", "tarfile")
 
 
 def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(

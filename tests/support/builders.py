@@ -43,15 +43,59 @@ class Entry:
     declared: int = 0  # for kind="sparse": the expanded size the GNU sparse header declares
 
 
+def checksummed(block: bytearray) -> bytes:
+    """A header block with its checksum field set to match what it now holds."""
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block[:512])
+    return bytes(block)
+
+
 def sparse_header(name: str, declared: int) -> bytes:
     """A GNU sparse member header declaring `declared` bytes with no data (what `tar --sparse` makes of a hole)."""
     info = tarfile.TarInfo(name)
     info.type = tarfile.GNUTYPE_SPARSE
     block = bytearray(info.tobuf(tarfile.GNU_FORMAT))
     block[483:495] = b"%011o\0" % declared  # the real (expanded) size field of the GNU sparse header
-    block[148:156] = b" " * 8
-    block[148:156] = b"%06o\0 " % sum(block[:512])
-    return bytes(block)
+    return checksummed(block)
+
+
+def raw_header(name: str, *, kind: bytes = b"0", size: int = 0, patch: Mapping[int, bytes] | None = None) -> bytes:
+    """One ustar header block with fields overwritten raw at their offsets, then checksummed (for hostile archives).
+
+    124 is the size field (12 bytes), 136 the mtime (12), 100 the mode (8), 0 the name (100), 156 the type.
+    """
+    info = tarfile.TarInfo(name)
+    info.type, info.size = kind, size
+    block = bytearray(info.tobuf(tarfile.USTAR_FORMAT))
+    for offset, raw in (patch or {}).items():
+        block[offset : offset + len(raw)] = raw
+    return checksummed(block)
+
+
+def padded(data: bytes) -> bytes:
+    """Data followed by the zeros that fill its last tar block."""
+    return data + bytes(-len(data) % 512)
+
+
+def pax_record(keyword: str, value: bytes | str) -> bytes:
+    """One well-framed pax record `<length> <keyword>=<value>\\n`."""
+    body = b" " + keyword.encode() + b"=" + (value.encode() if isinstance(value, str) else value) + b"\n"
+    length = len(body) + 1
+    while len(str(length)) + len(body) != length:
+        length += 1
+    return str(length).encode() + body
+
+
+def pax_header(records: bytes, kind: bytes = b"x") -> bytes:
+    """A pax extended (`x`) or global (`g`) header holding `records` as they are, padded."""
+    return raw_header("././@PaxHeader", kind=kind, size=len(records)) + padded(records)
+
+
+def base256(value: int, width: int = 12) -> bytes:
+    """A GNU base-256 number field (0x80 then big-endian for values >= 0, 0xff and two's complement below)."""
+    if value >= 0:
+        return b"\x80" + value.to_bytes(width - 1, "big")
+    return b"\xff" + (value + (1 << 8 * (width - 1))).to_bytes(width - 1, "big")
 
 
 def pax_chain(count: int, comment: bytes = b"x") -> bytes:

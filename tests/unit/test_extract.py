@@ -13,7 +13,7 @@ import pytest
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer, file_mode
 from ocivendir.fs.limits import MAX_DEPTH, MAX_HEADER_CHAIN, ExtractLimits, Tally
-from tests.support.builders import Entry, pax_chain, tar_bytes
+from tests.support.builders import Entry, base256, padded, pax_chain, pax_header, pax_record, raw_header, tar_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -272,3 +272,31 @@ def test_more_entries_than_the_limit_are_refused(fenced: Path) -> None:
     with pytest.raises(UnsafeArchive, match="more than 50 entries"):
         apply(fenced, [Entry(f"e{n}", kind="dir") for n in range(1000)], limits=limits, directories="entries")
     assert len(list(fenced.iterdir())) == 50
+
+
+END = bytes(1024)
+CRAFTED = {
+    "a bad checksum after the first member": (
+        raw_header("ok.txt", size=2) + padded(b"ok") + raw_header("more.txt", size=1)[:-1] + b"!" + padded(b"x") + END,
+        "corrupt tar archive: bad checksum in the header at byte 1024",
+    ),
+    "a pax size tarfile would read as 0": (
+        pax_header(pax_record("size", "0x400")) + raw_header("carrier.txt") + raw_header("smuggled.txt", size=2)
+        + padded(b"hi") + END,
+        "not a tar archive: invalid pax size '0x400'",
+    ),
+    "a NUL in a pax path": (pax_header(pax_record("path", "a\0b")) + raw_header("f.txt") + END, "with a NUL byte"),
+    "an mtime no clock holds": (raw_header("f.txt", size=1, patch={136: base256(1 << 70)}) + padded(b"x") + END,
+                                "out of range"),
+    "data cut short": (raw_header("ok.txt", size=2) + padded(b"ok") + raw_header("cut.txt", size=9000) + b"x" * 4000,
+                       "corrupt tar archive: unexpected end of data"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("data", "message"), CRAFTED.values(), ids=CRAFTED.keys())
+def test_a_crafted_archive_refuses_the_layer_with_a_clear_error(fenced: Path, data: bytes, message: str) -> None:
+    with pytest.raises(UnsafeArchive, match=re.escape(message)):
+        apply_layer(io.BytesIO(data), fenced, policy=TreePolicy(), stats=ExtractStats(), what="layer")
+    assert not (fenced / "smuggled.txt").exists()
+    assert not (fenced / "f.txt").exists()
+    sentinels_survive(fenced)

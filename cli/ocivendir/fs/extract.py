@@ -20,18 +20,19 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-import tarfile
-import threading
 from pathlib import Path
 
 from ocivendir.errors import UnsafeArchive
-from ocivendir.fs.limits import MAX_HEADER, MAX_HEADER_CHAIN, ExtractLimits, Tally, check_path, human
+from ocivendir.fs.limits import ExtractLimits, Tally, check_path, human
 from ocivendir.fs.remove import remove_tree
+from ocivendir.fs.tarread import Member, TarFormatError, TarReader
 from ocivendir.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Literal
+    from typing import Literal
+
+    from ocivendir.fs.tarread import Readable
 
     DirectoryRule = Literal["parents", "entries"]
 
@@ -40,8 +41,6 @@ __all__ = ["ExtractStats", "TreePolicy", "apply_layer", "file_mode"]
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"
 _CHUNK = 1 << 20
-_EXTENDED = frozenset({tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
-                       tarfile.SOLARIS_XHDTYPE})  # fmt: skip
 
 
 @record(kw_only=False)
@@ -97,33 +96,6 @@ def _normalise(name: str, what: str) -> str:
         return ""
     check_path(normal, name, what)
     return normal
-
-
-_chain = threading.local()  # extended headers being read in a row, per thread (tarfile reads each one recursively)
-
-
-class _BoundedInfo(tarfile.TarInfo):
-    """A TarInfo that refuses pax and GNU long-name headers larger than MAX_HEADER before reading them.
-
-    tarfile reads the member after an extended header by recursing, holding every header read so far: a chain of
-    them is refused past MAX_HEADER_CHAIN, before it can exhaust the stack or memory.
-    """
-
-    def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
-        if self.type not in _EXTENDED:
-            return super()._proc_member(archive)  # type: ignore[misc, no-any-return]
-        if self.size > MAX_HEADER:
-            msg = f"extended header of {human(self.size)} (at most {human(MAX_HEADER)})"
-            raise tarfile.HeaderError(msg)
-        depth = getattr(_chain, "depth", 0)
-        if depth >= MAX_HEADER_CHAIN:
-            msg = f"more than {MAX_HEADER_CHAIN} extended headers in a row"
-            raise tarfile.HeaderError(msg)
-        _chain.depth = depth + 1
-        try:
-            return super()._proc_member(archive)  # type: ignore[misc, no-any-return]
-        finally:
-            _chain.depth = depth
 
 
 class _Layer:
@@ -220,14 +192,14 @@ class _Layer:
         self._clear_for(relative, keep_directory=False)
         self.stats.skipped += 1
 
-    def directory(self, relative: str, member: tarfile.TarInfo) -> None:
+    def directory(self, relative: str, member: Member) -> None:
         target = self._clear_for(relative, keep_directory=True)
         if self.policy.directories == "entries" and not target.exists():
             self._mkdir(target, file_mode(member.mode, self.policy.umask) | 0o700)
         if target.exists():
             self.known.add(relative)
 
-    def regular(self, relative: str, member: tarfile.TarInfo, data: IO[bytes]) -> None:
+    def regular(self, relative: str, member: Member, data: TarReader) -> None:
         self.stats.tally.reserve(relative, member.size, self.what)
         target = self._clear_for(relative, keep_directory=False)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -241,38 +213,24 @@ class _Layer:
         self.stats.files += 1
 
 
-def _extra_filter_check(member: tarfile.TarInfo, stage: Path, what: str) -> None:
-    data_filter = getattr(tarfile, "data_filter", None)
-    if data_filter is None:
-        return  # Python < 3.11.4 (Debian 12's 3.11.2): our own checks above are the gate
-    try:
-        data_filter(member, str(stage))
-    except tarfile.FilterError as exc:
-        raise UnsafeArchive(f"{what}: refusing entry '{member.name}': {exc}") from None
-
-
-def apply_layer(stream: IO[bytes], stage: Path, *, policy: TreePolicy, stats: ExtractStats, what: str) -> None:
+def apply_layer(stream: Readable, stage: Path, *, policy: TreePolicy, stats: ExtractStats, what: str) -> None:
     """Apply one uncompressed tar stream on top of `stage`, in OCI changeset order."""
     layer = _Layer(stage, policy, stats, what)
     stats.layer_paths = set()
     stats.layer_parents = set()
-    try:
-        archive = tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK, tarinfo=_BoundedInfo)  # noqa: SIM115 - closed below; streaming
-    except tarfile.TarError as exc:
-        raise UnsafeArchive(f"{what}: not a tar archive: {exc}") from None
+    archive = TarReader(stream)
     try:
         for member in archive:
             _apply_member(layer, archive, member)
-    except tarfile.TarError as exc:
-        raise UnsafeArchive(f"{what}: corrupt tar archive: {exc}") from None
-    finally:
-        archive.close()
+    except TarFormatError as exc:
+        problem = "corrupt tar archive" if archive.members else "not a tar archive"
+        raise UnsafeArchive(f"{what}: {problem}: {exc}") from None
 
 
-def _apply_member(layer: _Layer, archive: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+def _apply_member(layer: _Layer, archive: TarReader, member: Member) -> None:
     layer.stats.tally.entry(layer.what)
     relative = _normalise(member.name, layer.what)
-    if member.issparse():
+    if member.sparse:
         raise UnsafeArchive(f"{layer.what}: refusing sparse entry '{member.name}' ({human(member.size)} declared)")
     if posixpath.basename(relative).startswith(_WHITEOUT):
         layer.whiteout(relative)
@@ -284,10 +242,6 @@ def _apply_member(layer: _Layer, archive: tarfile.TarFile, member: tarfile.TarIn
         layer.directory(relative, member)
         return
     if not member.isreg():
-        layer.skipped(relative)  # symlinks, hardlinks, devices, fifos: never created
+        layer.skipped(relative)  # symlinks, hardlinks, devices, fifos, unknown types: never created
         return
-    _extra_filter_check(member, layer.stage, layer.what)
-    data = archive.extractfile(member)
-    if data is None:  # pragma: no cover - a regular member always has data
-        return
-    layer.regular(relative, member, data)
+    layer.regular(relative, member, archive)
