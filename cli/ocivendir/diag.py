@@ -4,8 +4,9 @@
 `logging` (a warm run: no network stack), a record below the run's threshold is dropped on the spot; any other record
 imports `logging`, applies the run's configuration once and is handed to the real logger, so handlers, levels and
 pytest's caplog see exactly what they would. `logging` costs a warm run ~9 ms (traceback, textwrap, tokenize, string,
-threading and five regexes), more than the run's own work. The network stack, which logs through `logging` itself,
-calls `configure_now()` before its first request so that its records are formatted like ours.
+threading and five regexes), more than the run's own work. The network stack (registry/*) logs through here too, so a
+tag's HEAD or a cold sync without --debug imports `logging` only for a warning; `enabled(level)` lets it skip building
+a record (the --debug request dump) that would be dropped.
 """
 
 from __future__ import annotations
@@ -44,6 +45,15 @@ class Logger:
     def warning(self, message: str, *args: object) -> None:
         """Log at WARNING (always shown)."""
         self._emit(WARNING, message, args)
+
+    def enabled(self, level: int) -> bool:
+        """`isEnabledFor(level)`, answered without importing `logging` when the record would be dropped anyway."""
+        if level < _Run.threshold and "logging" not in sys.modules:
+            return False
+        import logging  # noqa: PLC0415 - only for a record that may be shown
+
+        configure_now()
+        return logging.getLogger(self.name).isEnabledFor(level)
 
     def _emit(self, level: int, message: str, args: tuple[object, ...]) -> None:
         if level < _Run.threshold and "logging" not in sys.modules:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -31,6 +32,7 @@ __all__ = [
     "load_settings",
     "parse_duration",
     "parse_size",
+    "user_dir",
 ]
 
 DEFAULT_CACHE_MAX_SIZE = 1 << 30
@@ -190,12 +192,35 @@ def _cache_dir(flags: Flags, environ: Mapping[str, str]) -> tuple[Path | None, b
     given = _text("cache_dir", flags.cache_dir, environ)
     if given:
         return Path(given).expanduser().absolute(), True
-    import platformdirs  # noqa: PLC0415 - only when no directory is named
+    base = user_dir("cache", os.environ)  # None: no HOME and no passwd entry (an arbitrary UID), the no-cache fallback
+    return (Path(base) / "ocivendir", False) if base else (None, False)
 
-    try:
-        return Path(platformdirs.user_cache_dir("ocivendir")), False
-    except (RuntimeError, KeyError):  # no HOME and no passwd entry (an arbitrary UID): the documented no-cache fallback
-        return None, False
+
+def user_dir(kind: str, environ: Mapping[str, str]) -> str | None:
+    """The user's `cache` or `config` base directory (platformdirs' answer); None when the user has no home.
+
+    On Linux that is the XDG rule, without importing platformdirs: `$XDG_<KIND>_HOME` when absolute, else
+    `<home>/.<kind>`, the home being `$HOME` when absolute, else the passwd entry's.
+    """
+    if sys.platform != "linux":
+        import platformdirs  # noqa: PLC0415 - macOS and others: their own rules
+
+        try:
+            return str(getattr(platformdirs, f"user_{kind}_dir")())
+        except (RuntimeError, KeyError):
+            return None
+    given = environ.get(f"XDG_{kind.upper()}_HOME", "")
+    if given.startswith("/"):
+        return given
+    home = environ.get("HOME", "")
+    if not home.startswith("/"):
+        import pwd  # noqa: PLC0415 - only without an absolute HOME
+
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            return None
+    return f"{home.rstrip('/')}/.{kind}" if home.startswith("/") else None
 
 
 def _docker_configs(environ: Mapping[str, str]) -> tuple[Path, ...]:
@@ -239,13 +264,9 @@ def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
 
     path = settings.registry_config
     if path is None:
-        import platformdirs  # noqa: PLC0415 - only when the network is needed
-
-        try:
-            path = Path(platformdirs.user_config_dir("ocivendir")) / "registries.yaml"
-        except (RuntimeError, KeyError):  # no HOME and no passwd entry (an arbitrary UID): there is no default file
-            return MirrorPlan(), []
-        if not path.is_file():
+        base = user_dir("config", os.environ)  # None: no HOME and no passwd entry (an arbitrary UID), no default file
+        path = Path(base) / "ocivendir" / "registries.yaml" if base else None
+        if path is None or not path.is_file():
             return MirrorPlan(), []
     try:
         text = path.read_text(encoding="utf-8")

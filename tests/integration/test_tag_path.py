@@ -22,6 +22,7 @@ from tests.support.registry import PASSWORD, USERNAME, Registry
 
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
 _NETWORK_STACKS = ("oras", "requests", "urllib3", "yaml")  # registries.yaml is read only when it exists
+_UNUSED = ("logging", "platformdirs")  # diagnostics load logging only for a record shown; XDG needs no library
 _PROBE = """\
 import sys
 opened = []
@@ -68,7 +69,7 @@ def _warm_probe(config: str, trust: Path, cache: Path) -> str:
     return _probed(config, trust, cache)
 
 
-def _probed(config: str, trust: Path, cache: Path, forbidden: tuple[str, ...] = _NETWORK_STACKS) -> str:
+def _probed(config: str, trust: Path, cache: Path, forbidden: tuple[str, ...] = _NETWORK_STACKS + _UNUSED) -> str:
     """A vendir-mode sync of `config` in a subprocess: its stderr, ending `<exit code> opened=<n> [<loaded>]`."""
     done = subprocess.run([sys.executable, "-c", _PROBE.format(forbidden=forbidden), str(trust)], input=config,
                           capture_output=True, text=True, check=False,

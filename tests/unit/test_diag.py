@@ -26,6 +26,13 @@ def test_a_dropped_record_does_not_import_logging() -> None:
     assert (done.stdout, done.stderr) == ("False\n", "")
 
 
+def test_enabled_says_no_without_importing_logging_and_yes_under_debug() -> None:
+    check = "print(diag.logger('ocivendir.http').enabled(diag.DEBUG), 'logging' in sys.modules)\n"
+    quiet = _run(f"import sys\nfrom ocivendir import diag\ndiag.configure(debug=False, verbose=False)\n{check}")
+    loud = _run(f"import sys\nfrom ocivendir import diag\ndiag.configure(debug=True, verbose=False)\n{check}")
+    assert (quiet.stdout, loud.stdout) == ("False False\n", "True True\n")
+
+
 def test_a_warning_imports_logging_and_is_printed_in_the_runs_format() -> None:
     done = _run(
         "from ocivendir import diag\n"

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.registry.credentials import Credential, host_match_score, rules_from_env, secret_rules
 from ocivendir.registry.proxy import ProxyConfig
-from ocivendir.settings import Flags, load_settings, parse_duration, parse_size
+from ocivendir.settings import Flags, load_settings, parse_duration, parse_size, user_dir
 
 
 @pytest.mark.parametrize(
@@ -119,3 +122,27 @@ def test_proxy_selection_follows_go(no_proxy: str, host: str, port: int, proxied
     config = ProxyConfig(https_proxy="proxy-svc:80", no_proxy=no_proxy)
     chosen = config.for_url("https", host, port)
     assert (chosen == "http://proxy-svc:80") is proxied
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [{"HOME": "/home/x"}, {"HOME": "/home/x/", "XDG_CACHE_HOME": "/xdg/cache", "XDG_CONFIG_HOME": "/xdg/config"},
+     {"HOME": "/home/x", "XDG_CACHE_HOME": "relative/cache", "XDG_CONFIG_HOME": ""}, {"HOME": "relative"}, {}],
+)  # fmt: skip
+def test_the_default_cache_and_config_dirs_are_platformdirs_answers_without_platformdirs(
+    environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    platformdirs = pytest.importorskip("platformdirs")
+    for name in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings(Flags(), {}).cache_dir == Path(platformdirs.user_cache_dir("ocivendir"))
+    assert f"{user_dir('config', os.environ)}/ocivendir" == platformdirs.user_config_dir("ocivendir")
+
+
+def test_a_warm_run_reads_its_default_cache_dir_without_importing_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "platformdirs", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/xdg/cache")
+    assert load_settings(Flags(), {}).cache_dir == Path("/xdg/cache/ocivendir")
+    assert "platformdirs" not in sys.modules

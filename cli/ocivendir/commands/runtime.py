@@ -108,8 +108,6 @@ def _client_options(
     from ocivendir.registry.client import ClientOptions  # noqa: PLC0415 - network stack only when needed
     from ocivendir.registry.retry import RetryPolicy  # noqa: PLC0415
 
-    diag.configure_now()  # the network stack logs through logging itself
-
     if read_timeout is None and flags.get("response_header_timeout"):
         read_timeout = parse_duration(str(flags["response_header_timeout"]), "--registry-response-header-timeout")
     attempts = int(flags.get("retry_count") or 5)

@@ -14,7 +14,6 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from ocivendir.errors import (
@@ -39,17 +38,26 @@ from ocivendir.registry.transport import (
     ClientOptions,
     ConnectFailure,
     Route,
-    SchemeMemory,
     Transport,
     basic_auth,
     iter_body,
 )
 from ocivendir.results import ImageStatus, RequestStats
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ocivendir.registry.transport import Response
+    from typing import NoReturn, Protocol
 
-__all__ = ["ClientOptions", "RegistryClient", "Resolved", "SchemeMemory"]
+    from ocivendir.registry.transport import Response, SchemeMemory
+
+    class CredentialLookup(Protocol):
+        """Credentials for a host and repository path; `mirror` when the host stands in for another registry."""
+
+        def __call__(self, registry: str, repository: str, /, *, mirror: bool = False) -> Credential:
+            """The credential to send."""
+
+
+__all__ = ["ClientOptions", "RegistryClient", "Resolved"]
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 _CHUNK = 1 << 22
@@ -58,13 +66,6 @@ _HEAD_REFUSED = frozenset({405, 501})
 
 
 _RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
-
-
-class CredentialLookup(Protocol):
-    """Credentials for a host and repository path; `mirror` when the host stands in for another registry."""
-
-    def __call__(self, registry: str, repository: str, /, *, mirror: bool = False) -> Credential:
-        """The credential to send."""
 
 
 ProgressCallback = Callable[[int], None]

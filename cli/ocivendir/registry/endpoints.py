@@ -14,12 +14,11 @@ Every endpoint has a cap on concurrent operations (registries.yaml `concurrency`
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
+from ocivendir import diag
 from ocivendir.errors import (
     Denied,
     DigestMismatch,
@@ -34,8 +33,13 @@ from ocivendir.registry.mirrors import Endpoint, MirrorPlan
 
 __all__ = ["EndpointWalker", "Unreachable"]
 
-_log = logging.getLogger("ocivendir.endpoints")
-_T = TypeVar("_T")
+_log = diag.logger("ocivendir.endpoints")
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
 
 
 class Unreachable(Transient):

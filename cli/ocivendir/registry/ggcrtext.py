@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from http import HTTPStatus
 
 from ocivendir.registry.connections import BodyBroken
 
@@ -47,6 +46,8 @@ def _answer(method: str, status: int, body: bytes) -> str:
             if len(errors) == 1:
                 return _diagnostic(errors[0])
             return "multiple errors returned: " + "; ".join(_diagnostic(e) for e in errors)
+    from http import HTTPStatus  # noqa: PLC0415 - an enum of 60 members: only for an error's text
+
     reason = ""
     with contextlib.suppress(ValueError):
         reason = HTTPStatus(status).phrase

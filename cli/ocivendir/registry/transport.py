@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import base64
 import errno
-import logging
 import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
-from ocivendir import __version__
+from ocivendir import __version__, diag
 from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.record import field, record
@@ -30,8 +28,20 @@ from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.retry import Deadline, RetryPolicy
 from ocivendir.results import RequestStats
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
+    from typing import Any, Protocol
+
+    class SchemeMemory(Protocol):
+        """Where the scheme that worked for a host is remembered across runs (the cache index)."""
+
+        def scheme_for(self, host: str) -> str | None:
+            """The remembered scheme, if any."""
+
+        def remember_scheme(self, host: str, scheme: str) -> None:
+            """Record the scheme that worked."""
+
 
 __all__ = [
     "BodyBroken",
@@ -40,15 +50,14 @@ __all__ = [
     "Response",
     "ResponseTimeout",
     "Route",
-    "SchemeMemory",
     "Transport",
     "basic_auth",
 ]
 
-_log = logging.getLogger("ocivendir.registry")
+_log = diag.logger("ocivendir.registry")
 
 
-_http_log = logging.getLogger("ocivendir.http")
+_http_log = diag.logger("ocivendir.http")
 _USER_AGENT = f"ocivendir/{__version__}"
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 
@@ -58,7 +67,7 @@ def _log_exchange(response: Response) -> None:
 
     Credentials are redacted and bodies never logged.
     """
-    if not _http_log.isEnabledFor(logging.DEBUG):
+    if not _http_log.enabled(diag.DEBUG):
         return
     for each in (*response.history, response):
         request = each.request
@@ -72,16 +81,6 @@ def _headers(headers: Any) -> str:  # noqa: ANN401 - a dict or an email.message.
         shown = "<redacted>" if str(name).lower() in _SECRET_HEADERS else value
         lines.append(f"{name}: {shown}")
     return "\n".join(lines)
-
-
-class SchemeMemory(Protocol):
-    """Where the scheme that worked for a host is remembered across runs (the cache index)."""
-
-    def scheme_for(self, host: str) -> str | None:
-        """The remembered scheme, if any."""
-
-    def remember_scheme(self, host: str, scheme: str) -> None:
-        """Record the scheme that worked."""
 
 
 @record

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import re
 import ssl
 from pathlib import Path
 
+from ocivendir import diag
 from ocivendir.record import record
 
 __all__ = ["GO_CERT_DIRS", "GO_CERT_FILES", "TrustStore", "load_into", "read_trust_store"]
@@ -32,7 +32,7 @@ GO_CERT_DIRS: tuple[str, ...] = ("/etc/ssl/certs", "/etc/pki/tls/certs")
 
 _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+-----END CERTIFICATE-----")
 _ERRNO_GO = {errno.EACCES: "permission denied", errno.EISDIR: "is a directory", errno.ENOTDIR: "not a directory"}
-_log = logging.getLogger("ocivendir.registry.truststore")
+_log = diag.logger("ocivendir.registry.truststore")
 
 
 @record(kw_only=False)
