@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from ocivendir.results import Event, ProgressEvent
 
-__all__ = ["Output", "OutputMode", "multiline_error", "stderr_is_tty", "write_stdout"]
+__all__ = ["Output", "OutputMode", "multiline_error", "pacify_streams", "stderr_is_tty", "write_stderr", "write_stdout"]
 
 _OPEN = "([{"
 _CLOSE = ")]}"
@@ -28,6 +28,40 @@ def write_stdout(text: str) -> None:
     """Text on stdout as is (`version`, before any Output exists)."""
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def write_stderr(text: str) -> None:
+    """Text on stderr as is (the blank line after `^C` that closes the terminal's echo, as click writes it)."""
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+class _PacifiedStream:
+    """A stream whose flush ignores a reader that went away (EPIPE), as click's `_PacifyFlushWrapper`."""
+
+    def __init__(self, wrapped: IO[str]) -> None:
+        """Wrap one of the process's streams."""
+        self.wrapped = wrapped
+
+    def flush(self) -> None:
+        """Flush, saying nothing if the pipe is closed."""
+        import errno  # noqa: PLC0415 - only after a broken pipe
+
+        try:
+            self.wrapped.flush()
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+
+    def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - the wrapped stream's attribute
+        """Everything else is the wrapped stream's."""
+        return getattr(self.wrapped, name)
+
+
+def pacify_streams() -> None:
+    """After EPIPE on stdout: the interpreter's last flush of stdout and stderr stays silent (what click does)."""
+    sys.stdout = _PacifiedStream(sys.stdout)
+    sys.stderr = _PacifiedStream(sys.stderr)
 
 
 def stderr_is_tty() -> bool:

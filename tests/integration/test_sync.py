@@ -352,6 +352,7 @@ def test_other_source_types_are_synced_by_a_delegate_vendir(
 # time for no work (dataclasses execs its generated methods, logging and subprocess pull in a dozen modules); vendir
 # mode skips click, and with it inspect and typing (annotations only, under TYPE_CHECKING)
 WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging", "subprocess", "secrets", "tarfile")
+WARM_PULL_FORBIDDEN = (*WARM_FORBIDDEN, "yaml", "click", "inspect", "typing")
 
 
 def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
@@ -382,7 +383,10 @@ def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
         # kapp-controller's command line: the click-free fast path; stdin and images.yml read without PyYAML
         (["vendir", "sync", "-f", "-", "--lock-file", "/dev/null", "--chdir", str(work)], kapp_stdin,
          (*WARM_FORBIDDEN, "click", "inspect", "typing", "yaml")),
-        (["ocivendir", "pull", "-b", bundle, "-o", str(work / "pulled")], "", (*WARM_FORBIDDEN, "yaml")),
+        # `pull`'s click-free fast path, in ocivendir and imgpkg modes
+        (["ocivendir", "pull", "-b", bundle, "-o", str(work / "pulled")], "", WARM_PULL_FORBIDDEN),
+        (["ocivendir", "pull", "-i", image, "-o", str(work / "pulled-image")], "", WARM_PULL_FORBIDDEN),
+        (["imgpkg", "pull", "-b", bundle, "-o", str(work / "pulled")], "", WARM_PULL_FORBIDDEN),
     ):  # fmt: skip
         probe = (
             "import sys\nfrom ocivendir.commands import main\n"

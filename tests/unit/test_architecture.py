@@ -31,7 +31,7 @@ FLOORS: dict[str, int] = {
     "commands.verify": 4, "commands.cache": 4, "commands.sync": 4, "commands._docgen": 4,
     "commands.overrides": 4, "commands.goflags": 4, "commands.tools": 4,
     "commands.root": 4, "commands.syncrun": 4, "commands.vendirargs": 4,
-    "commands.pullrun": 4,
+    "commands.flagscan": 4, "commands.pullargs": 4, "commands.pullrun": 4,
 }  # fmt: skip
 PURE_THIRD_PARTY = {"yaml"}
 ONLY_IN = {

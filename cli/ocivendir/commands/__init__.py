@@ -1,8 +1,10 @@
 """Owns: `main()` — vendir and imgpkg modes (argv[0] named so), the fast paths, exceptions → messages and exit codes.
 
-The single place where exceptions become `<prog>: Error: …` and exit codes. `version` and vendir mode's `sync` run
-without click (`commands/vendirargs.py`); everything else goes through the click tree in `commands/root.py`. This
-module imports nothing beyond the standard library's start-up set at import time.
+The single place where exceptions become `<prog>: Error: …` and exit codes. `version`, vendir mode's `sync`
+(`commands/vendirargs.py`) and `pull` in ocivendir and imgpkg modes (`commands/pullargs.py`) run without click when
+their parsers read the command line exactly as click would, and end as click ends a command; everything else goes
+through the click tree in `commands/root.py`. This module imports nothing beyond the standard library's start-up set
+at import time.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from ocivendir.errors import OcivendirError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, NoReturn
+
+    from ocivendir.commands.runtime import Run
 
 __all__ = ["main", "version_line"]
 
@@ -47,6 +52,55 @@ def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hi
     return (1 if exit_code else 0) if go_mode(state) else exit_code
 
 
+def _as_click(state: dict[str, Any], body: Callable[[], None]) -> int:
+    """A fast path's run, its end framed as click frames a command's: `^C` or EOF is `Aborted`, EPIPE a silent 1."""
+    try:
+        body()
+    except (EOFError, KeyboardInterrupt):
+        from ocivendir.output import write_stderr  # noqa: PLC0415
+
+        write_stderr("\n")
+        return _fail(state, KeyboardInterrupt(), "aborted", "Aborted", None, 1)
+    except OSError as exc:
+        import errno  # noqa: PLC0415
+
+        if exc.errno != errno.EPIPE:
+            raise
+        from ocivendir.output import pacify_streams  # noqa: PLC0415
+
+        pacify_streams()
+        return 1
+    return 0
+
+
+def _fast(args: list[str], state: dict[str, Any]) -> Callable[[], None] | None:
+    """The run of a command line that a fast path reads exactly as click would (vendir's `sync`, `pull`), or None."""
+    if state["vendir_mode"]:
+        from ocivendir.commands.vendirargs import parse_sync  # noqa: PLC0415
+
+        sync = parse_sync(args)
+        if sync is None:
+            return None
+        from ocivendir.commands import syncrun  # noqa: PLC0415
+
+        return lambda: syncrun.run_sync(sync[0], lambda: _start(sync[1], state, vendir_quiet=True))
+    from ocivendir.commands.pullargs import parse_pull  # noqa: PLC0415
+
+    pull = parse_pull(args)
+    if pull is None:
+        return None
+    from ocivendir.commands import pullrun  # noqa: PLC0415
+
+    return lambda: pullrun.run_pull(pull[0], lambda: _start(pull[1], state))
+
+
+def _start(given: dict[str, Any], state: dict[str, Any], *, vendir_quiet: bool = False) -> Run:
+    """The Run of a fast path: the flags it read, named as click names them."""
+    from ocivendir.commands.runtime import Run  # noqa: PLC0415
+
+    return Run.from_flags(given, str(state["prog"]), vendir_quiet=vendir_quiet)
+
+
 def _run(args: list[str], state: dict[str, Any]) -> int:
     """The fast paths first (no click), else the click tree."""
     if args in _VERSION_ARGS:
@@ -54,17 +108,10 @@ def _run(args: list[str], state: dict[str, Any]) -> int:
 
         write_stdout(version_line(state["prog"]) + "\n")
         return 0
-    if state["vendir_mode"]:
-        from ocivendir.commands.vendirargs import parse_sync  # noqa: PLC0415
-
-        parsed = parse_sync(args)
-        if parsed is not None:
-            from ocivendir.commands.runtime import Run  # noqa: PLC0415
-            from ocivendir.commands.syncrun import run_sync  # noqa: PLC0415
-
-            flags, given = parsed
-            run_sync(flags, lambda: Run.from_flags(given, "vendir", vendir_quiet=True))
-            return 0
+    if args[:1] in (["sync"], ["pull"]):
+        body = _fast(args, state)
+        if body is not None:
+            return _as_click(state, body)
     from ocivendir.commands.root import run_click  # noqa: PLC0415 - click only when no fast path applies
 
     return run_click(args, state)
