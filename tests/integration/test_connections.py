@@ -85,6 +85,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/huge"):
             self._huge(200)
             return
+        if self.path.endswith("/chunked"):
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in (BODY[:40_000], BODY[40_000:]):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\nX-Trailer: t\r\n\r\n")
+            return
         if self.path.endswith("/moved"):
             self.send_response(307)
             self.send_header("Location", f"http://localhost:{self.server.server_address[1]}/storage/blob")
@@ -127,6 +135,15 @@ def test_requests_to_one_origin_share_one_connection(server: Server) -> None:
     assert b"".join(streamed.iter_content(4096)) == BODY
     agent.close()
     assert (len(server.seen), server.connections) == (3, 1)
+
+
+def test_a_chunked_answer_is_read_whole_and_its_connection_reused(server: Server) -> None:
+    agent = _agent()
+    for _ in range(2):
+        answer = agent.request("GET", f"{server.base}/v2/a/chunked", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+        assert b"".join(answer.iter_content(1 << 14)) == BODY
+    agent.close()
+    assert (len(server.seen), server.connections) == (2, 1)
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_once(server: Server) -> None:

@@ -4,25 +4,24 @@ A small stand-in for the `responses` library, which mocked requests: answers are
 (`get`, `head`, `post`, with `status`, `headers`, `body` — bytes, text or an exception to raise — or `json`, and
 `match` predicates), several matching registrations answer in turn and the last one repeats, and every
 registration must have been asked for when the block ends. The client under test runs unchanged above the seam:
-its requests are real `http.client` requests whose bytes are parsed here, and each answer is real HTTP/1.1 bytes
-parsed by `http.client` (every answer closes its connection, so no connection is reused in the unit tier; reuse is
-the integration tier's).
+its requests are recorded at the connection's face, and each answer is real HTTP/1.1 bytes parsed by
+`registry/http11.py` (every answer closes its connection, so no connection is reused in the unit tier; reuse is the
+integration tier's).
 """
 
 from __future__ import annotations
 
-import io
 import json as jsonlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.client import HTTPResponse
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 from ocivendir.registry import connections as http_module
+from ocivendir.registry.http11 import RawResponse, Wire, read_response
 
 
 @dataclass
@@ -154,26 +153,29 @@ class FakeHTTP:
         return [a for a in self.answers if a.calls == 0]
 
 
-def http_response(method: str, status: int, headers: Mapping[str, str], body: bytes) -> HTTPResponse:
-    """An `http.client` response parsed from the HTTP/1.1 bytes of this answer (its connection closes after it)."""
+def http_response(method: str, status: int, headers: Mapping[str, str], body: bytes) -> RawResponse:
+    """A response parsed from the HTTP/1.1 bytes of this answer (its connection closes after it)."""
     head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", *(f"{k}: {v}" for k, v in headers.items())]
     if not any(k.lower() == "content-length" for k in headers):
         head.append(f"Content-Length: {len(body)}")
     head.append("Connection: close")
-    raw = ("\r\n".join(head) + "\r\n\r\n").encode("latin1") + body
-    response = HTTPResponse(_Socket(raw), method=method)  # type: ignore[arg-type]
-    response.begin()
-    return response
+    return read_response(Wire(BytesSocket(("\r\n".join(head) + "\r\n\r\n").encode("latin1") + body)), method)
 
 
-class _Socket:
-    """What `HTTPResponse` reads from: the answer's bytes."""
+class BytesSocket:
+    """What the wire reads from: fixed bytes, then the end of the stream."""
 
     def __init__(self, data: bytes) -> None:
-        self._data = data
+        self._data = memoryview(data)
 
-    def makefile(self, _mode: str) -> io.BytesIO:
-        return io.BytesIO(self._data)
+    def recv_into(self, buffer: bytearray | memoryview, nbytes: int = 0, /) -> int:
+        count = min(nbytes or len(buffer), len(self._data))
+        buffer[:count] = self._data[:count]
+        self._data = self._data[count:]
+        return count
+
+    def sendall(self, _data: bytes, /) -> None:
+        """Nothing listens."""
 
     def settimeout(self, _seconds: float) -> None:
         """Nothing waits here."""
@@ -184,7 +186,7 @@ class _Connection:
 
     def __init__(self, fake: FakeHTTP, scheme: str, host: str, port: int) -> None:
         self._fake, self._scheme, self._host, self._port = fake, scheme, host, port
-        self.sock = _Socket(b"")
+        self.sock = BytesSocket(b"")
         self._request: FakeRequest | None = None
 
     def connect(self) -> None:
@@ -196,7 +198,7 @@ class _Connection:
         url = target if "://" in target else f"{self._scheme}://{self._host}{port}{target}"
         self._request = FakeRequest(method, url, dict(headers), body or b"", f"{self._host}:{self._port}")
 
-    def getresponse(self) -> HTTPResponse:
+    def getresponse(self) -> RawResponse:
         assert self._request is not None
         answer = self._fake.answer(self._request)
         if isinstance(answer.body, BaseException):
@@ -221,6 +223,7 @@ def fake_http(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHTTP]:
 
 
 __all__ = [
+    "BytesSocket",
     "FakeHTTP",
     "FakeRequest",
     "fake_http",

@@ -1,30 +1,42 @@
-"""Owns: HTTP/1.1 exchanges on the standard library's `http.client` — the only module that opens sockets to registries.
+"""Owns: connections to registries — the only module that opens sockets — and the exchanges on them.
 
 Connections are kept per origin and proxy and reused (a reused connection the server has meanwhile closed is retried
 once on a new one); an http URL goes through a proxy in absolute form, an https URL through a `CONNECT` tunnel;
 redirects are followed (the `Authorization` header is dropped when the host changes, as Go and requests do); the
 connect timeout covers the TCP and TLS handshakes and the read timeout every wait after. The TLS context is made when
 the first https connection's TCP handshake has succeeded, so neither a plain-HTTP registry nor a refused one ever
-reads the trust store. What failed is told apart for the transport: no connection (`ConnectFailed`), no answer in
-time (`HeaderTimeout`), a body cut short (`BodyBroken`). It imports no third-party code: a tag's HEAD costs
-`http.client` and nothing more.
+reads the trust store, and `ssl` (with `socket`) is imported only then: a plain connection is a bare `_socket`, and the
+exchange on it is `registry/http11.py`'s. What failed is told apart for the transport: no connection
+(`ConnectFailed`), no answer in time (`HeaderTimeout`), a body cut short (`BodyBroken`).
 """
 
 from __future__ import annotations
 
-import base64
-import http.client
+import _socket
+import binascii
 import json
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
+from ocivendir.registry.http11 import (
+    MAX_INFORMATIONAL,
+    Disconnected,
+    Headers,
+    ProtocolError,
+    RawResponse,
+    Wire,
+    read_response,
+    request_bytes,
+)
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
-    from email.message import Message
+    from typing import Any
 
 __all__ = [
+    "MAX_INFORMATIONAL",
     "Agent",
     "BodyBroken",
     "BodyTooLarge",
@@ -37,10 +49,9 @@ __all__ = [
 
 MAX_REDIRECTS = 30
 MAX_BODY_BYTES = 32 << 20  # a body read at once (token, error, tag list page); manifests have their own, smaller cap
-MAX_INFORMATIONAL = 5  # Go's max1xxResponses: `100 Continue` lines skipped before the real status line
 REDIRECT_DRAIN_BYTES = 2 << 10  # Go's maxBodySlurpSize: a redirect's body longer than this closes the connection
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+_STALE = (Disconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 ProxyChooser = Callable[[str, str, int], "str | None"]
 
 
@@ -75,32 +86,29 @@ class Request:
 class Response:
     """An answer: status, headers, the body read at once or streamed, and the redirects that led to it."""
 
-    def __init__(self, raw: http.client.HTTPResponse, request: Request, release: Callable[[bool], None]) -> None:
+    def __init__(self, raw: RawResponse, request: Request, release: Callable[[bool], None]) -> None:
         """Wrap `raw`; `release(reusable)` hands the connection back once the body is done with."""
         self.raw = raw
         self.request = request
         self.url = request.url
         self.status_code = raw.status
         self.reason = raw.reason
-        self.headers: Message = raw.headers
+        self.headers: Headers = raw.headers
         self.history: list[Response] = []
         self._release: Callable[[bool], None] | None = release
         self._content: bytes | None = None
 
     def iter_content(self, chunk_size: int) -> Iterator[bytes]:
-        """The body in chunks; a dropped connection is `BodyBroken`."""
+        """The body in chunks; a dropped connection or a body cut short is `BodyBroken`."""
         if self._content is not None:
             yield self._content
             return
         try:
             while chunk := self.raw.read(chunk_size):
                 yield chunk
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ProtocolError) as exc:
             self._done(reusable=False)
             raise BodyBroken(str(exc) or type(exc).__name__) from None
-        if self.raw.length:  # http.client ends a short Content-Length body quietly; urllib3 and Go call it an error
-            self._done(reusable=False)
-            raise BodyBroken(f"the body was cut short: {self.raw.length} of its Content-Length bytes never came")
         self._done(reusable=True)
 
     @property
@@ -119,11 +127,12 @@ class Response:
 
     def discard(self) -> None:
         """Done with a redirect: a short body is read so the connection can be reused, a longer one closes it."""
-        length = self.raw.length
+        length, drained = self.raw.length, 0
         if self._release is not None and (length is None or length <= REDIRECT_DRAIN_BYTES):
             try:
-                self.raw.read(REDIRECT_DRAIN_BYTES)
-            except (OSError, http.client.HTTPException):
+                while drained <= REDIRECT_DRAIN_BYTES and (chunk := self.raw.read(REDIRECT_DRAIN_BYTES)):
+                    drained += len(chunk)
+            except (OSError, ProtocolError):
                 self._done(reusable=False)
         self.close()
 
@@ -154,10 +163,7 @@ class Response:
 
     def close(self) -> None:
         """Done with the answer: an unread body closes the connection, a read one returns it to the pool."""
-        if self._release is not None:
-            if self.raw.length == 0 and not self.raw.isclosed():
-                self.raw.read()  # nothing left to read (a HEAD, an empty body): finished, the connection is reusable
-            self._done(reusable=self.raw.isclosed())
+        self._done(reusable=self.raw.isclosed())
 
     def _done(self, *, reusable: bool) -> None:
         release, self._release = self._release, None
@@ -165,52 +171,115 @@ class Response:
             release(reusable and not self.raw.will_close)
 
 
-class _TLSAfterConnect(http.client.HTTPSConnection):
-    """An https connection whose TLS context is asked for only once the TCP connection (and tunnel) stands.
+def _dial(host: str, port: int, timeout: float) -> _socket.socket:
+    """A TCP connection to the first address of `host` that answers (`socket.create_connection`, on `_socket`).
 
-    A refused or unreachable registry then fails without the trust store ever being read.
+    An ASCII host name is looked up as bytes, so the `idna` codec is loaded only for a name that needs it.
+    """
+    name = host.encode("ascii") if host.isascii() else host.encode("idna")
+    failure: OSError = OSError(f"no address found for {host}")
+    for family, kind, proto, _, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            failure = exc
+            continue
+        return sock
+    raise failure
+
+
+def _host_header(host: str, port: int, default: int) -> str:
+    name = f"[{host}]" if ":" in host else host
+    return name if port == default else f"{name}:{port}"
+
+
+def _open_tunnel(sock: _socket.socket, host: str, port: int, headers: dict[str, str]) -> None:
+    """Ask the proxy on `sock` for a tunnel to `host:port`; anything but 200 is `OSError` (as `http.client` says it)."""
+    target = _host_header(host, port, -1)
+    sock.sendall(request_bytes("CONNECT", target, target, headers, None))
+    answer = read_response(Wire(sock), "CONNECT")
+    if answer.status != 200:  # noqa: PLR2004
+        raise OSError(f"Tunnel connection failed: {answer.status} {answer.reason.strip()}")
+
+
+class _Connection:
+    """One connection: TCP (to the origin or its proxy), a `CONNECT` tunnel when set, then TLS for https.
+
+    The TLS context is asked for only once the TCP connection (and tunnel) stands: a refused or unreachable registry
+    fails without the trust store ever being read.
     """
 
-    def __init__(self, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext]) -> None:
-        import ssl  # noqa: PLC0415 - loaded by http.client already; a bare context costs nothing
+    def __init__(self, scheme: str, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext]) -> None:
+        """Prepare; nothing is connected yet."""
+        self._scheme, self._host, self._port, self._timeout, self._tls = scheme, host, port, timeout, tls
+        self._tunnel: tuple[str, int, dict[str, str]] | None = None
+        self._method = ""
+        self.sock: Any = None
+        self._wire: Wire | None = None
 
-        super().__init__(host, port, timeout=timeout, context=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
-        self._tls = tls
+    def set_tunnel(self, host: str, port: int, headers: dict[str, str]) -> None:
+        """Ask the proxy for a `CONNECT` tunnel to `host:port` (with `headers`) before TLS."""
+        self._tunnel = (host, port, headers)
 
     def connect(self) -> None:
-        """TCP (and the proxy tunnel), then TLS with the agent's context."""
-        http.client.HTTPConnection.connect(self)
+        """TCP, the tunnel, TLS; a failure closes the socket and raises (`OSError`, `ProtocolError`)."""
+        sock: Any = _dial(self._host, self._port, self._timeout)
         try:
-            self._context = self._tls()
+            if self._tunnel is not None:
+                _open_tunnel(sock, *self._tunnel)
+            if self._scheme == "https":
+                sock = self._handshake(sock)
         except BaseException:
-            self.close()  # a CA or client certificate that cannot be loaded: no half-open socket left behind
+            sock.close()
             raise
-        server_hostname = getattr(self, "_tunnel_host", None) or self.host
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=server_hostname)
+        self.sock, self._wire = sock, Wire(sock)
 
+    def _handshake(self, raw: _socket.socket) -> Any:  # noqa: ANN401 - an ssl.SSLSocket
+        import socket  # noqa: PLC0415 - only for TLS: ssl wraps a socket.socket (ssl imports socket anyway)
 
-class _BoundedResponse(http.client.HTTPResponse):
-    """A response that stops after a few `100 Continue` lines (Go allows 5) instead of reading them for ever."""
+        context = self._tls()
+        sock = socket.socket(raw.family, raw.type, raw.proto, fileno=raw.detach())
+        sock.settimeout(self._timeout)
+        server_hostname = self._tunnel[0] if self._tunnel is not None else self._host
+        try:
+            return context.wrap_socket(sock, server_hostname=server_hostname)
+        except BaseException:
+            sock.close()
+            raise
 
-    _status_lines = 0
+    def request(
+        self, method: str, target: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> None:
+        """Send one request (`target` absolute for a plain-HTTP proxy, else origin-form)."""
+        assert self.sock is not None  # noqa: S101 - connected by the agent before any request
+        if "://" in target:
+            host = target.split("/", 3)[2]
+        elif self._tunnel is not None:
+            host = _host_header(self._tunnel[0], self._tunnel[1], 443)
+        else:
+            host = _host_header(self._host, self._port, 443 if self._scheme == "https" else 80)
+        self._method = method
+        self.sock.sendall(request_bytes(method, target, host, headers or {}, body))
 
-    def _read_status(self) -> tuple[str, int, str]:
-        self._status_lines += 1
-        if self._status_lines > MAX_INFORMATIONAL + 1:
-            raise http.client.HTTPException(f"more than {MAX_INFORMATIONAL} informational (1xx) responses")
-        line: tuple[str, int, str] = super()._read_status()  # type: ignore[misc] # private in typeshed, not at run time
-        return line
+    def getresponse(self) -> RawResponse:
+        """The response's head; its body stays on the connection for the caller to read."""
+        assert self._wire is not None  # noqa: S101
+        return read_response(self._wire, self._method)
+
+    def close(self) -> None:
+        """Close the socket (again: nothing)."""
+        sock, self.sock, self._wire = self.sock, None, None
+        if sock is not None:
+            sock.close()
 
 
 def open_connection(scheme: str, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext]) -> Any:  # noqa: ANN401
-    """A new, unconnected `http.client` connection (a test seam: the unit tier answers here without sockets)."""
-    connection = (
-        _TLSAfterConnect(host, port, timeout, tls)
-        if scheme == "https"
-        else http.client.HTTPConnection(host, port, timeout=timeout)
-    )
-    connection.response_class = _BoundedResponse
-    return connection
+    """A new, unconnected connection (a test seam: the unit tier answers here without sockets)."""
+    return _Connection(scheme, host, port, timeout, tls)
 
 
 def _split(url: str) -> tuple[str, str, int, str]:
@@ -249,15 +318,15 @@ def _proxy_parts(proxy: str) -> tuple[str, str, int, dict[str, str]]:
     headers = {}
     if parts.username is not None:
         pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode("latin1")
-        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        headers["Proxy-Authorization"] = "Basic " + binascii.b2a_base64(pair, newline=False).decode("ascii")
     return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80), headers
 
 
-def _connected(connection: Any) -> Any:  # noqa: ANN401 - an http.client connection
+def _connected(connection: Any) -> Any:  # noqa: ANN401 - a _Connection (or the unit tier's fake)
     """`connection`, connected (TCP, tunnel, TLS); a failure closes it and is `ConnectFailed`."""
     try:
         connection.connect()
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, ProtocolError) as exc:
         connection.close()
         raise ConnectFailed(str(exc)) from exc
     return connection
@@ -269,7 +338,7 @@ _UNVERIFIED: list[ssl.SSLContext] = []
 def _unverified() -> ssl.SSLContext:
     """A context that verifies nothing and loads no CA: only for asking whether a server speaks TLS."""
     if not _UNVERIFIED:
-        import ssl  # noqa: PLC0415 - loaded by http.client already
+        import ssl  # noqa: PLC0415 - only for an https guess: the TCP handshake succeeded already
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
@@ -366,7 +435,7 @@ class Agent:
                 if reused:
                     continue  # the server closed an idle connection: once more on a new one
                 raise ConnectFailed(str(exc)) from exc
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ProtocolError) as exc:
                 connection.close()
                 raise ConnectFailed(str(exc)) from exc
             return Response(raw, Request(method, url, headers), self._releaser(key, connection))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
-import random
 import time
 from collections.abc import Callable
 
@@ -17,6 +15,13 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def _jitter() -> float:
+    """A uniform draw in [0, 1); `random` (with its hashing and `os.urandom` seed) loads only for a retry."""
+    import random  # noqa: PLC0415
+
+    return random.random()  # noqa: S311 - jitter, not a secret
+
+
 _NOT_RETRIED_5XX = frozenset({501, 505})
 _RETRIED_4XX = frozenset({408, 429})
 
@@ -28,6 +33,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # noqa: PLC0415 - an HTTP date is rare: email loads a dozen modules
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -45,7 +52,7 @@ class RetryPolicy:
     max_retry_after: float = 30.0
     sleep: Callable[[float], None] | None = field(default=None, compare=False)
     wall_clock: Callable[[], float] = field(default=time.time, compare=False)
-    jitter: Callable[[], float] = field(default=random.random, compare=False)
+    jitter: Callable[[], float] = field(default=_jitter, compare=False)
 
     def pause(self, seconds: float) -> None:
         """Sleep between attempts (the injected sleep, else the module's, looked up at call time)."""

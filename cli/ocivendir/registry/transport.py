@@ -1,17 +1,17 @@
 """Owns: HTTP transport to registries — which connection agent, scheme and proxy a request takes, and its counting.
 
-Agents (`registry/connections.py`: pooled `http.client` connections) per TLS profile, TLS contexts (system CAs plus
-added ones, or none for skip-verify registries) made only for https, proxies from Settings, https-then-http for the
-hosts where plain HTTP is allowed with the scheme that worked remembered, the run's network deadline, and the request
-counter every result reports (design §4.1). It knows hosts and paths, not the distribution protocol:
-`registry/client.py` builds on it.
+Agents (`registry/connections.py`: pooled connections speaking `registry/http11.py`) per TLS profile, TLS contexts
+(system CAs plus added ones, or none for skip-verify registries) made only for https, proxies from Settings,
+https-then-http for the hosts where plain HTTP is allowed with the scheme that worked remembered, the run's network
+deadline, and the request counter every result reports (design §4.1). It knows hosts and paths, not the distribution
+protocol: `registry/client.py` builds on it.
 """
 
 from __future__ import annotations
 
+import _socket
 import base64
 import errno
-import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -75,7 +75,7 @@ def _log_exchange(response: Response) -> None:
         _http_log.debug("<-- %s %s %s\n%s", each.status_code, each.reason, each.url, _headers(each.headers))
 
 
-def _headers(headers: Any) -> str:  # noqa: ANN401 - a dict or an email.message.Message
+def _headers(headers: Any) -> str:  # noqa: ANN401 - a dict or an http11.Headers
     lines = []
     for name, value in sorted(headers.items(), key=lambda item: str(item[0]).lower()):
         shown = "<redacted>" if str(name).lower() in _SECRET_HEADERS else value
@@ -246,9 +246,9 @@ def _reason(exc: BaseException) -> str:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, TimeoutError | socket.timeout):
+        if isinstance(current, TimeoutError):
             return "i/o timeout"
-        if isinstance(current, socket.gaierror):
+        if isinstance(current, _socket.gaierror):
             return "dial tcp: lookup failed: no such host"
         if type(current).__module__ == "ssl" and hasattr(current, "reason"):
             return f"tls: {current.reason or current}".lower()
