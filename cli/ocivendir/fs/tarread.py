@@ -45,6 +45,7 @@ _HIGH = bytes(range(128, 256))
 _NEGATIVE = 0xFF  # the first byte of a negative base-256 number (0x80: a positive one)
 _NEWLINE = 0x0A
 _SHORTEST = 5  # bytes in the shortest pax record, `5 x=\n`
+_MAX_DIGITS = 20  # a pax size or whole mtime longer than this is nonsense (2**64 has 20 digits); int() refuses 4,300+
 _SPARSE = ("GNU.sparse.map", "GNU.sparse.size", "GNU.sparse.realsize", "GNU.sparse.major", "GNU.sparse.minor",
            "GNU.sparse.name", "GNU.sparse.offset", "GNU.sparse.numbytes")  # fmt: skip
 _KEYWORDS = frozenset({"path", "linkpath", "size", "mtime", *_SPARSE})  # the pax records kept; the rest say nothing
@@ -115,13 +116,14 @@ def _checksum_ok(block: bytes) -> bool:
 
 
 def _decimal(text: str) -> bool:
-    return text.isascii() and text.isdigit()
+    """Plain ASCII digits, at most _MAX_DIGITS of them."""
+    return 0 < len(text) <= _MAX_DIGITS and text.isascii() and text.isdigit()
 
 
 def _mtime(text: str) -> float:
     """A pax time: decimal seconds with an optional fraction (Go's archive/tar format); anything else is refused."""
     whole, dot, fraction = text.removeprefix("-").partition(".")
-    if not _decimal(whole) or (dot and not _decimal(fraction)):
+    if not _decimal(whole) or (dot and not (fraction.isascii() and fraction.isdigit())):
         raise TarFormatError(f"invalid pax mtime {text[:40]!r}")
     return float(text) if dot else int(text)
 
