@@ -23,8 +23,10 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 def _plain_layer_image(files: dict[str, str], media_type: str, *, gzipped: bool = False) -> Image:
     layer = tar_bytes(files_layer(files))
-    if gzipped:
-        layer = gzip.compress(layer, mtime=0)
+    return _raw_layer_image(gzip.compress(layer, mtime=0) if gzipped else layer, media_type)
+
+
+def _raw_layer_image(layer: bytes, media_type: str) -> Image:
     diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
     config = json.dumps({"architecture": "", "os": "", "rootfs": {"type": "layers", "diff_ids": [diff_id]},
                          "config": {}}, separators=(",", ":")).encode()  # fmt: skip
@@ -54,6 +56,30 @@ def test_a_nondistributable_layer_is_extracted(pusher: Pusher, repo_prefix: str,
     result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache")
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "out/config/app.yml").read_text() == "app: 1\n"
+
+
+GOOD_GZIP = gzip.compress(tar_bytes(files_layer({"config/app.yml": "app: 1\n" * 500})), mtime=0)
+BROKEN_GZIP = {
+    "truncated": (GOOD_GZIP[:-30], "ends before the end of a member (truncated)"),
+    "crc": (GOOD_GZIP[:-8] + bytes([GOOD_GZIP[-8] ^ 1]) + GOOD_GZIP[-7:], "incorrect data check"),
+}
+
+
+@pytest.mark.parametrize(("layer", "message"), BROKEN_GZIP.values(), ids=BROKEN_GZIP.keys())
+def test_a_layer_whose_gzip_is_broken_fails_the_pull_with_a_clear_error(
+    pusher: Pusher, repo_prefix: str, tmp_path: Path, layer: bytes, message: str
+) -> None:
+    """The digest matches what the registry serves, the gzip inside does not hold: an unsafe archive, named."""
+    ref = _push(pusher, f"{repo_prefix}/img", _raw_layer_image(layer, "application/vnd.oci.image.layer.v1.tar+gzip"))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "previous.txt").write_text("kept")
+    result = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache", "--json")
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "unsafe-archive"
+    assert "corrupt gzip stream" in error["message"]
+    assert message in error["message"]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["previous.txt"]
 
 
 def test_a_response_header_timeout_fails_once_with_gos_words(

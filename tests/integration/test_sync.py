@@ -351,7 +351,8 @@ def test_other_source_types_are_synced_by_a_delegate_vendir(
 # what a warm digest-pinned run must not import: the network stack and rich (cold paths only), and what costs start-up
 # time for no work (dataclasses execs its generated methods, logging and subprocess pull in a dozen modules); vendir
 # mode skips click, and with it inspect and typing (annotations only, under TYPE_CHECKING)
-WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging", "subprocess", "secrets", "tarfile")
+WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging", "subprocess", "secrets", "tarfile",
+                  "shutil", "gzip", "bz2", "lzma", "copy")  # fmt: skip
 WARM_PULL_FORBIDDEN = (*WARM_FORBIDDEN, "yaml", "click", "inspect", "typing")
 
 

@@ -10,7 +10,6 @@ The registry client is created lazily through a factory, so a warm cached run ne
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -160,8 +159,9 @@ class Content:
 
     def view(self, spec: ClientSpec) -> Content:
         """The same store, index, counters and warnings, with a client for other credentials (one content's)."""
-        other = copy.copy(self)
-        other._spec = spec  # noqa: SLF001 - a view of the same object
+        other = object.__new__(Content)
+        other.__dict__.update(self.__dict__)  # a shallow copy, as copy.copy makes it (without importing copy)
+        other._spec = spec
         return other
 
     @property

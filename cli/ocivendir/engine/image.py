@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import gzip
 from pathlib import Path
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.stream import ChunkPipe, TeeExtractor
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
+from ocivendir.fs.gunzip import GunzipReader
 from ocivendir.fs.limits import Tally, check_declared
 from ocivendir.fs.remove import remove_tree
 from ocivendir.oci.manifest import (
@@ -29,13 +29,7 @@ from ocivendir.results import LogEvent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Protocol
-
-    class Readable(Protocol):
-        """Anything with `read(n)`: a cached blob's verifying reader, or the pipe of a download being teed."""
-
-        def read(self, size: int = -1, /) -> bytes:
-            """Up to `size` bytes."""
+    from ocivendir.fs.tarread import Readable
 
 
 __all__ = ["INDEX_HINT", "FetchedImage", "extract_layers", "fetch_image"]
@@ -101,17 +95,16 @@ class _Peeked:
         return data
 
 
-def _decompressed(stream: Readable, media_type: str) -> IO[bytes]:
+def _decompressed(stream: Readable, media_type: str, what: str) -> Readable:
     """The tar stream of a layer: gunzipped, zstd-decoded, or as it is, by its magic bytes (as imgpkg decides).
 
     The media type must still be a layer type. Readers are duck-typed file objects.
     """
     layer_compression(media_type)
     peeked = _Peeked(stream)
-    raw: IO[bytes] = peeked  # type: ignore[assignment]  # duck-typed: read() is all GzipFile and tarfile use
     compression = sniff_compression(peeked.head)
     if compression == LAYER_GZIP:
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]  # a binary reader
+        return GunzipReader(peeked, what)
     if compression == LAYER_ZSTD:
         import importlib  # noqa: PLC0415 - only for zstd layers
 
@@ -122,15 +115,15 @@ def _decompressed(stream: Readable, media_type: str) -> IO[bytes]:
                 f"unsupported layer media type '{media_type}': no zstd decoder installed",
                 hint="pip install zstandard",
             ) from None
-        reader: IO[bytes] = zstandard.ZstdDecompressor().stream_reader(raw)
+        reader: Readable = zstandard.ZstdDecompressor().stream_reader(peeked)
         return reader
-    return raw
+    return peeked
 
 
 def _apply(content: Content, layer: Descriptor, dest: Path, policy: TreePolicy, stats: ExtractStats,
            what: str) -> None:  # fmt: skip
     with content.store.open_verified(layer.digest, layer.size, what) as reader:
-        stream = _decompressed(reader, layer.media_type)
+        stream = _decompressed(reader, layer.media_type, what)
         apply_layer(stream, dest, policy=policy, stats=stats, what=what)
 
 
@@ -146,7 +139,7 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Pa
         return False
 
     def apply(pipe: ChunkPipe) -> None:
-        stream = _decompressed(pipe, layer.media_type)
+        stream = _decompressed(pipe, layer.media_type, what)
         apply_layer(stream, dest, policy=policy, stats=stats, what=what)
 
     tee = TeeExtractor(apply, dest)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -168,6 +167,8 @@ def fetch_inline_source(config: ContentConfig, ctx: FetchContext, dest: Path) ->
 
 
 def _copy_tree(source: Path, dest: Path, *, link: bool) -> None:
+    import shutil  # noqa: PLC0415 - only for local directory sources (shutil loads bz2, lzma, fnmatch)
+
     def copy(src: str, dst: str) -> None:
         if link:
             try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,6 +185,8 @@ def _new_root(config: ContentConfig, root: Path) -> None:
 def _keep_ignored(config: ContentConfig, existing: Path, root: Path) -> None:
     if not config.ignore_paths or not existing.is_dir():
         return
+    import shutil  # noqa: PLC0415 - only when ignorePaths keep files (shutil loads bz2, lzma, fnmatch)
+
     for relative in _files(existing):
         source = existing / relative
         if source.is_symlink() or not source.is_file():
@@ -237,6 +238,8 @@ class _Syncer:
 
     def _reuse(self, task: _Task, entry: LockContent) -> LockContent:
         """A lazy content whose config has not changed: the on-disk copy and the old lock entry, as they are."""
+        import shutil  # noqa: PLC0415 - only for lazy contents (shutil loads bz2, lzma, fnmatch)
+
         try:
             shutil.copytree(task.existing, task.dest, symlinks=True, dirs_exist_ok=True)
         except OSError as exc:

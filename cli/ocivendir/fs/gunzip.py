@@ -1,0 +1,76 @@
+"""Owns: gunzipping a layer stream with zlib, as `gzip.GzipFile` reads it, without importing `gzip`.
+
+Members follow one another (a multi-member gzip reads as the concatenation of its members) and may be separated or
+followed by zero bytes; anything else after a member is an error, as is a stream that ends inside a member. zlib
+checks each member's header, CRC-32 and length at its end (the header CRC too, where GzipFile skips it). Output comes
+in pieces of at most the size asked for, so a small compressed stream never expands into memory at once.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from ocivendir.errors import UnsafeArchive
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocivendir.fs.tarread import Readable
+
+__all__ = ["GunzipReader"]
+
+_CHUNK = 1 << 20
+_INPUT = 128 << 10  # compressed bytes read at a time: what zlib leaves unconsumed is copied on each call
+_GZIP = 16 + zlib.MAX_WBITS  # a gzip header and trailer around a deflate stream
+
+
+class GunzipReader:
+    """A read()-able stream of the data a gzip stream holds; a corrupt or truncated one raises UnsafeArchive."""
+
+    def __init__(self, stream: Readable, what: str) -> None:
+        """Gunzip `stream` (anything with `read(n)`); `what` names it in errors."""
+        self._stream = stream
+        self._what = what
+        self._inflate = zlib.decompressobj(_GZIP)
+        self._input = b""  # compressed bytes not given to zlib yet
+        self._in_member = False  # some of the current member was given to zlib
+        self._ended = False
+
+    def readable(self) -> bool:
+        """Streams are readable."""
+        return True
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to `size` bytes (everything left for -1); b"" at the end of the last member."""
+        if size < 0:
+            return b"".join(iter(lambda: self.read(_CHUNK), b""))
+        while size and not self._ended:
+            if not self._input and not self._refill():
+                return b""
+            try:
+                out = self._inflate.decompress(self._input, size)
+            except zlib.error as exc:
+                raise UnsafeArchive(f"{self._what}: corrupt gzip stream: {exc}") from None
+            self._in_member = True
+            self._input = self._inflate.unconsumed_tail
+            if self._inflate.eof:  # zlib checked the member's CRC-32 and length; zeros may pad it
+                self._input = self._inflate.unused_data.lstrip(b"\0")
+                self._inflate, self._in_member = zlib.decompressobj(_GZIP), False
+            if out:
+                return out
+        return b""
+
+    def _refill(self) -> bool:
+        """More compressed input, with the zeros between members dropped; False at a clean end of the stream."""
+        while True:
+            self._input = self._stream.read(_INPUT)
+            if not self._input:
+                if self._in_member:
+                    raise UnsafeArchive(
+                        f"{self._what}: corrupt gzip stream: it ends before the end of a member (truncated)"
+                    )
+                self._ended = True
+                return False
+            if not self._in_member:
+                self._input = self._input.lstrip(b"\0")
+            if self._input:
+                return True
