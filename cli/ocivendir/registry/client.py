@@ -14,7 +14,6 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
 
 from ocivendir.errors import (
     Denied,
@@ -556,5 +555,7 @@ def _next_link(response: Response) -> str | None:
     link = response.links.get("next", {}).get("url")
     if not link:
         return None
+    from urllib.parse import urljoin, urlsplit  # noqa: PLC0415 - only for a tag list's next page
+
     parts = urlsplit(urljoin(response.url, link))
     return parts.path + (f"?{parts.query}" if parts.query else "")

@@ -17,7 +17,6 @@ import binascii
 import json
 import threading
 from collections.abc import Callable, Iterator
-from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from ocivendir.registry.http11 import (
     MAX_INFORMATIONAL,
@@ -283,7 +282,28 @@ def open_connection(scheme: str, host: str, port: int, timeout: float, tls: Call
 
 
 def _split(url: str) -> tuple[str, str, int, str]:
-    """Scheme, host (IPv6 without brackets), port and request target of an absolute URL."""
+    """Scheme, host (lower case, IPv6 without brackets), port and request target of an absolute URL.
+
+    `urlsplit`'s answer, without importing `urllib.parse` for the URLs the transport builds (`scheme://host[:port]/…`);
+    any other form (user info, brackets, escapes, blanks, non-ASCII) is left to `urlsplit`.
+    """
+    scheme, sep, rest = url.partition("://")
+    cut = min((at for at in map(rest.find, "/?#") if at >= 0), default=len(rest))
+    netloc = rest[:cut]
+    host, colon, port_text = netloc.partition(":")
+    unusual = scheme.lower() not in {"http", "https"} or not sep or not host or not url.isascii()
+    unusual = unusual or any(c in netloc for c in "@[]%\t\r\n ")
+    if unusual or (colon and not (port_text.isdigit() and int(port_text) <= 65535)):  # noqa: PLR2004
+        return _split_parsed(url)
+    scheme = scheme.lower()
+    path, _, query = rest[cut:].partition("#")[0].partition("?")
+    target = (path or "/") + (f"?{query}" if query else "")
+    return scheme, host.lower(), (int(port_text) if port_text else 0) or (443 if scheme == "https" else 80), target
+
+
+def _split_parsed(url: str) -> tuple[str, str, int, str]:
+    from urllib.parse import urlsplit  # noqa: PLC0415 - only for a URL `_split` does not take apart itself
+
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     port = parts.port or (443 if scheme == "https" else 80)
@@ -293,6 +313,8 @@ def _split(url: str) -> tuple[str, str, int, str]:
 
 def _redirect_target(url: str, location: str) -> str:
     """Where a `Location` leads, with unsafe characters escaped as requests does; an unusable one is `ConnectFailed`."""
+    from urllib.parse import quote, urljoin, urlsplit  # noqa: PLC0415 - only for a redirect
+
     try:
         target = quote(urljoin(url, location), safe="!#$%&'()*+,/:;=?@[]~")
         parts = urlsplit(target)
@@ -306,6 +328,8 @@ def _redirect_target(url: str, location: str) -> str:
 
 def _leaves_origin(url: str, target: str) -> bool:
     """Does a redirect go to another host or port, or from https down to http? Then credentials stay behind."""
+    from urllib.parse import urlsplit  # noqa: PLC0415 - only for a redirect
+
     before, after = urlsplit(url), urlsplit(target)
     downgrade = before.scheme.lower() == "https" and after.scheme.lower() != "https"
     return downgrade or after.netloc.lower() != before.netloc.lower()
@@ -313,6 +337,8 @@ def _leaves_origin(url: str, target: str) -> bool:
 
 def _proxy_parts(proxy: str) -> tuple[str, str, int, dict[str, str]]:
     """A proxy URL's scheme, host, port and the `Proxy-Authorization` header its user info asks for."""
+    from urllib.parse import unquote, urlsplit  # noqa: PLC0415 - only through a proxy
+
     parts = urlsplit(proxy)
     scheme = parts.scheme.lower() or "http"
     headers = {}

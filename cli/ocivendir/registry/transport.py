@@ -16,7 +16,6 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlencode
 
 from ocivendir import __version__, diag
 from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
@@ -383,6 +382,8 @@ class Transport:
     ) -> Response:
         """A token endpoint request (a form POST or a GET with the form as query), counted as an auth request."""
         agent = self._agent(route.registry, route.tls)
+        from urllib.parse import urlencode  # noqa: PLC0415 - only for a token
+
         timeouts, chooser = self._timeout(what), self._options.proxy.for_url
         try:
             if post:
