@@ -108,3 +108,36 @@ def test_through_a_connect_tunnel_the_tunnelled_host_name_is_verified_and_proxy_
         "Bearer t",
         False,
     )
+
+
+class _PlainHandler(_OriginHandler):
+    default_request_version = "HTTP/1.1"  # a garbled request line is answered with a status line, as Go's server does
+
+
+class _Plain(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _PlainHandler)
+        self.seen: list[dict[str, str]] = []
+
+
+def _probing_agent(ca: Path) -> Agent:
+    options = ClientOptions(ca_files=(ca,), ssl_cert_file="/nonexistent", ssl_cert_dir="/nonexistent")
+    return Agent(lambda: _ssl_context(options, verify=True), "ocivendir/test", 2, lambda _host, _port: True)
+
+
+def test_the_tls_probe_lets_a_tls_server_through_to_the_verified_handshake(
+    origin: _Origin, certs: tuple[Path, Path, Path]
+) -> None:
+    url = f"https://localhost:{origin.server_address[1]}/v2/"
+    assert _probing_agent(certs[0]).request("GET", url, {}, timeouts=TIMEOUTS, proxy_for=_direct).content == b"ok"
+    assert len(origin.seen) == 1  # the probe's ClientHello was no request
+
+
+def test_the_tls_probe_finds_out_a_plain_http_server_without_ssl(certs: tuple[Path, Path, Path]) -> None:
+    with serving(_Plain()) as plain:
+        url = f"https://127.0.0.1:{plain.server_address[1]}/v2/"
+        with pytest.raises(ConnectFailed, match="http: server gave HTTP response to HTTPS client"):
+            _probing_agent(certs[0]).request("GET", url, {}, timeouts=TIMEOUTS, proxy_for=_direct)
+        assert plain.seen == []

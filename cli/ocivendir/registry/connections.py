@@ -28,6 +28,7 @@ from ocivendir.registry.http11 import (
     read_response,
     request_bytes,
 )
+from ocivendir.registry.tlsprobe import check_speaks_tls
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -230,7 +231,11 @@ class _Connection:
         try:
             if self._tunnel is not None:
                 _open_tunnel(sock, *self._tunnel)
-            if self._scheme == "https":
+            if self._scheme == "https" and self._tls is speaks_tls:
+                check_speaks_tls(
+                    sock, None if ":" in self._host or self._host.replace(".", "").isdigit() else self._host
+                )
+            elif self._scheme == "https":
                 sock = self._handshake(sock)
         except BaseException:
             sock.close()
@@ -358,19 +363,9 @@ def _connected(connection: Any) -> Any:  # noqa: ANN401 - a _Connection (or the 
     return connection
 
 
-_UNVERIFIED: list[ssl.SSLContext] = []
-
-
-def _unverified() -> ssl.SSLContext:
-    """A context that verifies nothing and loads no CA: only for asking whether a server speaks TLS."""
-    if not _UNVERIFIED:
-        import ssl  # noqa: PLC0415 - only for an https guess: the TCP handshake succeeded already
-
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        _UNVERIFIED.append(context)
-    return _UNVERIFIED[0]
+def speaks_tls() -> ssl.SSLContext:
+    """No context: as a connection's `tls`, it asks only whether the server speaks TLS (`registry/tlsprobe.py`)."""
+    raise AssertionError("a TLS probe makes no context")  # pragma: no cover - never called, compared by identity
 
 
 class Agent:
@@ -487,7 +482,7 @@ class Agent:
                 connection.set_tunnel(host, port, headers=proxy_headers)
         else:
             if scheme == "https" and self._probe(f"[{host}]" if ":" in host else host, port):
-                _connected(open_connection(scheme, host, port, timeouts[0], _unverified)).close()
+                _connected(open_connection(scheme, host, port, timeouts[0], speaks_tls)).close()
             connection = open_connection(scheme, host, port, timeouts[0], self._tls)
         _connected(connection).sock.settimeout(timeouts[1])
         return connection
