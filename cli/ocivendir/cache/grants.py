@@ -8,13 +8,15 @@ secret itself is never stored, nor a plain hash that a low-entropy password coul
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import os
-import threading
+from _thread import allocate_lock
 from pathlib import Path
 
-from ocivendir.registry.credentials import Credential
+from ocivendir.hashing import hmac_sha256_hex
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocivendir.registry.credentials import Credential
 
 __all__ = ["ANONYMOUS_PRINCIPAL", "Fingerprints", "is_principal"]
 
@@ -38,7 +40,7 @@ class Fingerprints:
         """Use the key at `key_path`; nothing is read or written until a fingerprint is needed."""
         self._path = key_path
         self._key: bytes | None = None
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()  # threading's Lock, without importing threading
 
     def _load(self) -> bytes:
         with self._lock:
@@ -83,4 +85,4 @@ class Fingerprints:
         if not any(parts):
             return ANONYMOUS_PRINCIPAL
         message = "\0".join((registry, *parts)).encode()
-        return _HMAC_PREFIX + hmac.new(self._load(), message, hashlib.sha256).hexdigest()
+        return _HMAC_PREFIX + hmac_sha256_hex(self._load(), message)

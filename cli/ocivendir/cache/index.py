@@ -9,8 +9,8 @@ fetched from a repository from bytes another repository's manifest was served fr
 from __future__ import annotations
 
 import json
-import threading
 import time
+from _thread import RLock
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -108,7 +108,7 @@ class CacheIndex:
         self._sqlite3 = sqlite3
         self.path = path
         self._clock = clock
-        self._lock = threading.RLock()
+        self._lock = RLock()  # threading's RLock, without importing threading
         if path.exists() and not path.is_file():
             raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
         try:

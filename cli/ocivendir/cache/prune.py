@@ -7,12 +7,12 @@ without waiting, and skips (and reports) the ones it cannot get. A blob goes onl
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Iterable, Iterator
 
 from ocivendir.cache.index import CacheIndex, RefRow
 from ocivendir.cache.store import BlobStore
 from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.hashing import sha256_hex
 from ocivendir.record import record
 from ocivendir.results import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals
 
@@ -97,7 +97,7 @@ def _candidates(index: CacheIndex, plan: PrunePlan) -> tuple[list[tuple[RefRow, 
 @contextlib.contextmanager
 def _exclusive(store: BlobStore, ref: str) -> Iterator[bool]:
     """Try the ref's entry lock exclusively without waiting; yield whether it was taken."""
-    lock = store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
+    lock = store.lock_path(f"entry-{sha256_hex(ref.encode())}")
     try:
         with file_lock(lock, timeout=0):
             yield True

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import stat
@@ -23,6 +22,7 @@ from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.swap import atomic_write
+from ocivendir.hashing import new_sha256
 from ocivendir.oci.manifest import sha256_digest
 from ocivendir.oci.reference import Digest
 from ocivendir.record import record
@@ -66,7 +66,7 @@ class VerifyingReader:
     def __init__(self, handle: IO[bytes], digest: Digest, size: int, what: str) -> None:
         """Wrap an open blob file."""
         self._handle = handle
-        self._hash = hashlib.sha256()
+        self._hash = new_sha256(size)
         self._size = size
         self._digest = digest
         self._read = 0
@@ -292,7 +292,7 @@ class BlobStore:
             return "not a regular file"
         if size is not None and info.st_size != size:
             return f"truncated ({info.st_size} of {size} bytes)"
-        hasher = hashlib.sha256()
+        hasher = new_sha256(size)
         try:
             handle = self._open(digest)
         except OSError:

@@ -10,8 +10,7 @@ The registry client is created lazily through a factory, so a warm cached run ne
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import threading
+from _thread import allocate_lock
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from ocivendir.engine import access
 from ocivendir.errors import DigestMismatch, Transient
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.hashing import sha256_hex
 from ocivendir.oci.manifest import (
     Descriptor,
     ImageConfig,
@@ -39,6 +39,8 @@ from ocivendir.results import EventSink, ImageStatus, ProgressEvent, RequestStat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from _thread import LockType
+
     from ocivendir.registry.client import RegistryClient
 
 __all__ = ["ClientSpec", "Content", "FetchCounters", "Offline"]
@@ -76,7 +78,7 @@ class FetchCounters:
     fetched: int = 0
     bytes_fetched: int = 0
     stored_new: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: LockType = field(default_factory=allocate_lock)  # threading's Lock, without importing threading
 
     def hit(self) -> None:
         """Count a blob served from the cache."""
@@ -122,7 +124,7 @@ class Content:
         self._client_factory = client_factory
         self._clients: dict[ClientSpec, RegistryClient] = {}
         self._spec = ClientSpec()
-        self._client_lock = threading.Lock()
+        self._client_lock = allocate_lock()
         self.concurrency = concurrency
         self.events = events
         self.offline = offline
@@ -197,7 +199,7 @@ class Content:
         with self._client_lock:  # shared by every view; contents are fetched from several threads
             if ref in self._held_refs:
                 return
-            lock = self.store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
+            lock = self.store.lock_path(f"entry-{sha256_hex(ref.encode())}")
             with contextlib.suppress(LockBusy):
                 self._held.enter_context(file_lock(lock, shared=True, timeout=30))
                 self._held_refs.add(ref)

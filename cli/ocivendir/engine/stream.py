@@ -10,10 +10,12 @@ tee step aside: the caller then extracts from the verified blob as usual.
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable
 from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import queue
 
 __all__ = ["ChunkPipe", "TeeExtractor"]
 
@@ -25,6 +27,8 @@ class ChunkPipe:
 
     def __init__(self) -> None:
         """An empty pipe."""
+        import queue  # noqa: PLC0415 - only a cold download tees into a pipe (queue pulls in threading)
+
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=_DEPTH)
         self._current = b""
         self._offset = 0
@@ -69,6 +73,8 @@ class TeeExtractor:
 
     def __init__(self, apply: Callable[[ChunkPipe], None], dest: Path) -> None:
         """`apply` is called with a ChunkPipe; `dest` is where it writes (for the caller's fallback)."""
+        import threading  # noqa: PLC0415 - only where a thread is started (a cold download)
+
         self.dest = dest
         self.pipe = ChunkPipe()
         self.error: BaseException | None = None
@@ -100,6 +106,8 @@ class TeeExtractor:
 
     def _put(self, item: bytes | None) -> None:
         """Queue an item unless the extractor has stopped (then the download just goes on to its end)."""
+        import queue  # noqa: PLC0415 - loaded already by the pipe
+
         while not self._done.is_set():
             try:
                 self.pipe.put(item, timeout=0.05)

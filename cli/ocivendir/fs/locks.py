@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from ocivendir.hashing import sha256_hex
 
 __all__ = ["LockBusy", "file_lock", "removable_lock", "target_lock"]
 
@@ -96,5 +97,5 @@ def target_lock(lock_dir: Path, target: Path) -> Iterator[None]:
     kapp-controller syncs into a fresh directory on every reconcile, so a lock file kept per target would grow the
     cache by one file per reconcile.
     """
-    with removable_lock(lock_dir / f"target-{hashlib.sha256(str(target).encode()).hexdigest()}"):
+    with removable_lock(lock_dir / f"target-{sha256_hex(str(target).encode())}"):
         yield

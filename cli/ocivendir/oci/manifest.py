@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
+from ocivendir.hashing import new_sha256, sha256_hex
 from ocivendir.oci.reference import Digest, parse_digest
 from ocivendir.record import field, record
 
@@ -66,7 +66,7 @@ _LAYER_TYPES = {
 
 def sha256_digest(data: bytes) -> Digest:
     """The digest of some bytes."""
-    return Digest(hashlib.sha256(data).hexdigest())
+    return Digest(sha256_hex(data))
 
 
 @record
@@ -198,10 +198,10 @@ def layer_compression(media_type: str) -> str:
 class DigestingWriter:
     """Writes to a binary file while hashing and counting; `verify` checks sha256 and size at EOF."""
 
-    def __init__(self, target: IO[bytes]) -> None:
-        """Wrap an open binary file."""
+    def __init__(self, target: IO[bytes], size: int | None = None) -> None:
+        """Wrap an open binary file that about `size` bytes (None: unknown) will be written to."""
         self._target = target
-        self._hash = hashlib.sha256()
+        self._hash = new_sha256(size)
         self.size = 0
 
     def write(self, chunk: bytes) -> int:

@@ -411,7 +411,7 @@ class RegistryClient:
         self._raise_for(response, what)
         size = blob.size
         with contextlib.closing(response), os.fdopen(os.open(blob.target, _TARGET_FLAGS, 0o600), "wb") as handle:
-            writer = DigestingWriter(handle)
+            writer = DigestingWriter(handle, size)
             try:
                 for chunk in iter_body(response, _CHUNK):
                     offset = writer.size

@@ -6,7 +6,6 @@ configDigest.
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from collections.abc import Sequence
 
@@ -15,6 +14,7 @@ from ocivendir.errors import ConfigError
 from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, go_bool, go_bytes, go_int, go_string_field, load_documents
 from ocivendir.goyaml.load import field as get
+from ocivendir.hashing import sha256_hex
 from ocivendir.record import field, record, replace
 
 TYPE_CHECKING = False
@@ -427,4 +427,4 @@ def parse_stream(sources: Sequence[tuple[str, str | bytes]]) -> InputStream:
 
 def config_digest(content: Content) -> str:
     """Vendir's configDigest: sha256 of the marshalled content (set fields only, sorted)."""
-    return hashlib.sha256(emit.dump(content.to_go())).hexdigest()
+    return sha256_hex(emit.dump(content.to_go()))
