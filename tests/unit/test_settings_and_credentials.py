@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import os
 import sys
@@ -110,6 +111,38 @@ def test_vendir_secrets() -> None:
     bad = json.dumps({"auths": {"r.io": {"auth": base64.b64encode(b"nocolon").decode()}}})
     with pytest.raises(ConfigError, match="Expected auth field to have 'username:password' format, but did not"):
         secret_rules("d", "kubernetes.io/dockerconfigjson", {".dockerconfigjson": bad})
+
+
+def _auth_outcome(auth: str) -> str:
+    config = json.dumps({"auths": {"r.io": {"auth": auth}}})
+    try:
+        credential = secret_rules("d", "kubernetes.io/dockerconfigjson", {".dockerconfigjson": config}).lookup("r.io/a")
+    except ConfigError as exc:
+        return f"error: {exc.message}"
+    assert credential is not None
+    return f"{credential.username}:{credential.password}"
+
+
+def _auth_outcome_with_base64_module(auth: str) -> str:
+    """What the dockerconfigjson `auth` field gave when it was decoded with base64.b64decode(validate=True)."""
+    try:
+        decoded = base64.b64decode(auth, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        return f"error: Decoding auth field: {exc}"
+    return decoded if ":" in decoded else "error: Expected auth field to have 'username:password' format, but did not"
+
+
+def test_dockerconfigjson_auth_is_decoded_as_strictly_as_base64_validate_did() -> None:
+    good = base64.b64encode(b"bob:pw").decode()  # Ym9iOnB3
+    corpus = [good, good[:-1], good + "=", good + "==", "Ym9iOnB3dw==", "Ym9iOnB3dw=", "Ym9iOnB3dw", "Ym9iOnB3dw===",
+              "=Ym9iOnB3", "Ym9i OnB3", "Ym9i\nOnB3", "Ym9i*OnB3", "Ym9iOnB3dw==Zg==", "Ym9iOnB3d", "====", "_-_-",
+              base64.b64encode(b"\xff:\xfe").decode(), base64.b64encode(b"nocolon").decode()]  # fmt: skip
+    assert [_auth_outcome(a) for a in corpus] == [_auth_outcome_with_base64_module(a) for a in corpus]
+    assert _auth_outcome(good) == "bob:pw"
+    # text that is not ASCII was an unhandled ValueError from base64; now it is the same clear error as bad base64
+    assert (
+        _auth_outcome("Ym9iOnB3é") == "error: Decoding auth field: string argument should contain only ASCII characters"
+    )
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     import click
 
+    from ocivendir.cache.grants import Fingerprints
     from ocivendir.oci.reference import Repository
     from ocivendir.registry.client import RegistryClient
     from ocivendir.registry.mirrors import MirrorPlan
@@ -187,16 +188,19 @@ def _client_factory(run: Run) -> Callable[[ClientSpec, CacheIndex | None], Regis
 def _principal(run: Run, store: BlobStore) -> Callable[[ClientSpec, Repository], str]:
     """Who the caller is to a registry, for a shared cache's access grants: its credential's keyed fingerprint.
 
-    Only the credential lookup runs (no network stack); registries.yaml is not read for it.
+    Only the credential lookup runs (no network stack); registries.yaml is not read for it. Nothing is loaded until
+    a manifest is not known to be readable anonymously.
     """
-    from ocivendir.cache.grants import Fingerprints  # noqa: PLC0415 - only when a cached manifest is checked
-    from ocivendir.registry.auth import Keyring  # noqa: PLC0415
-
-    fingerprints = Fingerprints(store.root / "grants.key")
+    made: list[Fingerprints] = []
 
     def principal(spec: ClientSpec, repo: Repository) -> str:
+        from ocivendir.cache.grants import Fingerprints  # noqa: PLC0415 - only when a caller must be identified
+        from ocivendir.registry.auth import Keyring  # noqa: PLC0415
+
+        if not made:
+            made.append(Fingerprints(store.root / "grants.key"))
         keyring = Keyring(_rules(run.settings, spec.credentials), run.settings.docker_configs)
-        return fingerprints.principal(repo.registry, keyring(repo.registry, repo.path))
+        return made[0].principal(repo.registry, keyring(repo.registry, repo.path))
 
     return principal
 

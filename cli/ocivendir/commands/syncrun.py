@@ -107,10 +107,11 @@ def run_sync(flags: SyncFlags, start: Callable[[], Run]) -> None:
         outcome = engine_sync(options, config, content, lock_dir, tags)
         requests, warnings = content.requests, tuple(content.warnings)
     lock = outcome.lock.merged_into(previous) if directories and previous is not None else outcome.lock
-    _finish(run, lock, flags.lock_file, has_local)
+    lock_bytes = lock.dump()  # once: the block, the file and the result all carry these bytes
+    _finish(run, lock_bytes, flags.lock_file, has_local)
     from ocivendir.results import SyncResult  # noqa: PLC0415
 
-    result = SyncResult(lock=lock.dump().decode(), fetched=outcome.fetched, skipped=outcome.skipped,
+    result = SyncResult(lock=lock_bytes.decode(), fetched=outcome.fetched, skipped=outcome.skipped,
                         requests=requests, warnings=warnings)  # fmt: skip
     run.output.envelope("sync", "ok", result)
 
@@ -128,12 +129,13 @@ def _prepare(run: Run, config: Config, directories: list[str], lock_path: Path, 
     Config, bool, LockConfig | None, dict[tuple[str, str], str | None]
 ]:  # fmt: skip
     """Apply `-d` and `--locked` (printing vendir's `Config with …` blocks); read the previous lock."""
-    from ocivendir.commands.overrides import apply_overrides  # noqa: PLC0415
     from ocivendir.engine.sync import apply_lock  # noqa: PLC0415
     from ocivendir.goyaml import emit  # noqa: PLC0415
 
     has_local = False
     if directories:
+        from ocivendir.commands.overrides import apply_overrides  # noqa: PLC0415 - only with -d
+
         config, has_local = apply_overrides(config, directories)
         run.output.block(emit.dump(config.to_go()).decode())
     previous = _read_lock(lock_path, locked)
@@ -146,16 +148,16 @@ def _prepare(run: Run, config: Config, directories: list[str], lock_path: Path, 
     return config, has_local, previous, tags
 
 
-def _finish(run: Run, lock: LockConfig, lock_file: str, has_local: bool) -> None:
-    """Print the lock (vendir's last block) and write it when its bytes changed, unless `=local` was used."""
+def _finish(run: Run, lock: bytes, lock_file: str, has_local: bool) -> None:
+    """Print the lock's bytes (vendir's last block) and write them when they changed, unless `=local` was used."""
     from ocivendir.fs.swap import write_if_changed  # noqa: PLC0415
 
-    run.output.block(lock.dump().decode())
+    run.output.block(lock.decode())
     if has_local:
         run.output.line(f"Lock config is not saved to '{lock_file}' due to command line overrides")
     else:
         try:
-            write_if_changed(Path(lock_file), lock.dump())
+            write_if_changed(Path(lock_file), lock)
         except OSError as exc:
             from ocivendir.errors import SyncError  # noqa: PLC0415
 

@@ -7,8 +7,6 @@ Hub repository without `/` gets `library/`, and a `repo:tag@digest` reference ke
 
 from __future__ import annotations
 
-import ipaddress
-
 from ocivendir.errors import BadReference
 from ocivendir.record import record
 
@@ -228,6 +226,8 @@ def is_loopback(host: str) -> bool:
     host = host.strip("[]").lower()
     if host == "localhost":
         return True
+    import ipaddress  # noqa: PLC0415 - only a connection needs it (ipaddress alone costs more than a warm sync's work)
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -239,6 +239,8 @@ def is_plain_http_host(registry: str) -> bool:
     host = _host_only(registry).lower()
     if host == "localhost" or host.endswith((".localhost", ".local")):
         return True
+    import ipaddress  # noqa: PLC0415 - only a connection needs it
+
     try:
         address = ipaddress.ip_address(host)
     except ValueError:

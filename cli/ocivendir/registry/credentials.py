@@ -7,12 +7,10 @@ most specific match first); keychains (accepted, none native); secret-wide and I
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import re
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 from ocivendir.errors import ConfigError
 from ocivendir.record import field, record
@@ -61,6 +59,8 @@ class HostCredential:
 
 def _split_pattern(text: str) -> tuple[str, str, str]:
     """(host, port, path) of a credential hostname or repository string, scheme and /v1/ or /v2/ ignored."""
+    from urllib.parse import urlsplit  # noqa: PLC0415 - only when hostname credentials exist (as fnmatch)
+
     if "://" not in text:
         text = "https://" + text
     parts = urlsplit(text)
@@ -204,8 +204,9 @@ def _dockerconfig_secret(raw: str) -> CredentialRules:
 
 def _decode_auth(value: str) -> tuple[str, str]:
     try:
-        decoded = base64.b64decode(value, validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError) as exc:
+        # base64.b64decode(validate=True) is exactly this call, after importing base64 (and re, struct) for it
+        decoded = binascii.a2b_base64(value, strict_mode=True).decode()
+    except ValueError as exc:  # binascii.Error, UnicodeDecodeError, or text that is not ASCII
         raise ConfigError(f"Decoding auth field: {exc}") from None
     username, sep, password = decoded.partition(":")
     if not sep:

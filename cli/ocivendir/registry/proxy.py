@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
-
 from ocivendir.oci.reference import is_loopback
 from ocivendir.record import record
 
@@ -39,6 +37,8 @@ class ProxyConfig:
 
 
 def _matches(entry: str, host: str, port: int) -> bool:
+    import ipaddress  # noqa: PLC0415 - only a connection needs it (ipaddress alone costs more than a warm sync's work)
+
     try:
         network = ipaddress.ip_network(entry, strict=False)
     except ValueError:
