@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import re
 
@@ -9,6 +10,8 @@ import pytest
 
 from ocivendir.cache.grants import is_principal
 from ocivendir.cache.rows import BadRow, media_type
+from ocivendir.goyaml import emit
+from ocivendir.goyaml.scalars import is_float
 
 HEX = "75ffea7db4202cd300cda12f5ad43695ef14e731614189cb59bf504729e05c47"
 _OLD_PRINCIPAL = re.compile(r"anonymous|hmac-sha256:[0-9a-f]{64}")
@@ -46,3 +49,71 @@ def test_media_types_are_two_restricted_names_as_before() -> None:
     assert media_type("", empty_ok=True) == ""
     with pytest.raises(BadRow):
         media_type(7)
+
+
+# the go-yaml scalar tests as they were (regular expressions compiled at import, datetime for the date)
+_OLD_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_OLD_BASE60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+_OLD_TIMESTAMP = re.compile(
+    r"(\d{4})-(\d{1,2})-(\d{1,2})"
+    r"(?:(?:[Tt]| )(\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d{1,9})?(?:Z|[-+]\d{2}:\d{2})?)?"
+)
+
+
+def _old_timestamp(text: str) -> bool:
+    match = _OLD_TIMESTAMP.fullmatch(text)
+    if not match:
+        return False
+    try:
+        dt.date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    except ValueError:
+        return False
+    return True
+
+
+def _old_natural_key(key: str) -> list[tuple[int, int, str]]:
+    parts: list[tuple[int, int, str]] = []
+    for token in re.findall(r"\d+|\D", key):
+        if token.isdigit():
+            parts.append((1, int(token), f"{len(token):04d}"))
+        elif token.isalpha():
+            parts.append((2, ord(token), ""))
+        else:
+            parts.append((0, ord(token), ""))
+    return parts
+
+
+def test_yaml_floats_are_decided_as_go_yamls_float_pattern_did() -> None:
+    pieces = ["1", "09", ".", "e", "E", "+", "-", "5", "_", "x", "\u0661", " ", ""]
+    corpus = [*_strings(pieces, 3), "1.", ".5", "1e5", "1E+05", "-.5e-3", "1e5E3", "1E5e3", "+", "."]
+    assert [(v, is_float(v)) for v in corpus] == [(v, bool(_OLD_FLOAT.fullmatch(v))) for v in corpus]
+    assert sum(map(is_float, corpus)) > 100
+
+
+def test_sexagesimal_numbers_are_decided_as_the_base60_pattern_did() -> None:
+    pieces = ["1", "59", "60", "7", ":", ":", ".", "_", "+", "-", "a", "\u0661", ""]
+    groups = ["", ":5", ":59:7", ":60", ":05:5", ":\u0661", ":", ":123"]
+    built = [s + f + g + x for s in ("", "+", "-") for f in ("1", "1_0", "0", "a", "") for g in groups
+             for x in ("", ".", ".5_", ".x", ".1.")]  # fmt: skip
+    corpus = [*_strings(pieces, 4), *built, "190:20:30.15", "1:60", "1.5:3"]
+    assert [(v, emit._is_base60(v)) for v in corpus] == [(v, bool(_OLD_BASE60.fullmatch(v))) for v in corpus]
+    assert sum(map(emit._is_base60, corpus)) > 80
+
+
+def test_timestamps_are_decided_as_the_pattern_and_datetime_did() -> None:
+    dates = ["2001-12-14", "2024-2-29", "2023-02-29", "1900-02-29", "2000-02-29", "0000-01-01", "9999-12-31",
+             "2001-13-01", "2001-00-10", "2001-04-31", "2001-1-1", "20011-1-1", "\u0662\u0660\u0662\u0664-0\u0661-0\u0662", "2001-12-140"]  # fmt: skip
+    clocks = ["", "T1:2:3", "t21:59:43.10", " 21:59:43.123456789", "T21:59:43.1234567890", "T1:2:3Z", "T1:2:3+05:30",
+              "T1:2:3.5-0530", "T1:2:3-05:3", "T1:2", "T1:2:3Zx", "T1:2:345", "X1:2:3", "T1:2:3.", "T\u0661:2:3+\u06605:30"]  # fmt: skip
+    corpus = [d + c for d in dates for c in clocks]
+    corpus += _strings(["2001", "-", "1", "12", "31", "T", " ", ":", ".", "Z", "+05:30", "\u0663"], 5)
+    assert [(v, emit._is_timestamp(v)) for v in corpus] == [(v, _old_timestamp(v)) for v in corpus]
+    assert sum(map(emit._is_timestamp, corpus)) > 40
+
+
+def test_natural_key_order_is_the_same_and_no_longer_fails_on_superscript_digits() -> None:
+    corpus = _strings(["a", "B", "1", "007", "10", "-", "_", ".", "\u0661\u0662", "é", "/", " "], 6)
+    assert [emit.natural_key(k) for k in corpus] == [_old_natural_key(k) for k in corpus]
+    with pytest.raises(ValueError, match="invalid literal"):
+        _old_natural_key("x²")  # a digit that is not decimal: the old tokenizer passed it to int()
+    assert emit.natural_key("x²") == [(2, ord("x"), ""), (0, ord("²"), "")]

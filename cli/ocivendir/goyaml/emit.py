@@ -6,11 +6,9 @@ choices, folding past column 80.
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from collections.abc import Mapping, Sequence
 
-from ocivendir.goyaml.scalars import FLOAT
+from ocivendir.goyaml.scalars import all_digits, is_float
 
 __all__ = ["dump", "natural_key", "scalar"]
 
@@ -24,29 +22,36 @@ _BOOL_NULL = frozenset({
 _PRINTABLE_RANGES = ((0x0A, 0x0A), (0x20, 0x7E), (0x85, 0x85), (0xA0, 0xD7FF), (0xE000, 0xFFFD), (0x10000, 0x10FFFF))
 _BOM = 0xFEFF
 _HINTS = dict.fromkeys("yYnNtTfFoO~", "M") | {".": ".", "+": "S", "-": "S"} | dict.fromkeys("0123456789", "D")
-_BASE60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
-_TIMESTAMP = re.compile(
-    r"(\d{4})-(\d{1,2})-(\d{1,2})"
-    r"(?:(?:[Tt]| )(\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d{1,9})?(?:Z|[-+]\d{2}:\d{2})?)?"
-)
+_DIGITS = "0123456789"
+_DIGITS_ = _DIGITS + "_"
+_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _ESCAPES = {
     "\0": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", "\f": "f", "\r": "r", "\x1b": "e",
     '"': '"', "\\": "\\", "\x85": "N", "\xa0": "_", "\u2028": "L", "\u2029": "P",
 }  # fmt: skip
-_DIGITS = re.compile(r"\d+|\D")
 
 
 def natural_key(key: str) -> list[tuple[int, int, str]]:
     """go-yaml v2's key order: digit runs by value (shorter run first on a tie), non-letters before letters."""
     parts: list[tuple[int, int, str]] = []
-    for token in _DIGITS.findall(key):
-        if token.isdigit():
-            parts.append((1, int(token), f"{len(token):04d}"))
-        elif token.isalpha():
-            parts.append((2, ord(token), ""))
+    start = 0
+    while start < len(key):
+        end = _decimal_run(key, start, len(key))
+        if end > start:
+            parts.append((1, int(key[start:end]), f"{end - start:04d}"))
         else:
-            parts.append((0, ord(token), ""))
+            end = start + 1
+            parts.append((2 if key[start].isalpha() else 0, ord(key[start]), ""))
+        start = end
     return parts
+
+
+def _decimal_run(text: str, start: int, most: int) -> int:
+    """Where a run of at most `most` decimal digits of any script (`str.isdecimal`, a pattern's digit class) ends."""
+    end = start
+    while end < len(text) and end - start < most and text[end].isdecimal():
+        end += 1
+    return end
 
 
 def _go_int(text: str) -> bool:
@@ -64,15 +69,61 @@ def _go_int(text: str) -> bool:
     return body.isdigit()
 
 
+def _valid_date(year: int, month: int, day: int) -> bool:
+    """What `datetime.date` accepts (proleptic Gregorian, years 1-9999), without importing datetime."""
+    if year < 1 or not 1 <= month <= len(_DAYS):
+        return False
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    last = 29 if month == 2 and leap else _DAYS[month - 1]  # noqa: PLR2004 - February
+    return 1 <= day <= last
+
+
 def _is_timestamp(text: str) -> bool:
-    match = _TIMESTAMP.fullmatch(text)
-    if not match:
+    """go-yaml v2's timestamp test: `YYYY-M-D`, optionally `[Tt ]h:m:s[.fraction][Z|±hh:mm]`, a real date.
+
+    Digits are any script's, as the regular expression this replaces took them; only the date's values are checked.
+    """
+    fields, at = [], 0
+    for width, after in ((4, "-"), (2, "-"), (2, "")):
+        end = _decimal_run(text, at, width)
+        if end == at or (width == 4 and end - at < 4) or text[end : end + len(after)] != after:  # noqa: PLR2004
+            return False
+        fields.append(int(text[at:end]))
+        at = end + len(after)
+    return _valid_date(*fields) and (at == len(text) or _is_clock(text[at:]))
+
+
+def _is_clock(text: str) -> bool:
+    """`[Tt ]h:m:s` with an optional `.fraction` (1-9 digits) and zone (`Z` or `±hh:mm`), on the whole text."""
+    if text[:1] not in {"T", "t", " "}:
         return False
-    try:
-        dt.date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
-    except ValueError:
+    at = 1
+    for after in (":", ":", ""):
+        end = _decimal_run(text, at, 2)
+        if end == at or text[end : end + len(after)] != after:
+            return False
+        at = end + len(after)
+    if text[at : at + 1] == ".":
+        end = _decimal_run(text, at + 1, 9)
+        if end == at + 1:
+            return False
+        at = end
+    zone = text[at:]
+    return zone in {"", "Z"} or (
+        len(zone) == 6 and zone[0] in "+-" and zone[3] == ":" and (zone[1:3] + zone[4:]).isdecimal()  # noqa: PLR2004
+    )
+
+
+def _is_base60(text: str) -> bool:
+    """YAML 1.1's sexagesimal number, `[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+([.][0-9_]*)?`, on the whole text."""
+    body = text[1:] if text[:1] in "+-" else text
+    body, dot, fraction = body.partition(".")
+    if dot and fraction.strip(_DIGITS_):
         return False
-    return True
+    first, *rest = body.split(":")
+    if not rest or not first or first[0] not in _DIGITS or first.strip(_DIGITS_):
+        return False
+    return all(all_digits(part) and (len(part) == 1 or (len(part) == 2 and part[0] in "012345")) for part in rest)  # noqa: PLR2004
 
 
 def _resolves_to_non_string(text: str) -> bool:
@@ -81,9 +132,9 @@ def _resolves_to_non_string(text: str) -> bool:
         return False
     if text in _BOOL_NULL:
         return True
-    if hint in "DS" and (_go_int(text) or FLOAT.fullmatch(text.replace("_", "")) or _is_timestamp(text)):
+    if hint in "DS" and (_go_int(text) or is_float(text.replace("_", "")) or _is_timestamp(text)):
         return True
-    return hint == "." and bool(FLOAT.fullmatch(text))
+    return hint == "." and is_float(text)
 
 
 def _printable(char: str) -> bool:
@@ -180,7 +231,7 @@ def scalar(value: object, column: int = 0, indent: int = 0) -> str:  # noqa: PLR
     )
     if "\n" in text and literal_ok:
         return _literal(text, indent)
-    if "\n" in text or _resolves_to_non_string(text) or _BASE60.fullmatch(text):
+    if "\n" in text or _resolves_to_non_string(text) or _is_base60(text):
         return _double_quoted(text)
     plain_ok, single_ok = _analyse(text)
     if plain_ok:

@@ -8,9 +8,8 @@ use these same functions, so they cannot disagree on a scalar.
 from __future__ import annotations
 
 import math
-import re
 
-__all__ = ["FLOAT", "go_string", "resolve_plain"]
+__all__ = ["all_digits", "go_string", "is_float", "resolve_plain"]
 
 _BOOLS = {
     **dict.fromkeys(["y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"], True),
@@ -18,9 +17,36 @@ _BOOLS = {
 }
 _INT64 = 1 << 63
 _NULLS = frozenset({"~", "null", "Null", "NULL", ""})
-FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # go-yaml v2's yamlStyleFloat
+_DIGITS = "0123456789"
 _INF = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf, "+.inf": math.inf, "+.Inf": math.inf,
         "+.INF": math.inf, "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf}  # fmt: skip
+
+
+def all_digits(text: str) -> bool:
+    """One or more ASCII digits (a regular expression's `[0-9]+`)."""
+    return bool(text) and not text.strip(_DIGITS)
+
+
+def _signed(text: str) -> str:
+    return text[1:] if text[:1] in "+-" else text
+
+
+def is_float(text: str) -> bool:
+    """go-yaml v2's yamlStyleFloat, `[-+]?([.][0-9]+|[0-9]+([.][0-9]*)?)([eE][-+]?[0-9]+)?`, on the whole text.
+
+    String checks instead of the expression: compiling it cost every run more than using it.
+    """
+    mantissa, exponent = _signed(text), None
+    for mark in "eE":
+        if mark in mantissa:
+            mantissa, _, exponent = mantissa.partition(mark)
+            break
+    if exponent is not None and not all_digits(_signed(exponent)):
+        return False
+    whole, dot, fraction = mantissa.partition(".")
+    if not whole:
+        return bool(dot) and all_digits(fraction)
+    return all_digits(whole) and (not fraction or all_digits(fraction))
 
 
 def _go_int(text: str) -> int | None:
@@ -59,7 +85,7 @@ def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML t
         number = _go_int(text)
         if number is not None:
             return number
-        if FLOAT.fullmatch(text.replace("_", "")):
+        if is_float(text.replace("_", "")):
             return float(text.replace("_", ""))
     return text
 
