@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ocivendir.fs.tarread import Readable
 
 
-__all__ = ["INDEX_HINT", "FetchedImage", "extract_layers", "fetch_image"]
+__all__ = ["INDEX_HINT", "FetchedImage", "extract_layers", "fetch_image", "layer_stream"]
 
 INDEX_HINT = "provide a specific digest to the image instead"
 
@@ -95,7 +95,7 @@ class _Peeked:
         return data
 
 
-def _decompressed(stream: Readable, media_type: str, what: str) -> Readable:
+def layer_stream(stream: Readable, media_type: str, what: str) -> Readable:
     """The tar stream of a layer: gunzipped, zstd-decoded, or as it is, by its magic bytes (as imgpkg decides).
 
     The media type must still be a layer type. Readers are duck-typed file objects.
@@ -123,7 +123,7 @@ def _decompressed(stream: Readable, media_type: str, what: str) -> Readable:
 def _apply(content: Content, layer: Descriptor, dest: Path, policy: TreePolicy, stats: ExtractStats,
            what: str) -> None:  # fmt: skip
     with content.store.open_verified(layer.digest, layer.size, what) as reader:
-        stream = _decompressed(reader, layer.media_type, what)
+        stream = layer_stream(reader, layer.media_type, what)
         apply_layer(stream, dest, policy=policy, stats=stats, what=what)
 
 
@@ -139,7 +139,7 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Pa
         return False
 
     def apply(pipe: ChunkPipe) -> None:
-        stream = _decompressed(pipe, layer.media_type, what)
+        stream = layer_stream(pipe, layer.media_type, what)
         apply_layer(stream, dest, policy=policy, stats=stats, what=what)
 
     tee = TeeExtractor(apply, dest)

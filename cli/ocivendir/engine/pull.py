@@ -10,12 +10,13 @@ import contextlib
 from pathlib import Path
 
 from ocivendir.engine.content import Content
-from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
+from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image, layer_stream
 from ocivendir.engine.relocate import Decision, decide
 from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, RegistryError, UsageError
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
+from ocivendir.fs.tarread import TarReader
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
 from ocivendir.oci.reference import Digest, Reference, Repository, parse_reference
 from ocivendir.oci.relocation import locations_ref, rewrite
@@ -142,20 +143,18 @@ def _bundle_hints(content: Content, repo: Repository, digest: Digest, known: Dig
     hints: dict[Digest, bool] = {}
     with contextlib.suppress(Exception):
         import io  # noqa: PLC0415
-        import tarfile  # noqa: PLC0415
 
         content.ensure_blobs(located.repo, located.manifest.layers)
         layer = located.manifest.layers[0]
         data = content.store.read_verified(layer.digest, layer.size, "locations image")
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
-            for member in archive:
-                if Path(member.name).name == "image-locations.yml" and member.isreg():
-                    handle = archive.extractfile(member)
-                    for entry in parse_image_locations(handle.read() if handle else b""):
-                        ref = parse_reference(entry.image)
-                        if ref.digest is not None:
-                            hints[ref.digest] = entry.is_bundle
-                    break
+        archive = TarReader(layer_stream(io.BytesIO(data), layer.media_type, "locations image"))
+        for member in archive:
+            if Path(member.name).name == "image-locations.yml" and member.isreg():
+                for entry in parse_image_locations(b"".join(iter(archive.read, b""))):
+                    ref = parse_reference(entry.image)
+                    if ref.digest is not None:
+                        hints[ref.digest] = entry.is_bundle
+                break
     return hints
 
 

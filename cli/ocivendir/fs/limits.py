@@ -28,7 +28,7 @@ MAX_DEPTH = 256  # path components
 MAX_NAME = 255  # bytes in one component (NAME_MAX)
 MAX_PATH = 2048  # bytes in a member path, well under PATH_MAX once joined to the output directory
 MAX_HEADER = 1 << 20  # bytes in one pax or GNU long-name header
-MAX_HEADER_CHAIN = 16  # extended headers in a row before one member (tarfile reads each chained one recursively)
+MAX_HEADER_CHAIN = 16  # extended headers in a row before one member (pax, GNU long names: a chain that never ends)
 _SIZE_HINT = "raise --max-extract-size (OCIVENDIR_MAX_EXTRACT_SIZE) if the image is meant to be this large"
 
 
