@@ -1,16 +1,16 @@
 """Owns: one HTTP/1.1 exchange on a connected socket — a request written, a response read — and nothing else.
 
 A small, strict replacement for `http.client` (which loads `email`, `ssl`, `socket` and their imports, ~130M
-instructions, before the first byte). The response head is bounded as `http.client` and Go bound it: a line at most
-64 KiB, at most 100 header fields, the whole head at most 1 MiB (Go's default header limit), at most 5 informational
-(1xx) answers before the real one. What is not HTTP/1.1 is a `ProtocolError`, never guessed at: a bare CR or another
-control character in a line, a header name that is not a token, a status code that is not three digits, conflicting or
-invalid `Content-Length` values, a transfer coding other than `chunked`, a chunk-size line that is not 1 to 16 hex
-digits or longer than 4 KiB, a chunk not followed by CRLF, a body that ends before its length or its last chunk.
-Folded header lines (obs-fold) are joined with a space, as RFC 9112 asks of a client and as Go does; `chunked` wins
-over a `Content-Length` sent with it (RFC 9112 §6.3) and such a connection is not reused. Trailers are read, bounded,
-and dropped. A body is framed by `Content-Length`, by chunks, or by the connection's close; a HEAD, a 204, a 304, a
-1xx and a successful CONNECT have none.
+instructions, before the first byte). The response head is bounded as `http.client` and Go bound it: a line at most 64
+KiB, at most 100 header lines (continuation lines included, as `http.client` counts them), the whole head at most 1 MiB
+(Go's default header limit), at most 5 informational (1xx) answers before the real one. What is not HTTP/1.1 is a
+`ProtocolError`, never guessed at: a bare CR or another control character in a line, a header name that is not a token,
+a status code that is not three digits, conflicting or invalid `Content-Length` values, a transfer coding other than
+`chunked`, a chunk-size line that is not 1 to 16 hex digits or longer than 4 KiB, a chunk not followed by CRLF, a body
+that ends before its length or its last chunk. Folded header lines (obs-fold) are joined with a space, as RFC 9112 asks
+of a client and as Go does; `chunked` wins over a `Content-Length` sent with it (RFC 9112 §6.3) and such a connection is
+not reused. Trailers are read, bounded, and dropped. A body is framed by `Content-Length`, by chunks, or by the
+connection's close; a HEAD, a 204, a 304, a 1xx and a successful CONNECT have none.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 MAX_LINE = 64 << 10  # http.client's _MAXLINE: one status or header line
-MAX_HEADERS = 100  # http.client's _MAXHEADERS
+MAX_HEADERS = 100  # http.client's _MAXHEADERS: lines of one head, continuation lines included
 MAX_HEAD_BYTES = 1 << 20  # all header lines of one answer (and of its trailers) together
 MAX_CHUNK_LINE = 4 << 10  # Go's maxLineLength for a chunk-size line (extensions included)
 MAX_INFORMATIONAL = 5  # Go's max1xxResponses: `100 Continue` answers skipped before the real status line
@@ -184,13 +184,18 @@ def _field(line: bytes) -> tuple[str, str]:
 
 
 def _header_block(wire: Wire, what: str = "headers") -> Headers:
-    """Header lines up to the empty line, bounded in line length, count and total size; obs-fold joined."""
+    """Header lines up to the empty line, bounded in line length, count and total size; obs-fold joined.
+
+    A continuation line counts as a line (as `http.client` counts it): joining it copies the field's value so far.
+    """
     fields: list[tuple[str, str]] = []
-    total = 0
+    total = lines = 0
     while line := _text(wire.line(MAX_LINE), what):
-        total += len(line)
+        total, lines = total + len(line), lines + 1
         if total > MAX_HEAD_BYTES:
             raise ProtocolError(f"{what} larger than {MAX_HEAD_BYTES} bytes")
+        if lines > MAX_HEADERS:
+            raise ProtocolError(f"more than {MAX_HEADERS} header lines")
         if line[:1] in {b" ", b"\t"}:  # obs-fold: the previous field goes on
             if not fields:
                 raise ProtocolError(f"{what} begin with a continuation line")
@@ -198,8 +203,6 @@ def _header_block(wire: Wire, what: str = "headers") -> Headers:
             more = line.strip(b" \t").decode("latin-1")
             fields[-1] = (name, f"{value} {more}" if value else more)
             continue
-        if len(fields) >= MAX_HEADERS:
-            raise ProtocolError(f"more than {MAX_HEADERS} header fields")
         fields.append(_field(line))
     return Headers(fields)
 
