@@ -357,6 +357,9 @@ WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging
 # with CPython's own sha256), and our own modules only a cold run, a credential or `-d` needs
 WARM_FORBIDDEN += ("hashlib", "_hashlib", "hmac", "queue", "ocivendir.registry.auth", "ocivendir.commands.overrides")
 PYYAML = ("yaml", "base64")  # PyYAML's constructor imports base64: without PyYAML, nothing may
+# what click or PyYAML import and nothing else may on a run without them (the cache index opens _sqlite3, the C module:
+# the sqlite3 package adds only datetime adapters)
+PYYAML += ("threading", "datetime", "sqlite3", "weakref")
 WARM_PULL_FORBIDDEN = (*WARM_FORBIDDEN, *PYYAML, "click", "inspect", "typing")
 
 
@@ -409,12 +412,12 @@ def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
 def _index_writes(argv: list[str], stdin: str, cache: Path) -> list[str]:
     """The first word of every write statement a run sends to the cache index (traced in a subprocess)."""
     probe = (
-        "import sqlite3, sys\nreal = sqlite3.connect\n"
+        "import _sqlite3, sys\nreal = _sqlite3.connect\n"
         "def connect(*args, **kwargs):\n"
         "    db = real(*args, **kwargs)\n"
         "    db.set_trace_callback(lambda sql: sys.stderr.write('SQL ' + sql.split(None, 1)[0].upper() + '\\n'))\n"
         "    return db\n"
-        "sqlite3.connect = connect\nfrom ocivendir.commands import main\n"
+        "_sqlite3.connect = connect\nfrom ocivendir.commands import main\n"
         f"sys.argv = {argv!r}\n"
         "try:\n    main()\nexcept SystemExit as exc:\n    sys.stderr.write(f'EXIT {exc.code}\\n')\n"
     )
