@@ -62,6 +62,21 @@ def test_cred_helpers_and_creds_store_are_run(tmp_path: Path, monkeypatch: pytes
     assert config.lookup("none.io") is None
 
 
+@pytest.mark.parametrize("body", ["echo '{nope'", "echo '[1, 2]'", "echo '\"text\"'", "echo 'null'"])
+def test_a_helper_answer_that_is_not_a_json_object_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str
+) -> None:
+    script = tmp_path / "bin" / "docker-credential-odd"
+    script.parent.mkdir()
+    script.write_text(f"#!/bin/sh\nread server\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    config = DockerConfig.load(write_config(tmp_path / "config.json", {"credsStore": "odd"}))
+    assert config is not None
+    with pytest.raises(ConfigError, match=r"docker-credential-odd gave invalid JSON for r\.io"):
+        config.lookup("r.io")
+
+
 def test_keyring_order_rules_then_config_files_then_anonymous(tmp_path: Path) -> None:
     first = write_config(tmp_path / "a/config.json", {"auths": {"r.io": {"username": "from-docker", "password": "p"}}})
     second = write_config(tmp_path / "b/auth.json", {"auths": {"s.io": {"username": "from-podman", "password": "p"}}})

@@ -7,11 +7,10 @@ decode is treated as absent — the content is refetched or re-checked and the r
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 
-from ocivendir import diag
+from ocivendir import diag, jsonread
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import Digest, parse_digest, parse_reference
 from ocivendir.record import record
@@ -179,7 +178,7 @@ def verdict_row(bundle_ref: str, row: tuple[object, ...]) -> Verdict:
     if method not in _METHODS:
         raise BadRow(f"method {method!r} is unknown")
     try:
-        missing = json.loads(_text(missing_json, "missing images"))
+        missing = jsonread.loads(_text(missing_json, "missing images"))
     except (ValueError, RecursionError):
         raise BadRow("missing images are not JSON") from None
     if not isinstance(missing, list) or len(missing) > _MAX_MISSING or not all(isinstance(m, str) for m in missing):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
@@ -319,6 +318,8 @@ class BlobStore:
             for e in sorted(entries, key=lambda e: e.ref)
         ]
         doc = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
+        import json  # noqa: PLC0415 - index.json is written on a cold run only; json imports re
+
         with file_lock(self.lock_path("index-json")):
             atomic_write(self.root / "index.json", json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
 

@@ -6,7 +6,6 @@ type; there is no chain of ifs over types.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -227,6 +226,8 @@ def describe(config: ContentConfig) -> str:
     if config.source_type in {"image", "imgpkgBundle"}:
         url = str(spec.get("url") or spec.get("image") or "")
         if spec.get("tagSelection"):
+            import json  # noqa: PLC0415 - only for a tag selection; json imports re
+
             url += ":tag=" + json.dumps(spec["tagSelection"], separators=(",", ":"), ensure_ascii=False)
         return f"({config.source_type} from {url})"
     return f"({config.source_type})"

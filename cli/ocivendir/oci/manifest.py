@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from ocivendir import jsonread
 from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
 from ocivendir.hashing import new_sha256, sha256_hex
 from ocivendir.oci.reference import Digest, parse_digest
@@ -139,7 +138,7 @@ def _descriptor(raw: Any, where: str) -> Descriptor:  # noqa: ANN401 - raw JSON
 def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Index:
     """Parse manifest bytes; the `mediaType` field wins over the Content-Type the registry sent."""
     try:
-        doc = json.loads(raw)
+        doc = jsonread.loads(raw)
     except ValueError as exc:
         raise UnsupportedMediaType(f"manifest is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -165,7 +164,7 @@ def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Inde
 def parse_config(raw: bytes) -> ImageConfig:
     """Read the labels of an image config."""
     try:
-        doc = json.loads(raw)
+        doc = jsonread.loads(raw)
     except ValueError as exc:
         raise UnsupportedMediaType(f"image config is not valid JSON: {exc}") from None
     config = doc.get("config") if isinstance(doc, dict) else None

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from pathlib import Path
 
-from ocivendir import diag
+from ocivendir import diag, jsonread
 from ocivendir.errors import ConfigError
 from ocivendir.record import record, replace
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
@@ -42,7 +41,7 @@ class DockerConfig:
         except OSError as exc:
             raise ConfigError(f"Reading docker config '{path}': {exc.strerror}") from None
         try:
-            doc = json.loads(raw) if raw.strip() else {}
+            doc = jsonread.loads(raw) if raw.strip() else {}
         except ValueError as exc:
             raise ConfigError(f"Parsing docker config '{path}': {exc}") from None
         return cls(path, doc if isinstance(doc, dict) else {})
@@ -110,9 +109,11 @@ def _from_helper(helper: str, registry: str) -> Credential | None:
             f"Credential helper docker-credential-{helper} failed for {registry} (exit {done.returncode})"
         )
     try:
-        answer = json.loads(done.stdout)
+        answer = jsonread.loads(done.stdout)
     except ValueError:
-        raise ConfigError(f"Credential helper docker-credential-{helper} gave invalid JSON for {registry}") from None
+        answer = None
+    if not isinstance(answer, dict):  # an answer that is not an object was an AttributeError before
+        raise ConfigError(f"Credential helper docker-credential-{helper} gave invalid JSON for {registry}")
     username, secret = str(answer.get("Username", "")), str(answer.get("Secret", ""))
     if username == "<token>":
         return Credential(identity_token=secret)

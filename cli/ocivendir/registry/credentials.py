@@ -8,10 +8,10 @@ most specific match first); keychains (accepted, none native); secret-wide and I
 from __future__ import annotations
 
 import binascii
-import json
 import re
 from collections.abc import Mapping
 
+from ocivendir import jsonread
 from ocivendir.errors import ConfigError
 from ocivendir.record import field, record
 
@@ -186,7 +186,7 @@ def _plain_secret(name: str, data: Mapping[str, str]) -> CredentialRules:
 
 def _dockerconfig_secret(raw: str) -> CredentialRules:
     try:
-        doc = json.loads(raw)
+        doc = jsonread.loads(raw)
     except ValueError as exc:
         raise ConfigError(f"Unmarshaling dockerconfigjson: {exc}") from None
     auths = doc.get("auths") if isinstance(doc, dict) else None
