@@ -11,7 +11,7 @@ from typing import Literal
 
 import pytest
 
-from ocivendir.fs.limits import MAX_HEADER, MAX_HEADER_CHAIN
+from ocivendir.fs.limits import MAX_HEADER, MAX_HEADER_CHAIN, MAX_PAX_RECORDS
 from ocivendir.fs.tarread import BLOCK, TarFormatError, TarReader
 from tests.support.builders import base256, padded, pax_header, pax_record, raw_header
 
@@ -224,6 +224,13 @@ def test_a_chain_of_extended_headers_is_bounded_without_recursion() -> None:
     for count in (MAX_HEADER_CHAIN + 1, 100_000):
         with pytest.raises(TarFormatError, match=f"more than {MAX_HEADER_CHAIN} extended headers in a row"):
             through_reader(io.BytesIO(link * count + raw_header("f") + END))
+
+
+def test_a_pax_header_of_many_tiny_records_is_refused_before_it_costs_a_parse_step_each() -> None:
+    records = pax_record("a", "b") * MAX_PAX_RECORDS
+    assert [m[0] for m in through_reader(io.BytesIO(pax_header(records) + raw_header("f") + END))] == ["f"]
+    with pytest.raises(TarFormatError, match=f"more than {MAX_PAX_RECORDS} records in one pax header"):
+        through_reader(io.BytesIO(pax_header(records + pax_record("a", "b")) + raw_header("f") + END))
 
 
 def test_a_sparse_member_is_reported_with_its_declared_size_and_nothing_after_it_is_read() -> None:

@@ -11,14 +11,15 @@ stops quietly after the first member); a block of zeros ends the archive only if
 stream follows; a member's data or padding that runs past the end of the stream is an error; negative sizes, pax
 records that are not framed exactly (`<length> <keyword>=<value>\\n`), pax sizes and times that are not plain decimal
 numbers, a NUL in a pax path, a global header setting a size, and an mtime no file system can hold are refused.
-Extended headers are bounded in size (MAX_HEADER, refused before they are read) and in how many may precede one member
-(MAX_HEADER_CHAIN); they are read in a loop, never by recursion. A sparse member is reported as sparse (with the size
+Extended headers are bounded in size (MAX_HEADER, refused before they are read), in how many may precede one member
+(MAX_HEADER_CHAIN) and in their pax records (MAX_PAX_RECORDS, so a megabyte of `5 a=b` costs no more to read than
+the megabyte); they are read in a loop, never by recursion. A sparse member is reported as sparse (with the size
 it declares), never expanded.
 """
 
 from __future__ import annotations
 
-from ocivendir.fs.limits import MAX_HEADER, MAX_HEADER_CHAIN, human
+from ocivendir.fs.limits import MAX_HEADER, MAX_HEADER_CHAIN, MAX_PAX_RECORDS, human
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -134,8 +135,11 @@ def _pax_records(data: bytes) -> dict[str, str]:
     Only the keywords that say something about a member's path, link, size, time or sparseness are kept.
     """
     records: dict[str, str] = {}
-    position, end = 0, len(data)
+    position, end, count = 0, len(data), 0
     while position < end and data[position]:
+        count += 1
+        if count > MAX_PAX_RECORDS:
+            raise TarFormatError(f"more than {MAX_PAX_RECORDS} records in one pax header")
         space = data.find(b" ", position, position + 21)
         digits = data[position:space] if space > position else b"x"
         if digits.translate(None, b"0123456789"):
