@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable, Mapping
-from pathlib import PurePath
 
 from ocivendir.record import field, fields, is_record, record
 
@@ -223,8 +223,8 @@ def _plain(value: Any) -> Any:  # noqa: ANN401 - converts any result field to JS
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    if isinstance(value, PurePath):
-        return str(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
     return value
 
 

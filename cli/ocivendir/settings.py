@@ -7,11 +7,11 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
+from ocivendir.fs.paths import pure
 from ocivendir.record import field, record, replace
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
 from ocivendir.registry.proxy import ProxyConfig
@@ -128,7 +128,7 @@ class Flags:
 class Settings:
     """Everything the commands need from flags and the environment, read once."""
 
-    cache_dir: Path | None
+    cache_dir: str | None
     cache_dir_explicit: bool
     cache_max_size: int
     relocation_recheck: float
@@ -146,14 +146,14 @@ class Settings:
     umask: int
     proxy: ProxyConfig
     credentials: CredentialRules
-    docker_configs: tuple[Path, ...]
+    docker_configs: tuple[str, ...]
     ssl_cert_file: str | None  # SSL_CERT_FILE; registry/truststore.py applies Go's defaults when unset
     ssl_cert_dir: str | None  # SSL_CERT_DIR (colon-separated)
     insecure_registries: frozenset[str] = field(default_factory=frozenset)
-    registry_config: Path | None = None
+    registry_config: str | None = None
     registry_concurrency: int = DEFAULT_REGISTRY_CONCURRENCY
-    delegate_vendir: Path | None = None
-    home: Path | None = None  # HOME, as Go's os.UserHomeDir reads it: `pull -o` never replaces it
+    delegate_vendir: str | None = None
+    home: str | None = None  # HOME, as Go's os.UserHomeDir reads it: `pull -o` never replaces it
 
 
 def _env(environ: Mapping[str, str], *names: str) -> str | None:
@@ -186,14 +186,19 @@ def _read_umask() -> int:
     return current
 
 
-def _cache_dir(flags: Flags, environ: Mapping[str, str]) -> tuple[Path | None, bool]:
+def _absolute(given: str) -> str:
+    """`Path(given).expanduser().absolute()`: `~` expanded, joined to the working directory, `..` kept."""
+    return pure(os.path.join(os.getcwd(), os.path.expanduser(given)))
+
+
+def _cache_dir(flags: Flags, environ: Mapping[str, str]) -> tuple[str | None, bool]:
     if flags.no_cache:
         return None, False
     given = _text("cache_dir", flags.cache_dir, environ)
     if given:
-        return Path(given).expanduser().absolute(), True
+        return _absolute(given), True
     base = user_dir("cache", os.environ)  # None: no HOME and no passwd entry (an arbitrary UID), the no-cache fallback
-    return (Path(base) / "ocivendir", False) if base else (None, False)
+    return (pure(os.path.join(base, "ocivendir")), False) if base else (None, False)
 
 
 def user_dir(kind: str, environ: Mapping[str, str]) -> str | None:
@@ -223,14 +228,14 @@ def user_dir(kind: str, environ: Mapping[str, str]) -> str | None:
     return f"{home.rstrip('/')}/.{kind}" if home.startswith("/") else None
 
 
-def _docker_configs(environ: Mapping[str, str]) -> tuple[Path, ...]:
+def _docker_configs(environ: Mapping[str, str]) -> tuple[str, ...]:
     paths = []
     if environ.get("DOCKER_CONFIG"):
-        paths.append(Path(environ["DOCKER_CONFIG"]) / "config.json")
+        paths.append(pure(os.path.join(environ["DOCKER_CONFIG"], "config.json")))
     elif environ.get("HOME"):
-        paths.append(Path(environ["HOME"]) / ".docker" / "config.json")
+        paths.append(pure(os.path.join(environ["HOME"], ".docker", "config.json")))
     if environ.get("XDG_RUNTIME_DIR"):
-        paths.append(Path(environ["XDG_RUNTIME_DIR"]) / "containers" / "auth.json")
+        paths.append(pure(os.path.join(environ["XDG_RUNTIME_DIR"], "containers", "auth.json")))
     return tuple(paths)
 
 
@@ -249,9 +254,9 @@ def _count(name: str, given: int | None, flag: str, environ: Mapping[str, str], 
     return int(value)
 
 
-def _registry_config(flags: Flags, environ: Mapping[str, str]) -> Path | None:
+def _registry_config(flags: Flags, environ: Mapping[str, str]) -> str | None:
     given = _text("registry_config", flags.registry_config, environ)
-    return Path(given).expanduser().absolute() if given else None
+    return _absolute(given) if given else None
 
 
 def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
@@ -265,17 +270,18 @@ def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
     path = settings.registry_config
     if path is None:
         base = user_dir("config", os.environ)  # None: no HOME and no passwd entry (an arbitrary UID), no default file
-        path = Path(base) / "ocivendir" / "registries.yaml" if base else None
-        if path is None or not path.is_file():
+        path = pure(os.path.join(base, "ocivendir", "registries.yaml")) if base else None
+        if path is None or not os.path.isfile(path):
             return MirrorPlan(), []
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigError(f"Reading registry config '{path}': {reason}") from None
     from ocivendir.registry.registriesyaml import parse_registries  # noqa: PLC0415 - only when the file exists
 
-    return parse_registries(text, str(path))
+    return parse_registries(text, path)
 
 
 def _truthy(value: str | None, what: str) -> bool:
@@ -351,8 +357,8 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         ssl_cert_file=env.get("SSL_CERT_FILE") or None,
         ssl_cert_dir=env.get("SSL_CERT_DIR") or None,
         insecure_registries=_insecure_hosts(flags, env),
-        delegate_vendir=Path(delegate) if delegate else None,
-        home=Path(env["HOME"]) if env.get("HOME") else None,
+        delegate_vendir=pure(delegate) if delegate else None,
+        home=pure(env["HOME"]) if env.get("HOME") else None,
         registry_config=_registry_config(flags, env),
         registry_concurrency=_count(
             "registry_concurrency",

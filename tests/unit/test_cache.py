@@ -64,10 +64,10 @@ def test_admission_verifies_and_publishes_by_rename(cache: tuple[BlobStore, Cach
     store, _ = cache
     with pytest.raises(DigestMismatch):
         store.admit_bytes(digest_of(b"a"), b"b")
-    assert not any(store.blobs.iterdir())
+    assert not any(Path(store.blobs).iterdir())
     assert store.admit_bytes(digest_of(b"a"), b"a") is True
     assert store.admit_bytes(digest_of(b"a"), b"a") is False
-    assert list(store.tmp.iterdir()) == []
+    assert list(Path(store.tmp).iterdir()) == []
 
 
 def test_a_temp_file_left_by_a_killed_run_is_never_served_and_is_cleaned_by_the_next_holder(
@@ -76,11 +76,11 @@ def test_a_temp_file_left_by_a_killed_run_is_never_served_and_is_cleaned_by_the_
     store, _ = cache
     data = b"payload" * 100
     digest = digest_of(data)
-    (store.tmp / f"{digest.hex}-deadbeef").write_bytes(data[:10])
+    (Path(store.tmp) / f"{digest.hex}-deadbeef").write_bytes(data[:10])
     assert not store.has(digest)
     store.admit_bytes(digest, data)
-    assert store.path(digest).read_bytes() == data
-    assert list(store.tmp.iterdir()) == []
+    assert Path(store.path(digest)).read_bytes() == data
+    assert list(Path(store.tmp).iterdir()) == []
 
 
 def test_reads_are_reverified_and_a_corrupt_blob_is_dropped(cache: tuple[BlobStore, CacheIndex]) -> None:
@@ -88,7 +88,7 @@ def test_reads_are_reverified_and_a_corrupt_blob_is_dropped(cache: tuple[BlobSto
     data = b"x" * 5000
     digest = digest_of(data)
     store.admit_bytes(digest, data)
-    store.path(digest).write_bytes(data[:-1] + b"y")
+    Path(store.path(digest)).write_bytes(data[:-1] + b"y")
     with pytest.raises(DigestMismatch), store.open_verified(digest, len(data), "test") as reader:
         reader.read()
     assert not store.has(digest)
@@ -130,11 +130,11 @@ def test_prune_dry_run_changes_nothing(cache: tuple[BlobStore, CacheIndex], cloc
     store, index = cache
     add(cache, "r.io/one", [b"1" * 100])
     clock.now += 8 * 86400
-    before = sorted(p.name for p in store.blobs.iterdir())
+    before = sorted(p.name for p in Path(store.blobs).iterdir())
     result = prune(store, index, PrunePlan(older_than=7 * 86400, dry_run=True))
     assert len(result.removed) == 1
     assert result.bytes_freed > 100
-    assert sorted(p.name for p in store.blobs.iterdir()) == before
+    assert sorted(p.name for p in Path(store.blobs).iterdir()) == before
     assert len(index.refs()) == 1
 
 
@@ -170,7 +170,7 @@ def test_verify_removes_truncated_blobs_with_the_refs_that_need_them(cache: tupl
     layer = b"L" * 4096
     add(cache, "r.io/app", [layer])
     add(cache, "r.io/other", [b"fine"])
-    store.path(digest_of(layer)).write_bytes(layer[:100])
+    Path(store.path(digest_of(layer))).write_bytes(layer[:100])
     dry = verify(store, index)
     assert dry.consistent is False
     assert len(index.refs()) == 2
@@ -209,28 +209,28 @@ def test_verify_finds_and_repair_removes_junk_orphans_stale_files_and_a_broken_l
     store, index = cache
     kept = add(cache, "r.io/keep", [b"kept" * 100])
     orphan = b"nobody needs me"
-    (store.blobs / digest_of(orphan).hex).write_bytes(orphan)
-    (store.blobs / "notes.txt").write_text("junk")
-    (store.blobs / ("b" * 64)).mkdir()
-    (store.blobs.parent / "sha512").mkdir()
-    (store.tmp / f"{'c' * 64}-dead01").write_bytes(b"partial")
-    (store.locks / f"target-{'d' * 64}").write_bytes(b"")
-    (store.locks / f"blob-{'e' * 64}").mkdir()
-    (store.root / "index.json").write_text("{broken")
-    (store.root / "oci-layout").write_text("{}")
-    (store.root / "mine.txt").write_text("left alone")
+    (Path(store.blobs) / digest_of(orphan).hex).write_bytes(orphan)
+    (Path(store.blobs) / "notes.txt").write_text("junk")
+    (Path(store.blobs) / ("b" * 64)).mkdir()
+    (Path(store.blobs).parent / "sha512").mkdir()
+    (Path(store.tmp) / f"{'c' * 64}-dead01").write_bytes(b"partial")
+    (Path(store.locks) / f"target-{'d' * 64}").write_bytes(b"")
+    (Path(store.locks) / f"blob-{'e' * 64}").mkdir()
+    (Path(store.root) / "index.json").write_text("{broken")
+    (Path(store.root) / "oci-layout").write_text("{}")
+    (Path(store.root) / "mine.txt").write_text("left alone")
     report = verify(store, index, exclusive=True)
     assert report.consistent is False
     assert len(report.repairs) == 9
-    assert (store.blobs / "notes.txt").exists()  # reporting changes nothing
+    assert (Path(store.blobs) / "notes.txt").exists()  # reporting changes nothing
     assert verify(store, index).repairs == ()  # without the cache to itself only blobs are re-hashed
     fixed = verify(store, index, repair=True, exclusive=True)
     assert fixed.consistent is True
     assert len(fixed.repairs) == 9
     assert verify(store, index, exclusive=True).repairs == ()
-    assert sorted(p.name for p in store.blobs.parent.iterdir()) == ["sha256"]
-    assert list(store.tmp.iterdir()) == []
-    assert not (store.locks / f"blob-{'e' * 64}").exists()
-    assert (store.root / "mine.txt").exists()
+    assert sorted(p.name for p in Path(store.blobs).parent.iterdir()) == ["sha256"]
+    assert list(Path(store.tmp).iterdir()) == []
+    assert not (Path(store.locks) / f"blob-{'e' * 64}").exists()
+    assert (Path(store.root) / "mine.txt").exists()
     assert [e.ref.split("@")[0] for e in list_entries(store, index).entries] == ["r.io/keep"]
     assert store.has(kept)

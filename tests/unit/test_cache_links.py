@@ -45,17 +45,17 @@ def outside(tmp_path: Path) -> Path:
 def test_a_symlink_where_a_blob_belongs_is_not_a_blob_and_is_never_read_through(
     store: BlobStore, outside: Path
 ) -> None:
-    store.path(DIGEST).symlink_to(outside)  # even one pointing at the right bytes
+    Path(store.path(DIGEST)).symlink_to(outside)  # even one pointing at the right bytes
     assert not store.has(DIGEST)
     assert not store.has(DIGEST, len(DATA))
     with pytest.raises(DigestMismatch, match="not a regular file"):
         store.read_verified(DIGEST, None, "reading")
-    assert not store.path(DIGEST).is_symlink()  # the planted link is removed, its target is not touched
+    assert not Path(store.path(DIGEST)).is_symlink()  # the planted link is removed, its target is not touched
     assert outside.read_bytes() == DATA
-    store.path(DIGEST).symlink_to(outside)
+    Path(store.path(DIGEST)).symlink_to(outside)
     with pytest.raises(DigestMismatch, match="not a regular file"), store.open_verified(DIGEST, len(DATA), "x") as r:
         r.read()
-    store.path(DIGEST).symlink_to(outside)
+    Path(store.path(DIGEST)).symlink_to(outside)
     assert store.problem(DIGEST, len(DATA)) == "not a regular file"
 
 
@@ -64,15 +64,15 @@ def test_a_fifo_where_a_blob_belongs_is_not_present_and_cannot_hang_a_read(store
     assert not store.has(DIGEST)  # a stat() that followed it would say "present, 0 bytes"
     with pytest.raises(DigestMismatch, match="not a regular file"):
         store.read_verified(DIGEST, None, "reading")  # opened non-blocking, then refused: no writer is waited for
-    assert not store.path(DIGEST).exists()
+    assert not Path(store.path(DIGEST)).exists()
 
 
 def test_a_present_blob_is_replaced_by_a_verified_copy_when_reuse_says_no(store: BlobStore) -> None:
-    def fill(tmp: Path) -> None:
-        tmp.write_bytes(DATA)
+    def fill(tmp: str) -> None:
+        Path(tmp).write_bytes(DATA)
 
     assert store.admit(DIGEST, len(DATA), fill, reuse=lambda: False)
-    calls: list[Path] = []
+    calls: list[str] = []
     assert store.admit(DIGEST, len(DATA), lambda tmp: (calls.append(tmp), fill(tmp))[-1], reuse=lambda: False)
     assert len(calls) == 1  # fetched again: the caller could not show it may have the present copy
     assert not store.admit(DIGEST, len(DATA), fill, reuse=lambda: True)
@@ -80,15 +80,15 @@ def test_a_present_blob_is_replaced_by_a_verified_copy_when_reuse_says_no(store:
 
 
 def test_a_temp_file_swapped_for_a_link_is_neither_chmodded_nor_published(store: BlobStore, outside: Path) -> None:
-    def swap(tmp: Path) -> None:
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(outside)  # another user of the cache, racing the download
+    def swap(tmp: str) -> None:
+        Path(tmp).unlink(missing_ok=True)
+        Path(tmp).symlink_to(outside)  # another user of the cache, racing the download
 
     with pytest.raises(CacheError, match="replaced by a link or other non-file"):
         store.admit(DIGEST, len(DATA), swap)
     assert stat.S_IMODE(outside.stat().st_mode) == 0o600  # a chmod through the link would have made it 0644
-    assert not store.path(DIGEST).exists()
-    assert not list(store.tmp.iterdir())
+    assert not Path(store.path(DIGEST)).exists()
+    assert not list(Path(store.tmp).iterdir())
 
 
 @pytest.mark.parametrize("lock", [file_lock, removable_lock])
@@ -96,7 +96,7 @@ def test_a_link_planted_where_a_lock_file_belongs_is_replaced_not_followed(
     store: BlobStore, tmp_path: Path, lock: object
 ) -> None:
     target = tmp_path / "outside-new-file"
-    path = store.lock_path(f"blob-{DIGEST.hex}")
+    path = Path(store.lock_path(f"blob-{DIGEST.hex}"))
     path.symlink_to(target)  # dangling: opening it with O_CREAT would create the target as the victim
     with lock(path):  # type: ignore[operator]
         assert not target.exists()
@@ -118,7 +118,7 @@ def test_a_cache_directory_replaced_by_a_link_is_made_a_directory_again(tmp_path
     store.ensure_layout()
     assert planted.is_dir()
     assert not planted.is_symlink()
-    store.admit(DIGEST, len(DATA), lambda tmp: tmp.write_bytes(DATA))
+    store.admit(DIGEST, len(DATA), lambda tmp: Path(tmp).write_bytes(DATA))
     assert store.read_verified(DIGEST, len(DATA), "x") == DATA
     assert list(elsewhere.iterdir()) == []
 
@@ -147,13 +147,13 @@ def test_a_download_is_never_written_through_a_link_put_where_its_temp_file_was(
 
     outside.write_bytes(b"a file of the user running ocivendir")
 
-    def plant_then_fetch(tmp: Path) -> None:
-        tmp.unlink()
-        tmp.symlink_to(outside)  # another user of the cache, racing the download
+    def plant_then_fetch(tmp: str) -> None:
+        Path(tmp).unlink()
+        Path(tmp).symlink_to(outside)  # another user of the cache, racing the download
         client.fetch_blob_to(parse_reference(f"r.example.com/team/app@{DIGEST}").repository, DIGEST, len(DATA), tmp)
 
     fake_http.get(f"https://r.example.com/v2/team/app/blobs/{DIGEST}", body=DATA)
     with pytest.raises(CacheError, match="not followed"):
         store.admit(DIGEST, len(DATA), plant_then_fetch)
     assert outside.read_bytes() == b"a file of the user running ocivendir"  # not truncated, not overwritten
-    assert not store.path(DIGEST).exists()
+    assert not Path(store.path(DIGEST)).exists()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ocivendir.fs.paths import Guard, UnsafePath, leaves, replace_target, scoped_path
+from ocivendir.fs.paths import Guard, UnsafePath, leaves, pure, replace_target, scoped_path, split, within
 
 
 @pytest.fixture
@@ -59,19 +59,19 @@ def test_an_existing_non_directory_is_refused_only_when_asked(tree: Path) -> Non
     for given in ("file", "dangling"):
         with pytest.raises(UnsafePath, match="exists and is not a directory"):
             replace_target(given, guards(tree), directory_only=True)
-        assert replace_target(given, guards(tree)) == tree / given
+        assert replace_target(given, guards(tree)) == str(tree / given)
 
 
 def test_the_placement_is_the_resolved_parent_and_the_last_name(tree: Path) -> None:
-    assert replace_target("sub/out/", guards(tree)) == tree / "sub/out"
-    assert replace_target("self/out", guards(tree)) == tree / "out"
+    assert replace_target("sub/out/", guards(tree)) == str(tree / "sub/out")
+    assert replace_target("self/out", guards(tree)) == str(tree / "out")
     # a final symlink is replaced by the swap, not followed: its target is spared
-    assert replace_target("away", guards(tree)) == tree / "away"
+    assert replace_target("away", guards(tree)) == str(tree / "away")
 
 
 def test_within_keeps_a_target_strictly_inside(tree: Path) -> None:
     root = Guard.of(tree, "the working directory")
-    assert replace_target("sub/x", [], within=root) == tree / "sub/x"
+    assert replace_target("sub/x", [], within=root) == str(tree / "sub/x")
     for given, reason in (("away", "is outside"), ("up/x", "is outside"), ("self", "is the working")):
         with pytest.raises(UnsafePath, match=reason):
             replace_target(given, [], within=root)
@@ -87,7 +87,44 @@ def test_leaves_is_lexical(relative: str, expected: bool) -> None:
 
 
 def test_scoped_path_refuses_escapes(tmp_path: Path) -> None:
-    assert scoped_path(tmp_path, "a/b") == tmp_path / "a/b"
+    assert scoped_path(tmp_path, "a/b") == str(tmp_path / "a/b")
+    assert scoped_path(str(tmp_path) + "/", "a//b/") == str(tmp_path / "a/b")
     for bad in ("../x", "a/../../x", "/etc/passwd"):
         with pytest.raises(ValueError, match="leaves"):
             scoped_path(tmp_path, bad)
+
+
+@pytest.mark.parametrize(
+    ("inner", "outer", "expected"),
+    [("/a/b", "/a/b", True), ("/a/b/c", "/a/b", True), ("/a/bc", "/a/b", False), ("/a/b", "/a/bc", False),
+     ("/a", "/a/b", False), ("/a/b/", "/a/b", True), ("/a/b", "/a/b/", True), ("/a/bc/", "/a/b/", False),
+     ("/a//b/./c", "/a/b", True), ("/x", "/", True), ("/", "/", True), ("/", "/a", False),
+     ("a/b", "/a", False), ("/a/b", "a", False), ("a/b", "a", True), ("ab", "a", False)],
+)  # fmt: skip
+def test_within_compares_whole_names_never_a_string_prefix(inner: str, outer: str, expected: bool) -> None:
+    assert within(inner, outer) is expected
+
+
+def test_a_guard_is_checked_on_the_resolved_path_of_a_symlinked_parent(tmp_path: Path) -> None:
+    (tmp_path / "real/b").mkdir(parents=True)
+    (tmp_path / "real/bc").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    guard = Guard.of(tmp_path / "link/b/", "the cache", inside=True)
+    assert guard.path == str(tmp_path / "real/b")  # resolved first, then checked
+    assert guard.refusal(str(tmp_path / "real/b/x")) == f"is inside the cache '{tmp_path / 'real/b'}'"
+    assert guard.refusal(str(tmp_path / "real/bc")) is None  # a sibling sharing a prefix is not inside
+    assert guard.refusal(str(tmp_path / "real")) == f"contains the cache '{tmp_path / 'real/b'}'"
+    with pytest.raises(UnsafePath, match="is inside the cache"):
+        replace_target(tmp_path / "link/b/out", [guard])
+    assert replace_target(tmp_path / "link/bc/out", [guard]) == str(tmp_path / "real/bc/out")
+
+
+@pytest.mark.parametrize(
+    ("given", "spelled", "parent", "name"),
+    [("a/b", "a/b", "a", "b"), ("a//b/", "a/b", "a", "b"), ("./a/./b/.", "a/b", "a", "b"), ("/", "/", "/", ""),
+     ("a", "a", ".", "a"), ("", ".", ".", ""), (".", ".", ".", ""), ("a/../b", "a/../b", "a/..", "b"),
+     ("/x/", "/x", "/", "x")],
+)  # fmt: skip
+def test_pure_and_split_spell_paths_as_pathlib_does(given: str, spelled: str, parent: str, name: str) -> None:
+    assert pure(given) == spelled == str(Path(given))
+    assert split(given) == (parent, name) == (str(Path(given).parent), Path(given).name)

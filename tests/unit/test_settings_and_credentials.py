@@ -170,12 +170,12 @@ def test_the_default_cache_and_config_dirs_are_platformdirs_answers_without_plat
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    assert load_settings(Flags(), {}).cache_dir == Path(platformdirs.user_cache_dir("ocivendir"))
+    assert load_settings(Flags(), {}).cache_dir == str(Path(platformdirs.user_cache_dir("ocivendir")))
     assert f"{user_dir('config', os.environ)}/ocivendir" == platformdirs.user_config_dir("ocivendir")
 
 
 def test_a_warm_run_reads_its_default_cache_dir_without_importing_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "platformdirs", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg/cache")
-    assert load_settings(Flags(), {}).cache_dir == Path("/xdg/cache/ocivendir")
+    assert load_settings(Flags(), {}).cache_dir == "/xdg/cache/ocivendir"
     assert "platformdirs" not in sys.modules

@@ -18,7 +18,8 @@ from ocivendir.fs.swap import (
 )
 
 
-def make_tree(path: Path, marker: str) -> Path:
+def make_tree(given: str | Path, marker: str) -> Path:
+    path = Path(given)
     path.mkdir(parents=True)
     (path / "marker").write_text(marker)
     return path
@@ -30,7 +31,7 @@ def test_swap_in_replaces_and_unswap_restores(tmp_path: Path) -> None:
     old = swap_in(stage, target)
     assert (target / "marker").read_text() == "new"
     assert old is not None
-    assert (old / "marker").read_text() == "old"
+    assert Path(old, "marker").read_text() == "old"
     unswap(target, old, stage)
     assert (target / "marker").read_text() == "old"
     assert (stage / "marker").read_text() == "new"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 from _thread import allocate_lock
-from pathlib import Path
 
+from ocivendir.fs.paths import pure, split
 from ocivendir.hashing import hmac_sha256_hex
 
 TYPE_CHECKING = False
@@ -36,9 +36,9 @@ def is_principal(value: object) -> bool:
 class Fingerprints:
     """Credential fingerprints under the cache's key, created (0600) on first need."""
 
-    def __init__(self, key_path: Path) -> None:
+    def __init__(self, key_path: str | os.PathLike[str]) -> None:
         """Use the key at `key_path`; nothing is read or written until a fingerprint is needed."""
-        self._path = key_path
+        self._path = pure(key_path)
         self._key: bytes | None = None
         self._lock = allocate_lock()  # threading's Lock, without importing threading
 
@@ -50,15 +50,17 @@ class Fingerprints:
 
     def _read(self) -> bytes | None:
         with contextlib.suppress(OSError):
-            if self._path.is_file() and not self._path.is_symlink():
-                data = self._path.read_bytes()
+            if os.path.isfile(self._path) and not os.path.islink(self._path):
+                with open(self._path, "rb") as handle:
+                    data = handle.read()
                 if len(data) == _KEY_BYTES:
                     return data
         return None
 
     def _create(self) -> bytes:
         """A new random key, published without clobbering one another process made at the same moment."""
-        tmp = self._path.with_name(f".{self._path.name}-{os.urandom(6).hex()}")
+        parent, name = split(self._path)
+        tmp = os.path.join(parent, f".{name}-{os.urandom(6).hex()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, os.urandom(_KEY_BYTES))
@@ -70,10 +72,11 @@ class Fingerprints:
                 os.link(tmp, self._path)
             existing = self._read()
             if existing is None:  # a malformed key in its place: replace it (grants made with it stop matching)
-                tmp.replace(self._path)
+                os.replace(tmp, self._path)
                 existing = self._read()
         finally:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         if existing is None:
             msg = f"cannot create the cache key {self._path}"
             raise OSError(msg)

@@ -8,10 +8,10 @@ fetched from a repository from bytes another repository's manifest was served fr
 
 from __future__ import annotations
 
+import os
 import time
 from _thread import RLock
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 
 from ocivendir.cache.grants import is_principal
 from ocivendir.cache.rows import (
@@ -29,6 +29,7 @@ from ocivendir.cache.rows import (
 )
 from ocivendir.cache.store import LayoutEntry
 from ocivendir.errors import CacheError
+from ocivendir.fs.paths import pure, split
 from ocivendir.oci.reference import Digest
 
 TYPE_CHECKING = False
@@ -86,10 +87,10 @@ _LISTING = (
 )
 
 
-def repair_hint(path: Path) -> str:
+def repair_hint(path: str | os.PathLike[str]) -> str:
     """How to repair an unusable index: rebuild it from the blobs, which are the truth."""
     return (
-        f"run 'ocivendir cache verify --repair --cache-dir {path.parent}' to rebuild it from the cached blobs, "
+        f"run 'ocivendir cache verify --repair --cache-dir {split(path)[0]}' to rebuild it from the cached blobs, "
         "or remove the cache directory"
     )
 
@@ -100,17 +101,17 @@ class CacheIndex:
     Every value read back is decoded by `cache/rows.py`; a row that does not decode counts as absent.
     """
 
-    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float] = time.time) -> None:
         """Open (and create or migrate) the index; an unusable file is a CacheError naming it and the repair."""
         # sqlite3's C module, imported when an index is opened (never for `--help` or `version`): the sqlite3 package
         # around it adds date and datetime adapters the index never uses, and with them datetime (~7M instructions)
         import _sqlite3 as sqlite3  # noqa: PLC0415
 
         self._sqlite3 = sqlite3
-        self.path = path
+        self.path = path = pure(path)
         self._clock = clock
         self._lock = RLock()  # threading's RLock, without importing threading
-        if path.exists() and not path.is_file():
+        if os.path.exists(path) and not os.path.isfile(path):
             raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
         try:
             self._db = sqlite3.connect(path, timeout=5.0, check_same_thread=False, isolation_level=None)

@@ -7,6 +7,7 @@ without waiting, and skips (and reports) the ones it cannot get. A blob goes onl
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Iterator
 
 from ocivendir.cache.index import CacheIndex, RefRow
@@ -123,7 +124,7 @@ def prune(store: BlobStore, index: CacheIndex, plan: PrunePlan) -> CachePruneRes
             for digest in index.remove_refs([row.ref]):
                 blob = store.path(digest)
                 with contextlib.suppress(FileNotFoundError):
-                    freed += blob.stat().st_size
+                    freed += os.stat(blob).st_size
                 store.delete(digest)
             removed.append(_entry(row, size, verdict))
     if removed:

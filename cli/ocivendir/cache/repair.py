@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False, exclusi
         if not repair:
             repairs.append(f"would remove blob {blob.digest}: {problem}")
             continue
-        if store.path(blob.digest).is_dir():
+        if os.path.isdir(store.path(blob.digest)):
             remove_tree(store.path(blob.digest))
         store.delete(blob.digest)
         refs = index.forget_blob(blob.digest)
@@ -58,15 +59,15 @@ def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False, exclusi
     return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=repair or not repairs, repair=repair)
 
 
-def remove_index_files(root: Path) -> None:
+def remove_index_files(root: str | os.PathLike[str]) -> None:
     """Remove an unusable `index.db` (and its WAL and journal files), whatever is in their place."""
     for name in INDEX_FILES:
-        remove_tree(root / name)
+        remove_tree(os.path.join(root, name))
 
 
 def _good_blobs(store: BlobStore) -> Iterator[tuple[Digest, int]]:
     """Every blob file whose name is a digest and whose bytes hash to it."""
-    for path in sorted(store.blobs.iterdir()):
+    for path in sorted(Path(store.blobs).iterdir()):
         digest = decoded("blob file", path.name, digest_value, f"sha256:{path.name}")
         if digest is not None and store.problem(digest, None) is None:
             yield digest, path.stat().st_size
@@ -76,7 +77,7 @@ def _manifest(store: BlobStore, digest: Digest, size: int) -> Manifest | None:
     if size > _MAX_MANIFEST:
         return None
     with contextlib.suppress(OcivendirError, ValueError, UnicodeDecodeError):
-        parsed = parse_manifest(store.path(digest).read_bytes())
+        parsed = parse_manifest(Path(store.path(digest)).read_bytes())
         return parsed if isinstance(parsed, Manifest) else None
     return None
 
@@ -84,7 +85,7 @@ def _manifest(store: BlobStore, digest: Digest, size: int) -> Manifest | None:
 def _named_refs(store: BlobStore) -> Iterator[tuple[str, Digest]]:
     """The refs index.json names, kept only when each names its own descriptor's digest."""
     try:
-        doc = json.loads((store.root / "index.json").read_bytes())
+        doc = json.loads(Path(store.root, "index.json").read_bytes())
         descriptors = doc["manifests"]
     except (OSError, ValueError, TypeError, KeyError):
         return
@@ -98,7 +99,7 @@ def _named_refs(store: BlobStore) -> Iterator[tuple[str, Digest]]:
 
 def _kind(store: BlobStore, manifest: Manifest) -> str:
     with contextlib.suppress(OcivendirError, OSError, ValueError):
-        if parse_config(store.path(manifest.config.digest).read_bytes()).is_bundle:
+        if parse_config(Path(store.path(manifest.config.digest)).read_bytes()).is_bundle:
             return "bundle"
     return "image"
 
@@ -129,7 +130,7 @@ def rebuild(store: BlobStore, *, wait: float = 30.0) -> tuple[CacheIndex, list[s
     try:
         with file_lock(store.lock_path("root"), timeout=wait):
             remove_index_files(store.root)
-            index = CacheIndex(store.root / "index.db")
+            index = CacheIndex(os.path.join(store.root, "index.db"))
             return index, rebuild_index(store, index)
     except LockBusy:
         raise CacheError(

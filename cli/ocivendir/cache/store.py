@@ -15,11 +15,11 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 
 from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
+from ocivendir.fs.paths import pure
 from ocivendir.fs.swap import atomic_write
 from ocivendir.hashing import new_sha256
 from ocivendir.oci.manifest import sha256_digest
@@ -91,38 +91,39 @@ class VerifyingReader:
 
 
 class BlobStore:
-    """Blobs under `<root>/blobs/sha256/`, temp files under `<root>/tmp/`, locks under `<root>/locks/`."""
+    """Blobs under `<root>/blobs/sha256/`, temp files under `<root>/tmp/`, locks under `<root>/locks/` (`str` paths)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         """Use (and create) the layout at `root`."""
-        self.root = root
-        self.blobs = root / "blobs" / "sha256"
-        self.tmp = root / "tmp"
-        self.locks = root / "locks"
+        self.root = pure(root)
+        self.blobs = os.path.join(self.root, "blobs", "sha256")
+        self.tmp = os.path.join(self.root, "tmp")
+        self.locks = os.path.join(self.root, "locks")
 
     def ensure_layout(self) -> None:
         """Create the directories and the OCI layout marker files if absent."""
         try:
-            for directory in (self.blobs.parent, self.blobs, self.tmp, self.locks):
-                if directory.is_symlink():  # planted: ocivendir never makes one; replaced, never followed
+            for directory in (os.path.dirname(self.blobs), self.blobs, self.tmp, self.locks):
+                if os.path.islink(directory):  # planted: ocivendir never makes one; replaced, never followed
                     _log.warning("cache: replacing the symbolic link %s with a directory", directory)
-                    directory.unlink(missing_ok=True)
-                directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not (self.root / "oci-layout").exists():
-                atomic_write(self.root / "oci-layout", LAYOUT_MARKER, mode=0o644)
-            if not (self.root / "index.json").exists():
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(directory)
+                os.makedirs(directory, 0o700, exist_ok=True)  # the mode applies to the last directory only
+            if not os.path.exists(os.path.join(self.root, "oci-layout")):
+                atomic_write(os.path.join(self.root, "oci-layout"), LAYOUT_MARKER, mode=0o644)
+            if not os.path.exists(os.path.join(self.root, "index.json")):
                 self.write_index_json(())
         except OSError as exc:
             raise CacheError(f"Cannot use cache directory '{self.root}': {exc.strerror or exc}") from None
 
-    def path(self, digest: Digest) -> Path:
+    def path(self, digest: Digest) -> str:
         """Where a blob lives."""
-        return self.blobs / digest.hex
+        return f"{self.blobs}/{digest.hex}"
 
     def has(self, digest: Digest, size: int | None = None) -> bool:
         """True if the blob is a regular file (with the expected size, when given); a symlink is not a blob."""
         try:
-            info = self.path(digest).lstat()
+            info = os.lstat(self.path(digest))
         except FileNotFoundError:
             return False
         return stat.S_ISREG(info.st_mode) and (size is None or info.st_size == size)
@@ -144,18 +145,18 @@ class BlobStore:
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
 
-    def _unlink_planted(self, path: Path) -> None:
+    def _unlink_planted(self, path: str) -> None:
         with contextlib.suppress(IsADirectoryError, PermissionError, FileNotFoundError):
-            if not path.is_dir() or path.is_symlink():
-                path.unlink()
+            if not os.path.isdir(path) or os.path.islink(path):
+                os.unlink(path)
 
-    def _new_tmp(self, digest: Digest) -> Path:
+    def _new_tmp(self, digest: Digest) -> str:
         """A fresh temp file for a digest, made by this process (O_EXCL): nothing planted is written through."""
-        tmp = self.tmp / f"{digest.hex}-{os.urandom(6).hex()}"
+        tmp = f"{self.tmp}/{digest.hex}-{os.urandom(6).hex()}"
         os.close(os.open(tmp, _NEW_FLAGS, 0o600))
         return tmp
 
-    def _publish(self, tmp: Path, digest: Digest) -> None:
+    def _publish(self, tmp: str, digest: Digest) -> None:
         """Sync and chmod a filled temp file through a descriptor (never a link), then rename it into place."""
         fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
@@ -165,14 +166,14 @@ class BlobStore:
             os.fchmod(fd, 0o644)
         finally:
             os.close(fd)
-        tmp.replace(self.path(digest))
+        os.replace(tmp, self.path(digest))
 
-    def lock_path(self, name: str) -> Path:
+    def lock_path(self, name: str) -> str:
         """A lock file under `locks/`."""
-        return self.locks / name
+        return f"{self.locks}/{name}"
 
     def admit(
-        self, digest: Digest, size: int, fill: Callable[[Path], None], reuse: Callable[[], bool] | None = None
+        self, digest: Digest, size: int, fill: Callable[[str], None], reuse: Callable[[], bool] | None = None
     ) -> bool:
         """Make sure the blob is present; `fill(tmp)` writes and verifies it. True if it was fetched now.
 
@@ -183,16 +184,26 @@ class BlobStore:
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
             if self.has(digest, size) and (reuse is None or reuse()):
                 return False
-            for stale in self.tmp.glob(f"{digest.hex}-*"):
-                stale.unlink(missing_ok=True)
+            self._remove_stale(digest)
             with self._no_links(digest):
                 tmp = self._new_tmp(digest)
                 try:
                     fill(tmp)
                     self._publish(tmp, digest)
                 finally:
-                    tmp.unlink(missing_ok=True)
+                    _unlink(tmp)
             return True
+
+    def _remove_stale(self, digest: Digest) -> None:
+        """Remove the temp files of `digest` a killed run left (`tmp/<hex>-*`)."""
+        prefix = f"{digest.hex}-"
+        try:
+            names = os.listdir(self.tmp)
+        except FileNotFoundError:
+            return
+        stale = [f"{self.tmp}/{name}" for name in names if name.startswith(prefix)]
+        for path in stale:
+            _unlink(path)
 
     @contextlib.contextmanager
     def _no_links(self, digest: Digest) -> Iterator[None]:
@@ -237,7 +248,7 @@ class BlobStore:
                     _write_tmp(tmp, data)
                     self._publish(tmp, digest)
                 finally:
-                    tmp.unlink(missing_ok=True)
+                    _unlink(tmp)
             return data, True
 
     def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
@@ -284,7 +295,7 @@ class BlobStore:
         """Why a blob file is not the blob it should be (missing, not a file, truncated, corrupt), or None."""
         path = self.path(digest)
         try:
-            info = path.lstat()
+            info = os.lstat(path)
         except FileNotFoundError:
             return "missing"
         if not stat.S_ISREG(info.st_mode):
@@ -304,7 +315,7 @@ class BlobStore:
     def delete(self, digest: Digest) -> None:
         """Remove a blob file (under its lock)."""
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
-            self.path(digest).unlink(missing_ok=True)
+            _unlink(self.path(digest))
 
     def write_index_json(self, entries: Iterable[LayoutEntry]) -> None:
         """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry."""
@@ -321,10 +332,16 @@ class BlobStore:
         import json  # noqa: PLC0415 - index.json is written on a cold run only; json imports re
 
         with file_lock(self.lock_path("index-json")):
-            atomic_write(self.root / "index.json", json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
+            atomic_write(os.path.join(self.root, "index.json"), json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
 
 
-def _write_tmp(tmp: Path, data: bytes) -> None:
+def _unlink(path: str) -> None:
+    """Remove a file if it is there."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _write_tmp(tmp: str, data: bytes) -> None:
     """Write into a temp file this process created, never through a link put in its place."""
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC), "wb") as handle:
         handle.write(data)

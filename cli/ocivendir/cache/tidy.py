@@ -9,6 +9,7 @@ left alone: the directory may have been named by mistake.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -33,10 +34,10 @@ def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[st
     recorded = {blob.digest.hex for blob in index.iter_blobs()}
     found = [
         _remove(path, "not a blob directory", repair=repair)
-        for path in sorted(store.blobs.parent.iterdir())
+        for path in sorted(Path(store.blobs).parent.iterdir())
         if path.name != "sha256"
     ]
-    for path in sorted(store.blobs.iterdir()):
+    for path in sorted(Path(store.blobs).iterdir()):
         if not _HEX.fullmatch(path.name):
             found.append(_remove(path, "junk (not named by a digest)", repair=repair))
         elif path.is_symlink() or not path.is_file():
@@ -47,8 +48,8 @@ def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[st
 
 
 def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
-    found = [_remove(path, "stale temp file", repair=repair) for path in sorted(store.tmp.iterdir())]
-    for path in sorted(store.locks.iterdir()):
+    found = [_remove(path, "stale temp file", repair=repair) for path in sorted(Path(store.tmp).iterdir())]
+    for path in sorted(Path(store.locks).iterdir()):
         if path.is_symlink() or not path.is_file():
             found.append(_remove(path, "not a regular file where a lock file belongs", repair=repair))
         elif not _LOCK.fullmatch(path.name) or path.name.startswith("target-"):
@@ -58,13 +59,13 @@ def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
 
 def _layout(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
     found = []
-    marker = store.root / "oci-layout"
+    marker = Path(store.root, "oci-layout")
     if not marker.is_file() or marker.read_bytes() != LAYOUT_MARKER:
         found.append(f"{'rewrote' if repair else 'would rewrite'} {marker}: broken")
         if repair:
             remove_tree(marker)
             atomic_write(marker, LAYOUT_MARKER, mode=0o644)
-    listed = store.root / "index.json"
+    listed = Path(store.root, "index.json")
     wanted = sorted((e.ref, str(e.digest)) for e in index.layout_entries())
     try:
         doc = json.loads(listed.read_bytes())
@@ -83,12 +84,12 @@ def tidy(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
     """Report (and with `repair`, fix) everything in the cache directory that is not cached content or its index."""
     found = [
         _remove(directory, "not a directory", repair=repair)
-        for directory in (store.blobs, store.tmp, store.locks)
+        for directory in (Path(store.blobs), Path(store.tmp), Path(store.locks))
         if directory.exists() and not directory.is_dir()
     ]
     if repair:
         store.ensure_layout()
-    if not all(d.is_dir() for d in (store.blobs, store.tmp, store.locks)):
+    if not all(os.path.isdir(d) for d in (store.blobs, store.tmp, store.locks)):
         return found
     return (
         found

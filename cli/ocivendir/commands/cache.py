@@ -14,8 +14,6 @@ from ocivendir.commands.options import global_options
 from ocivendir.errors import CacheError, UsageError
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ocivendir.cache.index import CacheIndex
     from ocivendir.cache.store import BlobStore
     from ocivendir.commands.runtime import Run
@@ -196,7 +194,7 @@ def verify_cache(ctx: click.Context, repair: bool) -> int:
     return 0 if result.consistent else 1
 
 
-def _rebuild_and_verify(root: Path) -> CacheVerifyResult:
+def _rebuild_and_verify(root: str) -> CacheVerifyResult:
     """--repair on a cache whose index cannot be read: rebuild it from the blobs, then verify as usual."""
     from ocivendir.cache.repair import rebuild, verify  # noqa: PLC0415
     from ocivendir.cache.store import BlobStore  # noqa: PLC0415

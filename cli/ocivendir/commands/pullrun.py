@@ -7,7 +7,7 @@ Shared by the click command (`commands/pull.py`) and the click-free fast path (`
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
+import os
 
 from ocivendir.errors import RegistryError, UsageError
 from ocivendir.record import record
@@ -53,11 +53,11 @@ def _check(flags: PullFlags) -> None:
         raise UsageError("Cannot set --image-is-bundle-check while using -b flag")
 
 
-def _output_target(output: str, settings: Settings) -> Path:
+def _output_target(output: str, settings: Settings) -> str:
     """Where `-o` really is, once it spares the working directory, HOME and the cache (checked after resolution)."""
     from ocivendir.fs.paths import Guard, UnsafePath, replace_target  # noqa: PLC0415
 
-    guards = [Guard.of(Path.cwd(), "the working directory")]
+    guards = [Guard.of(os.getcwd(), "the working directory")]
     if settings.home is not None:
         guards.append(Guard.of(settings.home, "the home directory"))
     if settings.cache_dir is not None:
@@ -112,7 +112,7 @@ def run_pull(flags: PullFlags, start: Callable[[], Run]) -> None:
         raise
     options = PullOptions(
         reference=reference,
-        lock_file=Path(flags.lock) if flags.lock else None,
+        lock_file=flags.lock or None,
         mode="image" if flags.image else "bundle",
         output=target,
         recursive=flags.recursive,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from ocivendir import diag
 from ocivendir.cache.index import CacheIndex
@@ -18,6 +17,7 @@ from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.errors import CacheError, UsageError
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import file_lock
+from ocivendir.fs.paths import pure, split
 from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
 from ocivendir.output import Output, OutputMode, stderr_is_tty
 from ocivendir.record import fields, record
@@ -120,7 +120,7 @@ def _client_options(
         insecure_hosts=settings.insecure_registries,
         verify_certs=True if verify is None else bool(verify),
         skip_verify_hosts=skip_verify,
-        ca_files=tuple(Path(p) for p in flags.get("ca_cert_paths") or ()),
+        ca_files=tuple(pure(p) for p in flags.get("ca_cert_paths") or ()),
         ssl_cert_file=settings.ssl_cert_file,
         ssl_cert_dir=settings.ssl_cert_dir,
         proxy=settings.proxy,
@@ -137,11 +137,15 @@ def _rules(settings: Settings, extra: CredentialRules | None) -> CredentialRules
     return extra.merged_with(rules) if extra is not None else rules
 
 
-def _private_lock_dir() -> Path:
+def _private_lock_dir() -> str:
     import tempfile  # noqa: PLC0415 - only without a cache
 
-    path = Path(tempfile.gettempdir()) / f"ocivendir-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
+    path = os.path.join(tempfile.gettempdir(), f"ocivendir-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
     return path
 
 
@@ -155,7 +159,7 @@ def open_cache(settings: Settings, *, required: bool = False) -> tuple[BlobStore
     store = BlobStore(settings.cache_dir)
     try:
         store.ensure_layout()
-        index = CacheIndex(settings.cache_dir / "index.db")
+        index = CacheIndex(os.path.join(settings.cache_dir, "index.db"))
     except CacheError:
         if settings.cache_dir_explicit or required:
             raise
@@ -198,27 +202,27 @@ def _principal(run: Run, store: BlobStore) -> Callable[[ClientSpec, Repository],
         from ocivendir.registry.auth import Keyring  # noqa: PLC0415
 
         if not made:
-            made.append(Fingerprints(store.root / "grants.key"))
+            made.append(Fingerprints(os.path.join(store.root, "grants.key")))
         keyring = Keyring(_rules(run.settings, spec.credentials), run.settings.docker_configs)
         return made[0].principal(repo.registry, keyring(repo.registry, repo.path))
 
     return principal
 
 
-def _throwaway_store(target: Path | None) -> BlobStore:
+def _throwaway_store(target: str | None) -> BlobStore:
     """Without a cache: blobs go to a sibling of the target (or a private temp dir), removed when the run ends."""
     if target is not None:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(split(target)[0], exist_ok=True)
         root = new_sibling(target, BLOBS)
     else:
-        root = new_sibling(_private_lock_dir() / "run", BLOBS)
+        root = new_sibling(os.path.join(_private_lock_dir(), "run"), BLOBS)
     store = BlobStore(root)
     store.ensure_layout()
     return store
 
 
 @contextlib.contextmanager
-def open_content(run: Run, *, target: Path | None) -> Iterator[tuple[Content, Path]]:
+def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str]]:
     """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
     settings = run.settings
     opened = open_cache(settings)

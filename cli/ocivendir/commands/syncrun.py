@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.record import record
@@ -44,7 +43,8 @@ def read_inputs(files: list[str], stdin: Any) -> list[tuple[str, bytes]]:  # noq
                 raise ConfigError(f"Reading config from stdin: {exc}") from None
             continue
         try:
-            inputs.append((name, Path(name).read_bytes()))
+            with open(name, "rb") as handle:
+                inputs.append((name, handle.read()))
         except OSError as exc:
             hint = DEFAULT_HINT if files == [DEFAULT_FILE] else None
             raise ConfigError(f"Reading config '{name}': open {name}: {(exc.strerror or str(exc)).lower()}",
@@ -52,11 +52,12 @@ def read_inputs(files: list[str], stdin: Any) -> list[tuple[str, bytes]]:  # noq
     return inputs
 
 
-def _read_lock(path: Path, locked: bool) -> Any:  # noqa: ANN401 - LockConfig | None
+def _read_lock(path: str, locked: bool) -> Any:  # noqa: ANN401 - LockConfig | None
     from ocivendir.vendir.lockfile import parse_lock  # noqa: PLC0415
 
     try:
-        text = path.read_bytes()
+        with open(path, "rb") as handle:
+            text = handle.read()
     except OSError as exc:
         if locked:
             raise ConfigError(f"Reading lock config '{path}': {exc.strerror or exc}") from None
@@ -64,7 +65,7 @@ def _read_lock(path: Path, locked: bool) -> Any:  # noqa: ANN401 - LockConfig | 
     if not text and not locked:  # `--lock-file /dev/null` (kapp-controller): no lock, nothing to parse
         return None
     try:
-        return parse_lock(text, str(path))
+        return parse_lock(text, path)
     except ConfigError:
         if locked:
             raise
@@ -90,20 +91,21 @@ def run_sync(flags: SyncFlags, start: Callable[[], Run]) -> None:
     from ocivendir.engine.placement import check_placement, guards_for  # noqa: PLC0415
     from ocivendir.engine.sync import SyncOptions  # noqa: PLC0415
     from ocivendir.engine.sync import sync as engine_sync  # noqa: PLC0415
+    from ocivendir.fs.paths import pure  # noqa: PLC0415
     from ocivendir.vendir.config import parse_stream  # noqa: PLC0415
 
     _chdir(flags.chdir)
     run = start()
     files, directories, locked = split_values(flags.files), split_values(flags.directories), flags.locked
     stream = parse_stream(read_inputs(files or [DEFAULT_FILE], sys.stdin))
-    config, has_local, previous, tags = _prepare(run, stream.config, directories, Path(flags.lock_file), locked)
+    config, has_local, previous, tags = _prepare(run, stream.config, directories, pure(flags.lock_file), locked)
     settings = run.settings
-    options = SyncOptions(stream=stream, cwd=Path.cwd(), previous_lock=previous, locked=locked, lazy=flags.lazy,
+    options = SyncOptions(stream=stream, cwd=os.getcwd(), previous_lock=previous, locked=locked, lazy=flags.lazy,
                           partial=bool(directories), allow_all_symlinks=flags.allow_symlinks, umask=settings.umask,
                           relocation_recheck=settings.relocation_recheck, delegate_vendir=settings.delegate_vendir,
                           guards=tuple(guards_for(files or [DEFAULT_FILE], settings.cache_dir)))  # fmt: skip
     check_placement(config, options.cwd, options.guards, partial=options.partial)  # before anything is created
-    with open_content(run, target=Path.cwd() / ".ocivendir") as (content, lock_dir):
+    with open_content(run, target=os.path.join(options.cwd, ".ocivendir")) as (content, lock_dir):
         outcome = engine_sync(options, config, content, lock_dir, tags)
         requests, warnings = content.requests, tuple(content.warnings)
     lock = outcome.lock.merged_into(previous) if directories and previous is not None else outcome.lock
@@ -125,7 +127,7 @@ def _chdir(chdir: str | None) -> None:
         raise ConfigError(f"Running chdir: chdir {chdir}: {(exc.strerror or str(exc)).lower()}") from None
 
 
-def _prepare(run: Run, config: Config, directories: list[str], lock_path: Path, locked: bool) -> tuple[
+def _prepare(run: Run, config: Config, directories: list[str], lock_path: str, locked: bool) -> tuple[
     Config, bool, LockConfig | None, dict[tuple[str, str], str | None]
 ]:  # fmt: skip
     """Apply `-d` and `--locked` (printing vendir's `Config with …` blocks); read the previous lock."""
@@ -157,7 +159,7 @@ def _finish(run: Run, lock: bytes, lock_file: str, has_local: bool) -> None:
         run.output.line(f"Lock config is not saved to '{lock_file}' due to command line overrides")
     else:
         try:
-            write_if_changed(Path(lock_file), lock)
+            write_if_changed(lock_file, lock)
         except OSError as exc:
             from ocivendir.errors import SyncError  # noqa: PLC0415
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 from _thread import allocate_lock
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 
 from ocivendir import diag
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
@@ -346,7 +345,7 @@ class Content:
         def progress(done: int) -> None:
             self.events(ProgressEvent(key=str(blob.digest), label=label, done=done, total=blob.size))
 
-        def fill(tmp: Path) -> None:
+        def fill(tmp: str) -> None:
             client.fetch_blob_to(repo, blob.digest, blob.size, tmp, progress, on_chunk)  # verified, or it raises
             self._possess(repo, (blob.digest,))
 

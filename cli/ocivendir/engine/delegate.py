@@ -6,10 +6,11 @@ A one-content config with the secrets it references, run in a scratch dir inside
 from __future__ import annotations
 
 import base64
-from pathlib import Path
+import os
 from typing import TYPE_CHECKING, Any
 
 from ocivendir.errors import SyncError
+from ocivendir.fs.paths import split
 from ocivendir.fs.swap import remove_tree
 from ocivendir.goyaml import emit
 from ocivendir.vendir.lockfile import LockContent, parse_lock
@@ -55,15 +56,16 @@ def _stream(config: ContentConfig, context: FetchContext) -> bytes:
     return b"---\n".join(documents)
 
 
-def delegate_content(vendir: Path, config: ContentConfig, context: FetchContext, dest: Path) -> LockContent:
+def delegate_content(vendir: str, config: ContentConfig, context: FetchContext, dest: str) -> LockContent:
     """Sync one content with a real vendir; its files become `dest`, its lock entry is copied verbatim.
 
     The delegate always resolves afresh (it is not given `--locked`): its own lock entry is what ocivendir records.
     """
-    scratch = dest.parent / f".{dest.name}.ocivendir-delegate"
+    parent, name = split(dest)
+    scratch = os.path.join(parent, f".{name}.ocivendir-delegate")
     remove_tree(scratch)
-    scratch.mkdir(parents=True, mode=0o700)
-    lock_path = scratch / "vendir.lock.yml"
+    os.makedirs(scratch, 0o700)
+    lock_path = os.path.join(scratch, "vendir.lock.yml")
     import subprocess  # noqa: PLC0415 - only when delegating
 
     argv = [str(vendir), "sync", "-f", "-", "--lock-file", str(lock_path)]
@@ -73,8 +75,9 @@ def delegate_content(vendir: Path, config: ContentConfig, context: FetchContext,
         if done.returncode != 0:
             raise SyncError(done.stderr.decode(errors="replace").strip() or f"{vendir} exited {done.returncode}")
         remove_tree(dest)
-        (scratch / "out").rename(dest)
-        lock = parse_lock(lock_path.read_bytes(), str(lock_path))
+        os.rename(os.path.join(scratch, "out"), dest)
+        with open(lock_path, "rb") as handle:
+            lock = parse_lock(handle.read(), lock_path)
         entry = lock.find("out", ".")
     except OSError as exc:
         raise SyncError(f"Running {vendir}: {exc}") from None

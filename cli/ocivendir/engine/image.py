@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
+import os
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.stream import ChunkPipe, TeeExtractor
@@ -120,19 +120,19 @@ def layer_stream(stream: Readable, media_type: str, what: str) -> Readable:
     return peeked
 
 
-def _apply(content: Content, layer: Descriptor, dest: Path, policy: TreePolicy, stats: ExtractStats,
+def _apply(content: Content, layer: Descriptor, dest: str, policy: TreePolicy, stats: ExtractStats,
            what: str) -> None:  # fmt: skip
     with content.store.open_verified(layer.digest, layer.size, what) as reader:
         stream = layer_stream(reader, layer.media_type, what)
         apply_layer(stream, dest, policy=policy, stats=stats, what=what)
 
 
-def _clear(directory: Path) -> None:
-    for child in directory.iterdir():
-        remove_tree(child)
+def _clear(directory: str) -> None:
+    for name in os.listdir(directory):
+        remove_tree(os.path.join(directory, name))
 
 
-def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Path, policy: TreePolicy,
+def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: str, policy: TreePolicy,
               stats: ExtractStats, what: str) -> bool:  # fmt: skip
     """Fetch a missing layer while applying it; False when the caller must apply it from the store."""
     if content.offline or content.cached(image.repo, layer):
@@ -152,7 +152,7 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: Pa
     return tee.finish(complete=fetched)
 
 
-def extract_layers(content: Content, image: FetchedImage, dest: Path, *, policy: TreePolicy,
+def extract_layers(content: Content, image: FetchedImage, dest: str | os.PathLike[str], *, policy: TreePolicy,
                    indent: int = 0) -> ExtractStats:  # fmt: skip
     """Apply every layer first to last into `dest` (made by this run), streaming uncached ones as they download.
 
@@ -161,6 +161,7 @@ def extract_layers(content: Content, image: FetchedImage, dest: Path, *, policy:
     from verified blobs (or the caller discards its stage). A blob that fails its check in the cache is fetched again
     once.
     """
+    dest = os.fspath(dest)
     for layer in image.manifest.layers:
         layer_compression(layer.media_type)
     check_declared([layer.size for layer in image.manifest.layers], policy.limits, f"image '{image.ref}'")

@@ -7,7 +7,7 @@ the relocation verdict, and swap the stage in place of the output directory.
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
+import os
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image, layer_stream
@@ -15,6 +15,7 @@ from ocivendir.engine.relocate import Decision, decide
 from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, RegistryError, UsageError
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
+from ocivendir.fs.paths import pure, split
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
 from ocivendir.fs.tarread import TarReader
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
@@ -42,9 +43,9 @@ class PullOptions:
     """What to pull and where (imgpkg's flags, already validated for combinations)."""
 
     reference: str | None
-    lock_file: Path | None
+    lock_file: str | os.PathLike[str] | None
     mode: Literal["bundle", "image"]
-    output: Path
+    output: str | os.PathLike[str]
     recursive: bool = False
     image_is_bundle_check: bool = True
     umask: int = 0o022
@@ -65,7 +66,8 @@ class PullTally:
 def _reference(options: PullOptions) -> Reference:
     if options.lock_file is not None:
         try:
-            raw = options.lock_file.read_bytes()
+            with open(options.lock_file, "rb") as handle:
+                raw = handle.read()
         except OSError as exc:
             raise UsageError(f"Reading bundle lock '{options.lock_file}': {exc.strerror}") from None
         try:
@@ -88,22 +90,23 @@ def _check_kind(image: FetchedImage, options: PullOptions) -> None:
         raise IsABundle("Expected bundle flag when pulling a bundle", hint="Use -b instead of -i for bundles")
 
 
-def read_images_lock(root: Path) -> tuple[ImagesLock, Path]:
+def read_images_lock(root: str | os.PathLike[str]) -> tuple[ImagesLock, str]:
     """Parse `<root>/.imgpkg/images.yml` strictly, with imgpkg's message when it is missing."""
-    path = root / ".imgpkg" / "images.yml"
+    path = os.path.join(pure(root), ".imgpkg", "images.yml")
     try:
-        return parse_images_lock(path.read_bytes()), path
+        with open(path, "rb") as handle:
+            return parse_images_lock(handle.read()), path
     except FileNotFoundError:
         raise ImagesLockError(f"Reading path {path}: open {path}: no such file or directory") from None
 
 
-def settle_bundle(content: Content, image: FetchedImage, root: Path, *, recheck: float) -> tuple[ImagesLock, Decision]:
+def settle_bundle(content: Content, image: FetchedImage, root: str, *, recheck: float) -> tuple[ImagesLock, Decision]:
     """Validate a staged bundle's images.yml and rewrite it (keeping its mode) when the bundle is relocated."""
     lock, path = read_images_lock(root)
     decision = decide(content, image.repo, image.digest, lock, recheck_seconds=recheck)
     if decision.relocated:
         data = rewrite(lock, image.repo)
-        with path.open("r+b") as handle:  # in place, like imgpkg's WriteFile: the extracted mode stays
+        with open(path, "r+b") as handle:  # in place, like imgpkg's WriteFile: the extracted mode stays
             handle.write(data)
             handle.truncate()
     return lock, decision
@@ -149,7 +152,7 @@ def _bundle_hints(content: Content, repo: Repository, digest: Digest, known: Dig
         data = content.store.read_verified(layer.digest, layer.size, "locations image")
         archive = TarReader(layer_stream(io.BytesIO(data), layer.media_type, "locations image"))
         for member in archive:
-            if Path(member.name).name == "image-locations.yml" and member.isreg():
+            if split(member.name)[1] == "image-locations.yml" and member.isreg():
                 for entry in parse_image_locations(b"".join(iter(archive.read, b""))):
                     ref = parse_reference(entry.image)
                     if ref.digest is not None:
@@ -167,7 +170,7 @@ class BundlePuller:
         self.options = options
         self.seen: set[Digest] = set()
 
-    def bundle(self, image: FetchedImage, dest: Path, pulled: PullTally, depth: int, root: Path) -> None:
+    def bundle(self, image: FetchedImage, dest: str, pulled: PullTally, depth: int, root: str) -> None:
         """Extract a bundle into `dest`, settle its images.yml against its own repository, then its nested ones."""
         stats = extract_layers(self.content, image, dest, policy=_policy(self.content, self.options), indent=depth * 2)
         pulled.layers += len(image.manifest.layers)
@@ -180,7 +183,7 @@ class BundlePuller:
         self.content.record(image.repo, image.digest, image.raw, image.manifest, "bundle")
 
     def nested(
-        self, image: FetchedImage, lock: ImagesLock, decision: Decision, pulled: PullTally, depth: int, root: Path
+        self, image: FetchedImage, lock: ImagesLock, decision: Decision, pulled: PullTally, depth: int, root: str
     ) -> None:
         """Pull the bundles a lock names (found by locations hints or IsBundle probes) under the root's bundles/."""
         hints = {}
@@ -203,8 +206,8 @@ class BundlePuller:
                 continue
             self.seen.add(child.digest)
             self.content.events(LogEvent(message=f"Pulling nested bundle '{child.ref}'", indent=(depth + 1) * 2))
-            dest = root / ".imgpkg" / "bundles" / child.digest.tag_form
-            dest.mkdir(parents=True, exist_ok=True, mode=0o777 & ~self.options.umask)
+            dest = os.path.join(root, ".imgpkg", "bundles", child.digest.tag_form)
+            os.makedirs(dest, 0o777 & ~self.options.umask, exist_ok=True)
             pulled.nested.append(child.ref)
             self.bundle(child, dest, pulled, depth + 1, root)
 
@@ -231,7 +234,7 @@ def fetch_top(content: Content, ref: Reference) -> FetchedImage:
         raise
 
 
-def _fill(content: Content, options: PullOptions, stage: Path) -> tuple[FetchedImage, PullTally]:
+def _fill(content: Content, options: PullOptions, stage: str) -> tuple[FetchedImage, PullTally]:
     ref = _reference(options)
     image = fetch_top(content, ref)
     _check_kind(image, options)
@@ -252,15 +255,15 @@ def _fill(content: Content, options: PullOptions, stage: Path) -> tuple[FetchedI
     return image, pulled
 
 
-def pull(options: PullOptions, content: Content, lock_dir: Path) -> PullResult:
+def pull(options: PullOptions, content: Content, lock_dir: str) -> PullResult:
     """Pull into a stage and swap it in; on any failure the previous output directory is left as it was."""
-    target = options.output.absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = pure(os.path.join(os.getcwd(), options.output))  # `Path.absolute()`: lexical, `..` kept
+    os.makedirs(os.path.dirname(target), exist_ok=True)
     with target_lock(lock_dir, target):
         recover(target, keep=content.store.root)
         stage = new_sibling(target, STAGE)
-        stage.mkdir(mode=0o777 & ~options.umask)
-        stage.chmod(0o777 & ~options.umask)
+        os.mkdir(stage, 0o777 & ~options.umask)
+        os.chmod(stage, 0o777 & ~options.umask)
         try:
             image, pulled = _fill(content, options, stage)
             old = swap_in(stage, target)

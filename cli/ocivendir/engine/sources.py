@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import extract_layers, fetch_image
 from ocivendir.engine.pull import BundlePuller, PullOptions, PullTally
 from ocivendir.errors import ConfigError, IndexNotSupported, NotABundle, SyncError
 from ocivendir.fs.extract import TreePolicy
-from ocivendir.fs.paths import scoped_path
+from ocivendir.fs.paths import pure, scoped_path, split
 from ocivendir.oci.reference import parse_reference, vendir_tag
 from ocivendir.record import record
 from ocivendir.registry.credentials import CredentialRules, secret_rules
@@ -37,16 +36,16 @@ class FetchContext:
 
     content: Content
     stream: InputStream
-    cwd: Path
+    cwd: str
     umask: int
     relocation_recheck: float
     directory_path: str
-    existing: Path  # the on-disk `<dir>/<content>` (manual copies it)
+    existing: str  # the on-disk `<dir>/<content>` (manual copies it)
     preresolved_tag: str | None = None
 
 
 if TYPE_CHECKING:
-    Source = Callable[[ContentConfig, FetchContext, Path], dict[str, Any]]
+    Source = Callable[[ContentConfig, FetchContext, str], dict[str, Any]]
 
 
 def _credentials(stream: InputStream, spec: dict[str, Any]) -> CredentialRules | None:
@@ -105,7 +104,7 @@ def _target(config: ContentConfig, ctx: FetchContext, key: str, empty: str) -> t
     return view, _selected(view, url, config.source)
 
 
-def fetch_image_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> dict[str, Any]:
+def fetch_image_source(config: ContentConfig, ctx: FetchContext, dest: str) -> dict[str, Any]:
     """`image`: one image manifest, every layer applied (a bundle is taken as a plain image)."""
     view, pulled = _target(config, ctx, "url", "Expected non-empty URL")
     image = fetch_image(view, parse_reference(pulled))
@@ -116,7 +115,7 @@ def fetch_image_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> 
     return {"url": image.ref, **_tag(ctx, pulled)}
 
 
-def fetch_bundle_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> dict[str, Any]:
+def fetch_bundle_source(config: ContentConfig, ctx: FetchContext, dest: str) -> dict[str, Any]:
     """`imgpkgBundle`: a bundle pulled as `imgpkg pull -b` does, relocation and nested bundles included."""
     view, pulled = _target(config, ctx, "image", "Expected non-empty image")
     try:
@@ -134,19 +133,19 @@ def fetch_bundle_source(config: ContentConfig, ctx: FetchContext, dest: Path) ->
     return {"image": image.ref, **_tag(ctx, pulled)}
 
 
-def _write_file(root: Path, relative: str, data: bytes) -> None:
+def _write_file(root: str, relative: str, data: bytes) -> None:
     try:
         target = scoped_path(root, relative)
     except ValueError:
         raise ConfigError(f"Invalid path: {relative}") from None
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.makedirs(split(target)[0], 0o700, exist_ok=True)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
-    target.chmod(0o600)
+    os.chmod(target, 0o600)
 
 
-def fetch_inline_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> dict[str, Any]:
+def fetch_inline_source(config: ContentConfig, ctx: FetchContext, dest: str) -> dict[str, Any]:
     """`inline`: files from the config, secrets and config maps (0600 files, 0700 parents)."""
     for relative, text in (config.source.get("paths") or {}).items():
         _write_file(dest, relative, text.encode())
@@ -161,11 +160,11 @@ def fetch_inline_source(config: ContentConfig, ctx: FetchContext, dest: Path) ->
         else:
             raise ConfigError("Expected either secretRef or configMapRef as a source")
         for key, value in data.items():
-            _write_file(dest, os.path.join(base, key) if base else key, value.encode())  # noqa: PTH118
+            _write_file(dest, os.path.join(base, key) if base else key, value.encode())
     return {}
 
 
-def _copy_tree(source: Path, dest: Path, *, link: bool) -> None:
+def _copy_tree(source: str, dest: str, *, link: bool) -> None:
     import shutil  # noqa: PLC0415 - only for local directory sources (shutil loads bz2, lzma, fnmatch)
 
     def copy(src: str, dst: str) -> None:
@@ -181,9 +180,9 @@ def _copy_tree(source: Path, dest: Path, *, link: bool) -> None:
     shutil.copytree(source, dest, symlinks=True, copy_function=copy, dirs_exist_ok=True)
 
 
-def fetch_directory_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> dict[str, Any]:
+def fetch_directory_source(config: ContentConfig, ctx: FetchContext, dest: str) -> dict[str, Any]:
     """`directory`: a local directory (relative to the cwd) copied in."""
-    source = ctx.cwd / str(config.source.get("path") or "")
+    source = pure(os.path.join(ctx.cwd, str(config.source.get("path") or "")))
     try:
         _copy_tree(source, dest, link=False)
     except OSError as exc:
@@ -191,10 +190,10 @@ def fetch_directory_source(config: ContentConfig, ctx: FetchContext, dest: Path)
     return {}
 
 
-def fetch_manual_source(config: ContentConfig, ctx: FetchContext, dest: Path) -> dict[str, Any]:
+def fetch_manual_source(config: ContentConfig, ctx: FetchContext, dest: str) -> dict[str, Any]:
     """`manual`: the existing content is copied (hardlinks where possible), never moved, so a failure loses nothing."""
     try:
-        if not ctx.existing.is_dir():
+        if not os.path.isdir(ctx.existing):
             raise FileNotFoundError(2, "no such file or directory", str(ctx.existing))
         _copy_tree(ctx.existing, dest, link=True)
     except OSError as exc:

@@ -11,7 +11,6 @@ tee step aside: the caller then extracts from the verified blob as usual.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,7 +70,7 @@ class ChunkPipe:
 class TeeExtractor:
     """Runs `apply(stream)` in a thread on the chunks a download feeds it."""
 
-    def __init__(self, apply: Callable[[ChunkPipe], None], dest: Path) -> None:
+    def __init__(self, apply: Callable[[ChunkPipe], None], dest: str) -> None:
         """`apply` is called with a ChunkPipe; `dest` is where it writes (for the caller's fallback)."""
         import threading  # noqa: PLC0415 - only where a thread is started (a cold download)
 

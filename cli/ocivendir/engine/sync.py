@@ -7,17 +7,17 @@ once all are staged (rolling back on failure), and produce the lock.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
-from pathlib import Path
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.placement import check_placement
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
 from ocivendir.errors import ConfigError, OcivendirError, SyncError
 from ocivendir.fs.locks import target_lock
-from ocivendir.fs.paths import Guard, scoped_path
+from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in, unswap
 from ocivendir.oci.reference import parse_reference
 from ocivendir.record import field, record, replace
@@ -51,7 +51,7 @@ class SyncOptions:
     """A sync run, from the command's flags."""
 
     stream: InputStream
-    cwd: Path
+    cwd: str
     previous_lock: LockConfig | None
     locked: bool = False
     lazy: bool = True
@@ -59,7 +59,7 @@ class SyncOptions:
     allow_all_symlinks: bool = False
     umask: int = 0o022
     relocation_recheck: float = 3600.0
-    delegate_vendir: Path | None = None
+    delegate_vendir: str | None = None
     guards: tuple[Guard, ...] = ()  # besides the working directory: input files' directories, the cache
 
 
@@ -78,8 +78,8 @@ class _Task:
 
     directory: Directory
     config: ContentConfig
-    dest: Path
-    existing: Path
+    dest: str
+    existing: str
     digest: str = ""
     reuse: LockContent | None = None
 
@@ -88,10 +88,10 @@ class _Task:
 class _Staged:
     """One target (a directory, or under -d one content) built in a sibling stage."""
 
-    target: Path
-    stage: Path
-    chmods: list[tuple[Path, int]] = field(default_factory=list)
-    old: Path | None = None
+    target: str
+    stage: str
+    chmods: list[tuple[str, int]] = field(default_factory=list)
+    old: str | None = None
     swapped: bool = False
 
 
@@ -130,16 +130,16 @@ def _frame(exc: OcivendirError, directory: str, content: ContentConfig | None) -
     return framed
 
 
-def _files(root: Path) -> list[str]:
+def _files(root: str) -> list[str]:
     found: list[str] = []
     for base, dirs, names in os.walk(root):
         rel = os.path.relpath(base, root)
-        links = [d for d in dirs if Path(base, d).is_symlink()]
+        links = [d for d in dirs if os.path.islink(os.path.join(base, d))]
         found.extend(name if rel == "." else f"{rel}/{name}" for name in names + links)
     return sorted(found)
 
 
-def _filter(config: ContentConfig, root: Path) -> None:
+def _filter(config: ContentConfig, root: str) -> None:
     """As vendir's FileFilter: unmatched files go (legal files stay), then each directory with no file or link below.
 
     A directory therefore appears only when some regular file or symlink lives under it, whatever the source made.
@@ -153,18 +153,17 @@ def _filter(config: ContentConfig, root: Path) -> None:
             if any(globs.match(p, relative) for p in legal):
                 keep = True
             if not keep:
-                (root / relative).unlink()
+                os.unlink(os.path.join(root, relative))
     for base, _, _ in os.walk(root, topdown=False):
-        path = Path(base)
-        if path != root and not any(path.iterdir()):
-            path.rmdir()
-    if not any(root.iterdir()):
+        if pure(base) != pure(root) and not os.listdir(base):
+            os.rmdir(base)
+    if not os.listdir(root):
         raise SyncError(
             f"Filtering paths in directory '{config.path}': Expected to find at least one file within directory"
         )
 
 
-def _new_root(config: ContentConfig, root: Path) -> None:
+def _new_root(config: ContentConfig, root: str) -> None:
     if not config.new_root_path:
         return
     prefix = f"Changing to new root path '{config.path}'"
@@ -172,52 +171,65 @@ def _new_root(config: ContentConfig, root: Path) -> None:
         chosen = scoped_path(root, config.new_root_path)
     except ValueError:
         raise SyncError(f"{prefix}: Invalid path: {config.new_root_path}") from None
-    if not chosen.is_dir():
-        siblings = sorted(p.name for p in chosen.parent.iterdir() if p.is_dir()) if chosen.parent.is_dir() else []
+    if not os.path.isdir(chosen):
+        above = split(chosen)[0]
+        siblings = sorted(_directories(above)) if os.path.isdir(above) else []
         found = f" (found other directories: {', '.join(siblings)})" if siblings else ""
         raise SyncError(f"{prefix}: Expected directory '{config.new_root_path}' (subpath) to exist{found}")
-    holder = root.parent / f".{root.name}.ocivendir-newroot"
-    chosen.rename(holder)
+    parent, name = split(root)
+    holder = os.path.join(parent, f".{name}.ocivendir-newroot")
+    os.rename(chosen, holder)
     remove_tree(root)
-    holder.rename(root)
+    os.rename(holder, root)
 
 
-def _keep_ignored(config: ContentConfig, existing: Path, root: Path) -> None:
-    if not config.ignore_paths or not existing.is_dir():
+def _directories(parent: str) -> list[str]:
+    """The names in `parent` that are directories (or links to one)."""
+    return [name for name in os.listdir(parent) if os.path.isdir(os.path.join(parent, name))]
+
+
+def _keep_ignored(config: ContentConfig, existing: str, root: str) -> None:
+    if not config.ignore_paths or not os.path.isdir(existing):
         return
     import shutil  # noqa: PLC0415 - only when ignorePaths keep files (shutil loads bz2, lzma, fnmatch)
 
     for relative in _files(existing):
-        source = existing / relative
-        if source.is_symlink() or not source.is_file():
+        source = os.path.join(existing, relative)
+        if os.path.islink(source) or not os.path.isfile(source):
             continue
         if any(globs.match(p, relative) for p in config.ignore_paths):
-            target = root / relative
-            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            target = os.path.join(root, relative)
+            os.makedirs(split(target)[0], 0o700, exist_ok=True)
             shutil.copy2(source, target)
 
 
-def _check_symlinks(root: Path) -> None:
-    real_root = Path(os.path.realpath(root))
+def _check_symlinks(root: str) -> None:
+    real_root = os.path.realpath(root)
     for base, dirs, names in os.walk(root):
         for name in names + dirs:
-            path = Path(base, name)
-            if not path.is_symlink():
+            path = os.path.join(base, name)
+            if not os.path.islink(path):
                 continue
-            try:
-                resolved = path.resolve(strict=True)
-            except (OSError, RuntimeError) as exc:
-                raise SyncError(f"Unable to resolve symlink: {exc}") from None
-            if not resolved.is_relative_to(real_root):
-                shown = Path(os.path.normpath(Path(base) / path.readlink()))
+            resolved = _resolve_strict(path)
+            if not within(resolved, real_root):
+                shown = os.path.normpath(os.path.join(base, os.readlink(path)))
                 raise SyncError(f'Invalid symlink found to outside parent directory: "{shown}"')
+
+
+def _resolve_strict(path: str) -> str:
+    """`Path.resolve(strict=True)`: every link followed; a dangling link or a loop is a SyncError in its words."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except OSError as exc:
+        reason = f"Symlink loop from {exc.filename!r}" if exc.errno == errno.ELOOP else str(exc)
+        raise SyncError(f"Unable to resolve symlink: {reason}") from None
 
 
 class _Syncer:
     """One sync: stages, then swaps."""
 
     def __init__(
-        self, options: SyncOptions, content: Content, lock_dir: Path, tags: dict[tuple[str, str], str | None]
+        self, options: SyncOptions, content: Content, lock_dir: str, tags: dict[tuple[str, str], str | None]
     ) -> None:
         self.options = options
         self.content = content
@@ -280,10 +292,10 @@ class _Syncer:
 
             return delegate_content(self.options.delegate_vendir, config, context, dest)
         if config.source_type in {"image", "imgpkgBundle"}:
-            dest.mkdir(parents=True, exist_ok=True, mode=0o777 & ~self.options.umask)
-            dest.chmod(0o777 & ~self.options.umask)
+            os.makedirs(dest, 0o777 & ~self.options.umask, exist_ok=True)
+            os.chmod(dest, 0o777 & ~self.options.umask)
         else:
-            dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.makedirs(dest, 0o700, exist_ok=True)
         return native(config, context, dest)
 
     def shape(self, task: _Task) -> None:
@@ -293,8 +305,8 @@ class _Syncer:
             _new_root(task.config, task.dest)
         _keep_ignored(task.config, task.existing, task.dest)
 
-    def stage_target(self, target: Path) -> _Staged:
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    def stage_target(self, target: str) -> _Staged:
+        os.makedirs(split(target)[0], 0o700, exist_ok=True)
         recover(target, keep=self.content.store.root)
         staged = _Staged(target=target, stage=new_sibling(target, STAGE))
         self.staged.append(staged)
@@ -302,22 +314,22 @@ class _Syncer:
 
     def plan(self, directory: Directory) -> list[_Task]:
         """The stage(s) for one directory and one task per content (under -d, each content is its own target)."""
-        root = self.options.cwd / directory.path
+        root = pure(os.path.join(self.options.cwd, directory.path))
         staged = None if self.options.partial else self.stage_target(root)
         if staged is not None:
-            staged.stage.mkdir(mode=0o700)
+            os.mkdir(staged.stage, 0o700)
             if directory.permissions is not None:
                 staged.chmods.append((staged.stage, directory.permissions))
         tasks = []
         for config in directory.contents:
             if staged is None:
-                own = self.stage_target(root / config.path)
+                own = self.stage_target(pure(os.path.join(root, config.path)))
                 dest, existing = own.stage, own.target
             else:
                 own = staged
-                dest = staged.stage if config.path == "." else staged.stage / config.path
-                existing = root if config.path == "." else root / config.path
-                dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                dest = pure(os.path.join(staged.stage, config.path))
+                existing = pure(os.path.join(root, config.path))
+                os.makedirs(split(dest)[0], 0o700, exist_ok=True)
             permissions = config.permissions if config.permissions is not None else directory.permissions
             if permissions is not None:
                 own.chmods.insert(0, (dest, permissions))
@@ -372,7 +384,7 @@ class _Syncer:
             if not self.options.allow_all_symlinks:
                 _check_symlinks(staged.stage)
             for path, mode in staged.chmods:
-                path.chmod(stat.S_IMODE(mode))
+                os.chmod(path, stat.S_IMODE(mode))
         try:
             for staged in self.staged:
                 staged.old = swap_in(staged.stage, staged.target)
@@ -392,14 +404,14 @@ class _Syncer:
 
 
 @contextlib.contextmanager
-def _target_locks(lock_dir: Path, targets: list[Path]) -> Iterator[None]:
+def _target_locks(lock_dir: str, targets: list[str]) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
-        for target in sorted({str(t) for t in targets}):
-            stack.enter_context(target_lock(lock_dir, Path(target)))
+        for target in sorted({pure(t) for t in targets}):
+            stack.enter_context(target_lock(lock_dir, target))
         yield
 
 
-def _unsupported(config: Config, delegate: Path | None) -> None:
+def _unsupported(config: Config, delegate: str | None) -> None:
     if delegate is not None:
         return
     for directory in config.directories:
@@ -412,12 +424,12 @@ def _unsupported(config: Config, delegate: Path | None) -> None:
                 raise _frame(exc, directory.path, content)
 
 
-def sync(options: SyncOptions, config: Config, content: Content, lock_dir: Path,
+def sync(options: SyncOptions, config: Config, content: Content, lock_dir: str,
          tags: dict[tuple[str, str], str | None]) -> SyncOutcome:  # fmt: skip
     """Stage every directory, then swap them all in; on any failure nothing on disk changes."""
     _unsupported(config, options.delegate_vendir)
     check_placement(config, options.cwd, options.guards, partial=options.partial)
-    targets = [options.cwd / d.path for d in config.directories]
+    targets = [os.path.join(options.cwd, d.path) for d in config.directories]
     syncer = _Syncer(options, content, lock_dir, tags)
     with _target_locks(lock_dir, targets):
         try:

@@ -38,8 +38,8 @@ class VerifyOptions:
 
 
 def _lock_of(content: Content, image: FetchedImage, options: VerifyOptions) -> ImagesLock:
-    scratch = content.store.tmp / f"verify-{os.urandom(6).hex()}"
-    scratch.mkdir(parents=True)
+    scratch = os.path.join(content.store.tmp, f"verify-{os.urandom(6).hex()}")
+    os.makedirs(scratch)
     try:
         extract_layers(content, image, scratch, policy=TreePolicy(umask=options.umask, limits=content.extract_limits))
         lock, _ = read_images_lock(scratch)

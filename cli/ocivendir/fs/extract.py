@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from pathlib import Path
 
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.limits import ExtractLimits, Tally, check_path, human
+from ocivendir.fs.paths import pure
 from ocivendir.fs.remove import remove_tree
 from ocivendir.fs.tarread import Member, TarFormatError, TarReader
 from ocivendir.record import field, record
@@ -98,10 +98,15 @@ def _normalise(name: str, what: str) -> str:
     return normal
 
 
+def _real_directory(path: str) -> bool:
+    """A directory, not a link to one (`Path.is_dir() and not Path.is_symlink()`)."""
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
 class _Layer:
     """One layer being applied to a stage. Nothing in a stage is a link, and `_parents` checks every component."""
 
-    def __init__(self, stage: Path, policy: TreePolicy, stats: ExtractStats, what: str) -> None:
+    def __init__(self, stage: str, policy: TreePolicy, stats: ExtractStats, what: str) -> None:
         self.stage = stage
         self.policy = policy
         self.implicit_mode = 0o777 & ~policy.umask
@@ -109,14 +114,18 @@ class _Layer:
         self.what = what
         self.known: set[str] = set()  # directories checked or made in this layer, until something is removed
 
-    def _remove(self, path: Path) -> None:
-        if path.is_dir() and not path.is_symlink():
+    def _at(self, relative: str) -> str:
+        """The path of a normalised member path in the stage (`""` is the stage itself)."""
+        return f"{self.stage}/{relative}" if relative else self.stage
+
+    def _remove(self, path: str) -> None:
+        if _real_directory(path):
             self.known.clear()  # directories below it were checked; only removing a directory invalidates that
         remove_tree(path)
 
-    def _mkdir(self, path: Path, mode: int) -> None:
-        path.mkdir(mode=mode)
-        path.chmod(mode)
+    def _mkdir(self, path: str, mode: int) -> None:
+        os.mkdir(path, mode)
+        os.chmod(path, mode)
         self.stats.directories += 1
 
     def _parents(self, relative: str, *, create: bool) -> bool:
@@ -129,9 +138,9 @@ class _Layer:
             current = posixpath.join(current, part) if current else part
             if current in self.known:
                 continue
-            path = self.stage / current
+            path = self._at(current)
             try:
-                info = path.lstat()
+                info = os.lstat(path)
             except FileNotFoundError:
                 info = None
             if info is not None and not stat.S_ISDIR(info.st_mode):
@@ -146,12 +155,12 @@ class _Layer:
             self.known.add(current)
         return True
 
-    def _clear_for(self, relative: str, *, keep_directory: bool) -> Path:
+    def _clear_for(self, relative: str, *, keep_directory: bool) -> str:
         """The entry's path with its parents made and whatever a lower layer left there removed (a dir may stay)."""
         self._parents(relative, create=True)
-        target = self.stage / relative
+        target = self._at(relative)
         try:
-            info = target.lstat()
+            info = os.lstat(target)
         except FileNotFoundError:
             return target
         if not (keep_directory and stat.S_ISDIR(info.st_mode)):
@@ -162,10 +171,10 @@ class _Layer:
         """`.wh.<name>` hides the lower layers' `<name>`; `.wh..wh..opq` hides every lower entry of its directory."""
         directory, name = posixpath.split(relative)
         if name == _OPAQUE:
-            base = self.stage / directory
-            if self._parents(posixpath.join(directory, "x"), create=False) and base.is_dir() and not base.is_symlink():
-                for child in sorted(base.iterdir()):
-                    self._hide_lower(posixpath.join(directory, child.name) if directory else child.name)
+            base = self._at(directory)
+            if self._parents(posixpath.join(directory, "x"), create=False) and _real_directory(base):
+                for child in sorted(os.listdir(base)):
+                    self._hide_lower(posixpath.join(directory, child) if directory else child)
             return
         hidden = name[len(_WHITEOUT) :]
         if hidden in {"", ".", ".."}:
@@ -179,12 +188,12 @@ class _Layer:
         pending = [relative]
         while pending:
             current = pending.pop()
-            path = self.stage / current
+            path = self._at(current)
             if current in self.stats.layer_paths or current in self.stats.layer_parents:
-                if path.is_dir() and not path.is_symlink():
-                    pending.extend(f"{current}/{child.name}" for child in path.iterdir())
+                if _real_directory(path):
+                    pending.extend(f"{current}/{child}" for child in os.listdir(path))
                 continue
-            if path.exists() or path.is_symlink():
+            if os.path.lexists(path):
                 self._remove(path)
 
     def skipped(self, relative: str) -> None:
@@ -194,9 +203,9 @@ class _Layer:
 
     def directory(self, relative: str, member: Member) -> None:
         target = self._clear_for(relative, keep_directory=True)
-        if self.policy.directories == "entries" and not target.exists():
+        if self.policy.directories == "entries" and not os.path.exists(target):
             self._mkdir(target, file_mode(member.mode, self.policy.umask) | 0o700)
-        if target.exists():
+        if os.path.exists(target):
             self.known.add(relative)
 
     def regular(self, relative: str, member: Member, data: TarReader) -> None:
@@ -213,9 +222,11 @@ class _Layer:
         self.stats.files += 1
 
 
-def apply_layer(stream: Readable, stage: Path, *, policy: TreePolicy, stats: ExtractStats, what: str) -> None:
+def apply_layer(
+    stream: Readable, stage: str | os.PathLike[str], *, policy: TreePolicy, stats: ExtractStats, what: str
+) -> None:
     """Apply one uncompressed tar stream on top of `stage`, in OCI changeset order."""
-    layer = _Layer(stage, policy, stats, what)
+    layer = _Layer(pure(stage), policy, stats, what)
     stats.layer_paths = set()
     stats.layer_parents = set()
     archive = TarReader(stream)

@@ -8,8 +8,8 @@ import fcntl
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
+from ocivendir.fs.paths import pure, split
 from ocivendir.hashing import sha256_hex
 
 __all__ = ["LockBusy", "file_lock", "removable_lock", "target_lock"]
@@ -18,15 +18,23 @@ _POLL_SECONDS = 0.02
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _open(path: Path) -> int:
+def _open(path: str) -> int:
     """Open (or create) a lock file; a symlink planted in its place is removed, never followed."""
     try:
         return os.open(path, _FLAGS, 0o600)
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
-    path.unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
     return os.open(path, _FLAGS, 0o600)
+
+
+def _in_directory(path: str | os.PathLike[str]) -> str:
+    """`path` as a `str`, once its directory exists."""
+    path = os.fspath(path)
+    os.makedirs(split(path)[0], exist_ok=True)
+    return path
 
 
 class LockBusy(Exception):
@@ -34,13 +42,13 @@ class LockBusy(Exception):
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, *, shared: bool = False, timeout: float | None = None) -> Iterator[None]:
+def file_lock(path: str | os.PathLike[str], *, shared: bool = False, timeout: float | None = None) -> Iterator[None]:
     """Hold a shared or exclusive flock on `path` (created if absent).
 
     `timeout=None` waits as long as it takes; `0` tries once; otherwise it polls until the timeout and raises
     LockBusy.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = _in_directory(path)
     fd = _open(path)
     try:
         kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
@@ -62,21 +70,21 @@ def file_lock(path: Path, *, shared: bool = False, timeout: float | None = None)
 
 
 @contextlib.contextmanager
-def removable_lock(path: Path) -> Iterator[None]:
+def removable_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive flock on `path` and remove the file on release, so one-off lock names do not pile up.
 
     Unlinking a lock file races with a waiter that opened it before the unlink and locks it after: that waiter holds a
     lock on a file no longer at `path`, while a newcomer creates and locks a new one. So the lock counts only once the
     locked file is still the one at `path` (same device and inode); otherwise it is let go and taken again.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = _in_directory(path)
     while True:
         fd = _open(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             held = os.fstat(fd)
             try:
-                current = path.stat()
+                current = os.stat(path)
             except FileNotFoundError:
                 continue
             if (current.st_dev, current.st_ino) != (held.st_dev, held.st_ino):
@@ -84,18 +92,20 @@ def removable_lock(path: Path) -> Iterator[None]:
             try:
                 yield
             finally:
-                path.unlink(missing_ok=True)  # still locked: a waiter on this file will see it gone and retry
+                with contextlib.suppress(FileNotFoundError):  # still locked: a waiter will see it gone and retry
+                    os.unlink(path)
             return
         finally:
             os.close(fd)
 
 
 @contextlib.contextmanager
-def target_lock(lock_dir: Path, target: Path) -> Iterator[None]:
+def target_lock(lock_dir: str | os.PathLike[str], target: str | os.PathLike[str]) -> Iterator[None]:
     """The exclusive lock of one output directory, `target-<sha256 of its path>` in `lock_dir`, removed on release.
 
     kapp-controller syncs into a fresh directory on every reconcile, so a lock file kept per target would grow the
     cache by one file per reconcile.
     """
-    with removable_lock(lock_dir / f"target-{sha256_hex(str(target).encode())}"):
+    name = f"target-{sha256_hex(pure(target).encode())}"  # as `str(Path(target))` spells it
+    with removable_lock(os.path.join(lock_dir, name)):
         yield

@@ -3,7 +3,9 @@
 A directory that a pull or sync replaces is checked where the replace really acts: its parent with `..` and
 symlinks resolved, plus its last name (the swap replaces a symlink there rather than following it), and also the
 fully resolved path, so `-o ./`, `-o "$PWD"`, `-o link-to-cwd` and `a/..` are all seen as the directory they name.
-Call sites only name what they protect (`Guard`s); no call site compares path strings itself.
+Call sites only name what they protect (`Guard`s); no call site compares path strings itself. Paths are `str` (no
+`pathlib` on the warm path); containment compares whole names of resolved paths (`within`), so '/a/bc' is not inside
+'/a/b'. Functions take `str` or any `os.PathLike[str]` and return `str`.
 """
 
 from __future__ import annotations
@@ -11,34 +13,64 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Sequence
-from pathlib import Path
 
 from ocivendir.record import record
 
-__all__ = ["Guard", "UnsafePath", "leaves", "replace_target", "resolved", "scoped_path"]
+__all__ = ["Guard", "UnsafePath", "leaves", "pure", "replace_target", "resolved", "scoped_path", "split", "within"]
 
 
 class UnsafePath(Exception):
     """A path refused by a check; the text (`resolves to '…', which …`) says what it resolves to and why."""
 
 
-def resolved(path: Path | str) -> Path:
+def resolved(path: str | os.PathLike[str]) -> str:
     """`path` made absolute with `..`, `.`, repeated or trailing slashes and every symlink resolved."""
-    return Path(os.path.realpath(path))
+    return os.path.realpath(path)
 
 
-def _placement(path: Path | str) -> Path:
+def pure(path: str | os.PathLike[str]) -> str:
+    """`path` spelled as `PurePosixPath` spells it: no repeated slashes, `.` names or trailing slash; `..` is kept.
+
+    Lexical only: `link/..` keeps its `..` (the file system resolves it through the link, as it would for a Path).
+    """
+    text = os.fspath(path)
+    names = [name for name in text.split("/") if name and name != "."]
+    return ("/" if text.startswith("/") else "") + "/".join(names) or "."
+
+
+def split(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """`Path.parent` and `Path.name` of `path`, as `str`: the parent of a bare name is `.`, of `/` is `/`."""
+    spelled = pure(path)
+    if spelled == ".":
+        return ".", ""
+    parent, name = posixpath.split(spelled)
+    return parent or ".", name
+
+
+def within(inner: str, outer: str) -> bool:
+    """True when `inner` is `outer` or below it, by whole names: '/a/bc' is not within '/a/b'.
+
+    Both are compared as `pure` spells them (resolve them first where links matter); a relative path is never
+    within an absolute one, nor the other way round.
+    """
+    inner, outer = pure(inner), pure(outer)
+    if inner == outer:
+        return True
+    try:
+        return posixpath.commonpath((outer, inner)) == outer
+    except ValueError:  # one absolute, one relative
+        return False
+
+
+def _placement(path: str | os.PathLike[str]) -> str:
     """Where replacing `path` acts: the resolved parent joined with the last name (a final symlink is replaced)."""
-    text = os.path.abspath(path)  # noqa: PTH100 - lexical only here; the parent is resolved just below
-    raw = str(path).rstrip("/")
-    last = posixpath.basename(raw) if raw else ""
+    raw = os.fspath(path)
+    text = os.path.abspath(raw)  # lexical only here; the parent is resolved just below
+    stripped = raw.rstrip("/")
+    last = posixpath.basename(stripped) if stripped else ""
     if last in {"", ".", ".."}:
-        return resolved(path)
-    return resolved(posixpath.dirname(text)) / last
-
-
-def _contains(outer: Path, inner: Path) -> bool:
-    return inner == outer or inner.is_relative_to(outer)
+        return resolved(raw)
+    return posixpath.join(resolved(posixpath.dirname(text)), last)
 
 
 @record(kw_only=False)
@@ -48,37 +80,41 @@ class Guard:
     With `inside` set, nothing inside it may be replaced either (the cache: it is ocivendir's own data).
     """
 
-    path: Path
+    path: str
     what: str
     inside: bool = False
 
     @classmethod
-    def of(cls, path: Path | str, what: str, *, inside: bool = False) -> Guard:
+    def of(cls, path: str | os.PathLike[str], what: str, *, inside: bool = False) -> Guard:
         """A guard on `path` as it resolves now."""
         return cls(resolved(path), what, inside)
 
-    def refusal(self, target: Path) -> str | None:
+    def refusal(self, target: str) -> str | None:
         """Why replacing `target` (resolved) would harm this directory, or None when it would not."""
         if target == self.path:
             return f"is {self.what}"
-        if _contains(target, self.path):
+        if within(self.path, target):
             return f"contains {self.what} '{self.path}'"
-        if self.inside and _contains(self.path, target):
+        if self.inside and within(target, self.path):
             return f"is inside {self.what} '{self.path}'"
         return None
 
-    def escape(self, target: Path) -> str | None:
+    def escape(self, target: str) -> str | None:
         """Why `target` (resolved) is not strictly inside this directory, or None when it is."""
         if target == self.path:
             return f"is {self.what}"
-        if not target.is_relative_to(self.path):
+        if not within(target, self.path):
             return f"is outside {self.what} '{self.path}'"
         return None
 
 
 def replace_target(
-    path: Path | str, guards: Sequence[Guard], *, within: Guard | None = None, directory_only: bool = False
-) -> Path:
+    path: str | os.PathLike[str],
+    guards: Sequence[Guard],
+    *,
+    within: Guard | None = None,
+    directory_only: bool = False,
+) -> str:
     """The absolute path where replacing `path` acts, once it is known to spare every guard.
 
     Both the placement (resolved parent + last name) and the full resolution are checked: each must spare every
@@ -93,7 +129,7 @@ def replace_target(
         reason = next((r for r in reasons if r is not None), None)
         if reason is not None:
             raise UnsafePath(f"resolves to '{target}', which {reason}")
-    if directory_only and os.path.lexists(placement) and not placement.is_dir():
+    if directory_only and os.path.lexists(placement) and not os.path.isdir(placement):
         raise UnsafePath(f"is '{placement}', which exists and is not a directory")
     return placement
 
@@ -106,10 +142,11 @@ def leaves(relative: str) -> bool:
     return clean == ".." or clean.startswith("../")
 
 
-def scoped_path(root: Path, relative: str) -> Path:
+def scoped_path(root: str | os.PathLike[str], relative: str) -> str:
     """`root/relative`, refusing any path that would leave root (vendir's ScopedPath: lexical, as vendir does)."""
-    candidate = Path(os.path.normpath(root / relative))
-    if not candidate.is_relative_to(Path(os.path.normpath(root))):
+    base = os.path.normpath(root)
+    candidate = os.path.normpath(os.path.join(base, relative))
+    if not within(candidate, base):
         msg = f"Invalid path: '{relative}' leaves '{root}'"
         raise ValueError(msg)
     return candidate

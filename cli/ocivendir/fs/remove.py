@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
+
+from ocivendir.fs.paths import split
 
 __all__ = ["remove_tree"]
 
@@ -18,18 +19,23 @@ _OWNER = 0o700
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def remove_tree(path: Path) -> None:
+def remove_tree(path: str | os.PathLike[str]) -> None:
     """Remove `path` if it exists: a file or link by unlinking it, a directory with everything below it."""
+    path = os.fspath(path)
     try:
-        info = path.lstat()
+        info = os.lstat(path)
     except FileNotFoundError:
         return
     if not stat.S_ISDIR(info.st_mode):
-        path.unlink(missing_ok=True)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
         return
-    parent = os.open(path.parent, _DIR_FLAGS & ~os.O_NOFOLLOW)
+    above, name = split(path)
+    parent = os.open(above, _DIR_FLAGS & ~os.O_NOFOLLOW)
     try:
-        _remove_directory(parent, path.name)
+        _remove_directory(parent, name)
     finally:
         os.close(parent)
 

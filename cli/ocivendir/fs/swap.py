@@ -2,16 +2,18 @@
 
 A target is built in a sibling `.<name>.ocivendir-stage-<rand>` and swapped in by rename. A kill at any moment
 leaves the target as its old tree, its new tree, or its old tree under a `-old-` sibling name that `recover`
-restores; leftovers of stages and blob directories are removed by `recover` too.
+restores; leftovers of stages and blob directories are removed by `recover` too. Paths are `str` (or any
+`os.PathLike[str]` given in); every path returned is a `str`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import stat
-from pathlib import Path
 
+from ocivendir.fs.paths import pure, split
 from ocivendir.fs.remove import remove_tree
 
 __all__ = [
@@ -31,16 +33,18 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def _sibling_prefix(target: Path, kind: str) -> str:
-    return f".{target.name}.ocivendir-{kind}-"
+def _sibling_prefix(target: str | os.PathLike[str], kind: str) -> str:
+    return f".{split(target)[1]}.ocivendir-{kind}-"
 
 
-def new_sibling(target: Path, kind: str) -> Path:
+def new_sibling(target: str | os.PathLike[str], kind: str) -> str:
     """A fresh, not yet existing sibling path `.<name>.ocivendir-<kind>-<rand>` of target."""
-    return target.parent / f"{_sibling_prefix(target, kind)}{os.urandom(6).hex()}"
+    parent, name = split(target)
+    sibling = f".{name}.ocivendir-{kind}-{os.urandom(6).hex()}"
+    return sibling if parent == "." else posixpath.join(parent, sibling)
 
 
-def _fsync_dir(directory: Path) -> None:
+def _fsync_dir(directory: str) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -49,46 +53,55 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
     """Replace `path` with `data` by temp sibling + fsync + rename, keeping its mode (or `mode` when new)."""
+    path = os.fspath(path)
     try:
-        keep = stat.S_IMODE(path.stat().st_mode)
+        keep = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         keep = 0o600 if mode is None else mode
-    tmp = path.parent / f".{path.name}.ocivendir-tmp-{os.urandom(6).hex()}"
+    tmp = new_sibling(path, "tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        tmp.chmod(keep)
-        tmp.replace(path)
+        os.chmod(tmp, keep)
+        os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    _fsync_dir(split(path)[0])
 
 
-def write_if_changed(path: Path, data: bytes) -> bool:
+def write_if_changed(path: str | os.PathLike[str], data: bytes) -> bool:
     """Write only when the bytes differ; regular files atomically, anything else (`/dev/null`, a FIFO) in place."""
-    path = Path(os.path.realpath(path))
+    path = os.path.realpath(path)
     try:
-        info = path.stat()
+        info = os.stat(path)
     except FileNotFoundError:
         atomic_write(path, data)
         return True
     if stat.S_ISREG(info.st_mode):
-        if path.read_bytes() == data:
+        with open(path, "rb") as handle:
+            same = handle.read() == data
+        if same:
             return False
         atomic_write(path, data)
         return True
-    with path.open("wb") as handle:
+    with open(path, "wb") as handle:
         handle.write(data)
     return True
 
 
-def _exchange(a: Path, b: Path) -> bool:
+def _exists(path: str) -> bool:
+    """True for anything at `path`, a dangling symlink included (`Path.exists() or Path.is_symlink()`)."""
+    return os.path.lexists(path)
+
+
+def _exchange(a: str, b: str) -> bool:
     """Swap two paths in one step with renameat2(RENAME_EXCHANGE) where the kernel and libc have it."""
     import ctypes  # noqa: PLC0415 - only when a swap replaces a tree
 
@@ -101,58 +114,58 @@ def _exchange(a: Path, b: Path) -> bool:
     return bool(result == 0)
 
 
-def swap_in(stage: Path, target: Path) -> Path | None:
+def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str]) -> str | None:
     """Put `stage` in place of `target`; return where the old tree now is (to delete once all swaps succeeded).
 
     On Linux the two trees are exchanged in one step; elsewhere the old tree is renamed aside first and renamed
     back if the second rename fails.
     """
-    if not target.exists() and not target.is_symlink():
-        stage.rename(target)
-        _fsync_dir(target.parent)
+    stage, target = os.fspath(stage), os.fspath(target)
+    if not _exists(target):
+        os.rename(stage, target)
+        _fsync_dir(split(target)[0])
         return None
     old = new_sibling(target, OLD)
     if _exchange(stage, target):
-        stage.rename(old)
+        os.rename(stage, old)
     else:
-        target.rename(old)
+        os.rename(target, old)
         try:
-            stage.rename(target)
+            os.rename(stage, target)
         except BaseException:
-            old.rename(target)
+            os.rename(old, target)
             raise
-    _fsync_dir(target.parent)
+    _fsync_dir(split(target)[0])
     return old
 
 
-def unswap(target: Path, old: Path | None, stage: Path) -> None:
+def unswap(target: str | os.PathLike[str], old: str | os.PathLike[str] | None, stage: str | os.PathLike[str]) -> None:
     """Undo a `swap_in`: put the old tree back and the new one back at `stage`."""
     if old is None:
-        target.rename(stage)
+        os.rename(target, stage)
         return
-    if not _exchange(old, target):
-        target.rename(stage)
-        old.rename(target)
+    if not _exchange(os.fspath(old), os.fspath(target)):
+        os.rename(target, stage)
+        os.rename(old, target)
         return
-    old.rename(stage)
+    os.rename(old, stage)
 
 
-def recover(target: Path, keep: Path | None = None) -> None:
+def recover(target: str | os.PathLike[str], keep: str | os.PathLike[str] | None = None) -> None:
     """Clean up after a killed run on `target` (call under the target's lock); `keep` is this run's own."""
-    parent = target.parent
-    if not parent.is_dir():
+    parent, _ = split(target)
+    try:
+        names = sorted(os.listdir(parent))
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return
+    kept = None if keep is None else pure(keep)
     for kind in (OLD, STAGE, BLOBS):
         prefix = _sibling_prefix(target, kind)
-        for leftover in sorted(parent.glob(f"{glob_escape(prefix)}*")):
-            if leftover == keep:
+        for name in names:
+            leftover = name if parent == "." else posixpath.join(parent, name)
+            if not name.startswith(prefix) or leftover == kept or not _exists(leftover):
                 continue
-            if kind == OLD and not target.exists() and not target.is_symlink():
-                leftover.rename(target)
+            if kind == OLD and not _exists(os.fspath(target)):
+                os.rename(leftover, target)
             else:
                 remove_tree(leftover)
-
-
-def glob_escape(text: str) -> str:
-    """Escape glob metacharacters in a literal name."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from pathlib import Path
+import os
 
 from ocivendir import diag, jsonread
 from ocivendir.errors import ConfigError
@@ -28,14 +28,16 @@ _DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io
 class DockerConfig:
     """One docker-style config file (`config.json` or containers' `auth.json`)."""
 
-    path: Path
+    path: str
     doc: dict[str, Any]
 
     @classmethod
-    def load(cls, path: Path) -> DockerConfig | None:
+    def load(cls, path: str | os.PathLike[str]) -> DockerConfig | None:
         """Read a config file; an absent file gives None, a malformed one a ConfigError naming it."""
+        path = os.fspath(path)
         try:
-            raw = path.read_text(encoding="utf-8")
+            with open(path, encoding="utf-8") as handle:
+                raw = handle.read()
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
@@ -70,7 +72,7 @@ class DockerConfig:
         return None
 
 
-def _from_auth_entry(entry: dict[str, Any], path: Path) -> Credential | None:
+def _from_auth_entry(entry: dict[str, Any], path: str) -> Credential | None:
     if entry.get("identitytoken"):
         return Credential(username=str(entry.get("username", "")), identity_token=str(entry["identitytoken"]))
     if entry.get("registrytoken"):
@@ -133,7 +135,7 @@ class Keyring:
     """
 
     rules: CredentialRules
-    config_files: tuple[Path, ...]
+    config_files: tuple[str | os.PathLike[str], ...]
     plan: MirrorPlan | None = None
 
     def __call__(self, registry: str, repository: str, /, *, mirror: bool = False) -> Credential:

@@ -373,7 +373,7 @@ class RegistryClient:
         repo: Repository,
         digest: Digest,
         size: int,
-        target: Path,
+        target: str | os.PathLike[str],
         progress: ProgressCallback | None = None,
         on_chunk: ChunkCallback | None = None,
     ) -> None:
@@ -385,7 +385,7 @@ class RegistryClient:
         what = f"Fetching blob '{repo}@{digest}'"
 
         def attempt(endpoint: Endpoint) -> None:
-            self._blob_at(endpoint, _BlobTarget(digest, size, target, progress, on_chunk), what)
+            self._blob_at(endpoint, _BlobTarget(digest, size, Path(target), progress, on_chunk), what)
 
         self._walker.walk(repo, f"{repo}@{digest}", attempt)
 

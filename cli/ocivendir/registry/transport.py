@@ -12,6 +12,7 @@ from __future__ import annotations
 import _socket
 import base64
 import errno
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -90,7 +91,7 @@ class ClientOptions:
     insecure_hosts: frozenset[str] = frozenset()
     verify_certs: bool = True
     skip_verify_hosts: frozenset[str] = frozenset()
-    ca_files: tuple[Path, ...] = ()
+    ca_files: tuple[str | os.PathLike[str], ...] = ()
     ssl_cert_file: str | None = None
     ssl_cert_dir: str | None = None
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
