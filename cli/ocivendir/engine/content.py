@@ -320,11 +320,9 @@ class Content:
             for blob in missing:
                 self._fetch(client, repo, blob)
             return
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only when fetching in parallel
+        from ocivendir.parallel import map_parallel  # noqa: PLC0415 - only when fetching in parallel
 
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(missing))) as pool:
-            for future in [pool.submit(self._fetch, client, repo, b) for b in missing]:
-                future.result()
+        map_parallel(lambda blob: self._fetch(client, repo, blob), missing, self.concurrency)
 
     def fetch_blob(self, repo: Repository, blob: Descriptor, on_chunk: Callable[[int, bytes], None]) -> bool:
         """Fetch one blob into the store, showing each chunk to `on_chunk`.

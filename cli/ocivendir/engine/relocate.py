@@ -40,11 +40,10 @@ def _probe_all(content: Content, probes: Iterable[Probe]) -> dict[Digest, ImageS
     todo = list(probes)
     if content.concurrency == 1 or len(todo) <= 1:
         return {p.digest: content.probe(p.candidate.repository, p.digest) for p in todo}
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only when fetching in parallel
+    from ocivendir.parallel import map_parallel  # noqa: PLC0415 - only when fetching in parallel
 
-    with ThreadPoolExecutor(max_workers=min(content.concurrency, len(todo))) as pool:
-        answers = pool.map(lambda p: content.probe(p.candidate.repository, p.digest), todo)
-        return {p.digest: status for p, status in zip(todo, answers, strict=True)}
+    answers = map_parallel(lambda p: content.probe(p.candidate.repository, p.digest), todo, content.concurrency)
+    return {p.digest: status for p, status in zip(todo, answers, strict=True)}
 
 
 def _probe_until_miss(content: Content, probes: tuple[Probe, ...]) -> dict[Digest, ImageStatus]:

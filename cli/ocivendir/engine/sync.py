@@ -344,15 +344,9 @@ class _Syncer:
         workers = max(1, min(self.content.concurrency, cold))
         if workers == 1:  # nothing to wait on in parallel: no thread pool to start
             return [self._framed(task) for task in tasks]
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only when fetching in parallel
+        from ocivendir.parallel import map_parallel  # noqa: PLC0415 - only when fetching in parallel
 
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(self._framed, task) for task in tasks]
-            try:
-                return [future.result() for future in futures]
-            except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+        return map_parallel(self._framed, tasks, workers)
 
     def _served_locally(self, task: _Task) -> bool:
         """True when a content needs no registry: a lazy skip, a local source, or a digest already in the cache."""
