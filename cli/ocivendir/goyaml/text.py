@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import codecs
 import functools
-import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
 
 __all__ = ["TextError", "check_characters", "decode_text"]
 
@@ -61,6 +64,8 @@ def _decode_utf16(data: bytes, codec: str) -> str:
 
 @functools.cache
 def _non_printable() -> re.Pattern[str]:
+    import re  # noqa: PLC0415 - only for non-ASCII text
+
     return re.compile(_NON_PRINTABLE)
 
 

@@ -8,7 +8,6 @@ most specific match first); keychains (accepted, none native); secret-wide and I
 from __future__ import annotations
 
 import binascii
-import re
 from collections.abc import Mapping
 
 from ocivendir import jsonread
@@ -33,7 +32,6 @@ _HOST_FIELDS = {
     "IDENTITY_TOKEN": "identity_token",
     "REGISTRY_TOKEN": "registry_token",
 }
-_ENV_HOST = r"IMGPKG_REGISTRY_(HOSTNAME|USERNAME|PASSWORD|IDENTITY_TOKEN|REGISTRY_TOKEN)(_.+)?"  # compiled on first use
 
 
 @record
@@ -126,15 +124,31 @@ def _overlay(base: Credential, top: Credential) -> Credential:
     )
 
 
+def env_host_name(name: str) -> tuple[str, str]:
+    """(field, suffix) of an `IMGPKG_REGISTRY_<FIELD>[_<suffix>]` name, ("", "") for another name.
+
+    Exactly `re.fullmatch(r"IMGPKG_REGISTRY_(HOSTNAME|USERNAME|PASSWORD|IDENTITY_TOKEN|REGISTRY_TOKEN)(_.+)?", name)`
+    (groups 1 and 2), without `re`: no field is another's prefix followed by `_`, so at most one can match.
+    """
+    rest = name.removeprefix("IMGPKG_REGISTRY_")
+    if rest == name:
+        return "", ""
+    for kind in _HOST_FIELDS:
+        suffix = rest.removeprefix(kind)
+        if suffix != rest and (not suffix or (suffix[0] == "_" and len(suffix) > 1 and "\n" not in suffix)):
+            return kind, suffix
+    return "", ""
+
+
 def _env_host_sets(env: Mapping[str, str]) -> tuple[HostCredential, ...]:
     sets: dict[str, dict[str, str]] = {}
     for name, value in env.items():
         if not name.startswith("IMGPKG_REGISTRY_") or name == "IMGPKG_REGISTRY_AZURE_CR_CONFIG":
             continue
-        match = re.fullmatch(_ENV_HOST, name)
-        if not match:
+        kind, suffix = env_host_name(name)
+        if not kind:
             raise ConfigError(f"Unknown env variable '{name}'")
-        sets.setdefault(match.group(2) or "", {})[_HOST_FIELDS[match.group(1)]] = value
+        sets.setdefault(suffix, {})[_HOST_FIELDS[kind]] = value
     hosts = []
     for suffix in sorted(sets):
         values = sets[suffix]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
-import re
 
 from ocivendir.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
 
 __all__ = ["MAX_ALTERNATIVES", "expand_braces", "match"]
 
@@ -73,6 +76,7 @@ def _split_top(text: str) -> list[str]:
 @functools.lru_cache(maxsize=1024)
 def _segment(pattern: str) -> re.Pattern[str]:
     import fnmatch  # noqa: PLC0415 - only when filters are used
+    import re  # noqa: PLC0415 - the same
 
     return re.compile(fnmatch.translate(pattern.replace("[^", "[!")))
 
