@@ -23,8 +23,10 @@ from tests.support.registry import PASSWORD, USERNAME, Registry
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
 _NETWORK_STACKS = ("oras", "requests", "urllib3", "yaml")  # registries.yaml is read only when it exists
 # Nor what a plain-HTTP exchange does not use: logging (only for a record shown), the XDG dirs' library, http.client
-# and email (registry/http11.py), socket (a bare _socket), ssl (only once an https connection stands), typing, random.
-_UNUSED = ("logging", "platformdirs", "http.client", "email", "socket", "ssl", "typing", "random", "encodings.idna")
+# and email (registry/http11.py), socket (a bare _socket), ssl (only once an https connection stands), typing, random,
+# pathlib (paths are str: it would bring fnmatch, urllib.parse and ipaddress).
+_UNUSED = ("logging", "platformdirs", "http.client", "email", "socket", "ssl", "typing", "random", "encodings.idna",
+           "pathlib")  # fmt: skip
 _PROBE = """\
 import sys
 opened = []

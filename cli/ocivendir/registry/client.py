@@ -13,7 +13,6 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from ocivendir.errors import (
     Denied,
@@ -385,7 +384,7 @@ class RegistryClient:
         what = f"Fetching blob '{repo}@{digest}'"
 
         def attempt(endpoint: Endpoint) -> None:
-            self._blob_at(endpoint, _BlobTarget(digest, size, Path(target), progress, on_chunk), what)
+            self._blob_at(endpoint, _BlobTarget(digest, size, os.fspath(target), progress, on_chunk), what)
 
         self._walker.walk(repo, f"{repo}@{digest}", attempt)
 
@@ -395,12 +394,12 @@ class RegistryClient:
             try:
                 self._fetch_blob_once(endpoint, blob, what)
             except _ShortRead as exc:
-                blob.target.unlink(missing_ok=True)
+                blob.discard()
                 if attempt + 1 >= policy.attempts:
                     raise Transient(f"{what}: {exc}") from None
                 self._sleep(policy.delay(attempt, None, what), what)
             except BaseException:
-                blob.target.unlink(missing_ok=True)
+                blob.discard()
                 raise
             else:
                 return
@@ -495,9 +494,14 @@ class _BlobTarget:
 
     digest: Digest
     size: int
-    target: Path
+    target: str
     progress: ProgressCallback | None
     on_chunk: ChunkCallback | None
+
+    def discard(self) -> None:
+        """Remove what a failed attempt wrote, if anything."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.target)
 
 
 def _route(endpoint: Endpoint) -> Route:

@@ -16,10 +16,10 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 from ocivendir import __version__, diag
 from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
+from ocivendir.fs.paths import pure
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.record import field, record
 from ocivendir.registry.connections import Agent, BodyBroken, ConnectFailed, HeaderTimeout, Response
@@ -203,7 +203,7 @@ def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None =
         context.verify_mode = ssl.CERT_NONE
         return context
     truststore.load_into(context, options.ssl_cert_file, options.ssl_cert_dir)
-    for extra in (*options.ca_files, *((Path(tls.ca_file),) if tls is not None and tls.ca_file else ())):
+    for extra in (*options.ca_files, *((pure(tls.ca_file),) if tls is not None and tls.ca_file else ())):
         try:
             context.load_verify_locations(cafile=str(extra))
         except (OSError, ssl.SSLError) as exc:
