@@ -267,6 +267,18 @@ def test_the_size_limit_counts_every_layer_of_the_image(fenced: Path) -> None:
         apply(fenced, [Entry(".wh.a"), Entry("b", b"x" * 3000)], stats, limits=limits)
 
 
+@pytest.mark.parametrize("carrier", [
+    raw_header(".wh.gone", size=6000),  # a whiteout is never written, but its data is still decompressed
+    raw_header("odd", kind=b"Z", size=6000),  # an unknown type: skipped, its data read past
+])  # fmt: skip
+def test_data_that_is_skipped_counts_against_the_size_limit_as_written_data_does(fenced: Path, carrier: bytes) -> None:
+    limits = ExtractLimits(max_bytes=10_000)
+    data = raw_header("a", size=5000) + padded(b"x" * 5000) + carrier + padded(b"y" * 6000) + END
+    with pytest.raises(UnsafeArchive, match=re.escape("past the limit of 9.8 KiB")):
+        apply_layer(io.BytesIO(data), fenced, policy=TreePolicy(limits=limits), stats=ExtractStats(tally=Tally(limits)),
+                    what="layer")  # fmt: skip
+
+
 def test_more_entries_than_the_limit_are_refused(fenced: Path) -> None:
     limits = ExtractLimits(max_entries=50)
     with pytest.raises(UnsafeArchive, match="more than 50 entries"):

@@ -209,7 +209,6 @@ class _Layer:
             self.known.add(relative)
 
     def regular(self, relative: str, member: Member, data: TarReader) -> None:
-        self.stats.tally.reserve(relative, member.size, self.what)
         target = self._clear_for(relative, keep_directory=False)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(target, flags, 0o600)
@@ -243,6 +242,8 @@ def _apply_member(layer: _Layer, archive: TarReader, member: Member) -> None:
     relative = _normalise(member.name, layer.what)
     if member.sparse:
         raise UnsafeArchive(f"{layer.what}: refusing sparse entry '{member.name}' ({human(member.size)} declared)")
+    if member.has_data():  # written or skipped, its bytes are decompressed: they count against the limit either way
+        layer.stats.tally.reserve(relative or member.name, member.size, layer.what)
     if posixpath.basename(relative).startswith(_WHITEOUT):
         layer.whiteout(relative)
         return
