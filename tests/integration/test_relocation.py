@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ocivendir.engine import pull as engine_pull
 from tests.conftest import run_cli
 from tests.support.builders import (
     Pusher,
@@ -299,6 +300,28 @@ def test_a_relocated_tree_finds_nested_bundles_from_the_locations_hints(
     ]  # fmt: skip
     assert plain_manifest_gets == []  # isBundle hints: plain images are never fetched to find nested bundles
     assert doc["result"]["nested"] == [f"{registry.host}/{repo_prefix}/mirror@{inner.bundle.digest}"]  # type: ignore[index]
+
+
+def test_a_locations_layer_larger_than_real_hints_is_not_downloaded_and_nested_bundles_are_probed(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inner = publish_bundle(pusher, f"{repo_prefix}/inner", images=1, files={"inner.yml": "inner\n"})
+    outer = publish_outer_bundle(pusher, repo_prefix, inner, images=2)
+    relocate_tree(pusher, outer, inner, f"{repo_prefix}/mirror")
+    originals = {ref: ref in outer.bundles for ref in outer.images}
+    locations_layer = sha(pusher.locations_image(f"{repo_prefix}/mirror", outer.bundle, originals).layers[0])
+    monkeypatch.setattr(engine_pull, "MAX_HINTS", 16)  # every real locations layer is larger than 16 bytes
+    mark = registry.mark()
+    code, doc, stderr = pull_bundle(
+        outer.ref(registry, f"{repo_prefix}/mirror"), tmp_path / "out", tmp_path / "c", "-r"
+    )
+    assert code == 0, stderr
+    assert doc["result"]["nested"] == [f"{registry.host}/{repo_prefix}/mirror@{inner.bundle.digest}"]  # type: ignore[index]
+    blob_gets = [p for m, p, _ in registry.since(mark) if m == "GET" and "/blobs/" in p]
+    plain_manifest_gets = [p for m, p, _ in registry.since(mark) if m == "GET" and "/manifests/sha256:" in p
+                           and any(i.digest in p for i in outer.images.values() if i is not inner.bundle)]  # fmt: skip
+    assert plain_manifest_gets != []  # no hints: every image was probed for being a bundle
+    assert [p for p in blob_gets if locations_layer in p] == []
 
 
 def test_offline_with_a_due_recheck_uses_the_last_verdict_with_a_warning(

@@ -36,6 +36,7 @@ RELOCATED_MESSAGE = (
     "The bundle repo ({repo}) is hosting every image specified in the bundle's Images Lock file (.imgpkg/images.yml)"
 )
 NOT_RELOCATED_MESSAGE = "One or more images not found in bundle repo; skipping lock file update"
+MAX_HINTS = 4 << 20  # bytes of the locations layer, and of its image-locations.yml: real ones hold a few KiB
 
 
 @record
@@ -141,8 +142,8 @@ def _bundle_hints(content: Content, repo: Repository, digest: Digest, known: Dig
     except Exception:  # noqa: BLE001 - any failure means no hints; nested bundles are then probed
         return {}
     content.record(located.repo, located.digest, located.raw, located.manifest, "locations")
-    if len(located.manifest.layers) != 1:
-        return {}
+    if len(located.manifest.layers) != 1 or located.manifest.layers[0].size > MAX_HINTS:
+        return {}  # hints save requests; a layer too large to be real ones is neither downloaded nor read
     hints: dict[Digest, bool] = {}
     with contextlib.suppress(Exception):
         import io  # noqa: PLC0415
@@ -152,7 +153,7 @@ def _bundle_hints(content: Content, repo: Repository, digest: Digest, known: Dig
         data = content.store.read_verified(layer.digest, layer.size, "locations image")
         archive = TarReader(layer_stream(io.BytesIO(data), layer.media_type, "locations image"))
         for member in archive:
-            if split(member.name)[1] == "image-locations.yml" and member.isreg():
+            if split(member.name)[1] == "image-locations.yml" and member.isreg() and member.size <= MAX_HINTS:
                 for entry in parse_image_locations(b"".join(iter(archive.read, b""))):
                     ref = parse_reference(entry.image)
                     if ref.digest is not None:
