@@ -362,6 +362,7 @@ PYYAML = ("yaml", "base64")  # PyYAML's constructor imports base64: without PyYA
 # what click or PyYAML import and nothing else may on a run without them (the cache index opens _sqlite3, the C module:
 # the sqlite3 package adds only datetime adapters)
 PYYAML += ("threading", "datetime", "sqlite3", "weakref")
+PYYAML += ("re",)  # YAML separators, durations, env names and JSON are read without it (test_regex_free.py)
 WARM_PULL_FORBIDDEN = (*WARM_FORBIDDEN, *PYYAML, "click", "inspect", "typing")
 
 
