@@ -351,9 +351,9 @@ def test_other_source_types_are_synced_by_a_delegate_vendir(
 # what a warm digest-pinned run must not import: the network stack and rich (cold paths only), and what costs start-up
 # time for no work (dataclasses execs its generated methods, logging and subprocess pull in a dozen modules); vendir
 # mode skips click, and with it inspect and typing (annotations only, under TYPE_CHECKING); paths are str (pathlib would
-# bring fnmatch, urllib.parse and ipaddress)
+# bring fnmatch, urllib.parse and ipaddress; fnmatch is for hostname credentials only)
 WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging", "subprocess", "secrets", "tarfile",
-                  "shutil", "gzip", "bz2", "lzma", "copy", "pathlib")  # fmt: skip
+                  "shutil", "gzip", "bz2", "lzma", "copy", "pathlib", "fnmatch")  # fmt: skip
 # stdlib modules a C module or a lazy import replaces (hashlib loads OpenSSL; ocivendir/hashing.py hashes small content
 # with CPython's own sha256), and our own modules only a cold run, a credential or `-d` needs
 WARM_FORBIDDEN += ("hashlib", "_hashlib", "hmac", "queue", "ocivendir.registry.auth", "ocivendir.commands.overrides")
