@@ -1,4 +1,4 @@
-"""The request path's URL split gives `urlsplit`'s answer without importing `urllib.parse` for the usual URLs."""
+"""The request path splits its URLs and encodes its token forms as `urllib.parse` does, without importing it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from ocivendir.registry.connections import _split, _split_parsed
+from ocivendir.registry.transport import form_encode
 
 
 @pytest.mark.parametrize(
@@ -28,3 +29,14 @@ def test_a_usual_url_is_split_without_urllib() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "('http', '127.0.0.1', 5000, '/v2/a/manifests/v1') False\n"
+
+
+@pytest.mark.parametrize(
+    "form",
+    [{"scope": "repository:team/app:pull", "service": "registry.test"}, {"a b": "c+d&e=f/g?h#i~j_k.l-m"},
+     {"user": "n\u00e9e \u2603", "empty": ""}, {}],
+)  # fmt: skip
+def test_a_token_form_is_urlencoded_as_urllib_does(form: dict[str, str]) -> None:
+    from urllib.parse import urlencode  # noqa: PLC0415
+
+    assert form_encode(form) == urlencode(form)

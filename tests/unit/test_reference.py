@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -193,3 +195,31 @@ def test_the_str_checks_decide_exactly_as_the_old_regular_expressions() -> None:
     assert [(t, vendir_tag(t)) for t in corpus] == [(t, _old_vendir_tag(t)) for t in corpus]
     assert sum(_old_parse(t) is not None for t in corpus) > 100  # the corpus reaches the valid side too
     assert sum(_old_vendir_tag(t) is not None for t in corpus) > 100
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1", "127.9.9.9:5000", "10.1.2.3", "172.15.0.1", "172.16.0.1", "172.31.255.255", "172.32.0.1",
+     "192.168.1.1", "192.169.0.1", "8.8.8.8", "256.0.0.1", "01.0.0.1", "127.0.0.01", "1.2.3", "0.0.0.0",  # noqa: S104 - a host name, not a bind
+     "\u0661\u0662\u0667.0.0.1", "[::1]:5000", "reg.local", "example.com"],
+)  # fmt: skip
+def test_a_dotted_ipv4_host_is_judged_as_ipaddress_judges_it(host: str) -> None:
+    import ipaddress  # noqa: PLC0415
+
+    name = host.rsplit(":", 1)[0].strip("[]") if host.count(":") == 1 or host.startswith("[") else host
+    try:
+        address = ipaddress.ip_address(name)
+        private = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+        expected = address.is_loopback or any(address in ipaddress.ip_network(n) for n in private)
+    except ValueError:
+        expected = name.endswith(".local")
+    assert is_plain_http_host(host) is expected
+
+
+def test_a_loopback_ipv4_registry_is_judged_without_importing_ipaddress() -> None:
+    code = (
+        "import sys\nfrom ocivendir.oci.reference import is_plain_http_host\n"
+        "print(is_plain_http_host('127.0.0.1:5000'), is_plain_http_host('8.8.8.8'), 'ipaddress' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "True False False\n"

@@ -234,12 +234,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _plain_ipv4(a: int, b: int, c: int, d: int) -> bool:
+    """Loopback (127/8) or RFC 1918 (10/8, 172.16/12, 192.168/16), as `ipaddress` says for a valid address."""
+    if max(a, b, c, d) > 255:  # noqa: PLR2004 - not an address: ipaddress refuses it
+        return False
+    return a in {10, 127} or (a == 172 and 16 <= b <= 31) or (a == 192 and b == 168)  # noqa: PLR2004
+
+
 def is_plain_http_host(registry: str) -> bool:
     """True for the hosts go-containerregistry lets fall back to plain HTTP: loopback, localhost, *.local, RFC 1918."""
     host = _host_only(registry).lower()
     if host == "localhost" or host.endswith((".localhost", ".local")):
         return True
-    import ipaddress  # noqa: PLC0415 - only a connection needs it
+    octets = host.split(".")
+    if len(octets) == 4 and all(o.isascii() and o.isdigit() and o == str(int(o)) for o in octets):  # noqa: PLR2004
+        return _plain_ipv4(*(int(o) for o in octets))
+    import ipaddress  # noqa: PLC0415 - only for IPv6 (or an odd form): a dotted IPv4 address is read above
 
     try:
         address = ipaddress.ip_address(host)

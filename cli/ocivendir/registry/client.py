@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
+from _thread import allocate_lock
 from collections.abc import Callable
 
 from ocivendir.errors import (
@@ -117,7 +117,7 @@ class RegistryClient:
         self._walker = EndpointWalker(
             plan or MirrorPlan(), options.endpoint_concurrency, served=self._stats.served, pause=options.retry.pause
         )
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()  # threading's Lock, without importing threading
         self._auth_headers: dict[tuple[str, str], str] = {}
         self._credential_cache: dict[tuple[str, str, bool], Credential] = {}
         self._pings: dict[str, str] = {}

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import _socket
 import binascii
-import json
-import threading
+from _thread import allocate_lock
 from collections.abc import Callable, Iterator
 
+from ocivendir import jsonread
 from ocivendir.registry.http11 import (
     MAX_INFORMATIONAL,
     Disconnected,
@@ -143,7 +143,7 @@ class Response:
 
     def json(self) -> Any:  # noqa: ANN401 - any JSON value
         """The body decoded as JSON (`ValueError` when it is not)."""
-        return json.loads(self.content)
+        return jsonread.loads(self.content)
 
     @property
     def links(self) -> dict[str, dict[str, str]]:
@@ -389,7 +389,7 @@ class Agent:
         self._context: ssl.SSLContext | None = None
         self._user_agent = user_agent
         self._pool_size = pool_size
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()  # threading's Lock, without importing threading
         self._idle: dict[tuple[str, str, int, str], list[Any]] = {}
 
     def close(self) -> None:

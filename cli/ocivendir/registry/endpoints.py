@@ -14,8 +14,9 @@ Every endpoint has a cap on concurrent operations (registries.yaml `concurrency`
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
+from _thread import allocate_lock
+from collections import deque
 from collections.abc import Callable, Iterator
 
 from ocivendir import diag
@@ -31,15 +32,44 @@ from ocivendir.errors import (
 from ocivendir.oci.reference import Repository
 from ocivendir.registry.mirrors import Endpoint, MirrorPlan
 
-__all__ = ["EndpointWalker", "Unreachable"]
+__all__ = ["EndpointWalker", "Slots", "Unreachable"]
 
 _log = diag.logger("ocivendir.endpoints")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from _thread import LockType
     from typing import TypeVar
 
     _T = TypeVar("_T")
+
+
+class Slots:
+    """At most `size` holders at once, served in arrival order (threading's semaphore, on `_thread` locks alone)."""
+
+    def __init__(self, size: int) -> None:  # noqa: D107
+        self._free = size
+        self._mutex = allocate_lock()
+        self._waiting: deque[LockType] = deque()
+
+    def __enter__(self) -> None:
+        """Take a slot, waiting for one to be handed over when none is free."""
+        with self._mutex:
+            if self._free:
+                self._free -= 1
+                return
+            turn = allocate_lock()
+            turn.acquire()
+            self._waiting.append(turn)
+        turn.acquire()  # released by the holder that hands its slot over
+
+    def __exit__(self, *_exc: object) -> None:
+        """Give the slot back: to the longest waiter, else to the free count."""
+        with self._mutex:
+            if self._waiting:
+                self._waiting.popleft().release()
+            else:
+                self._free += 1
 
 
 class Unreachable(Transient):
@@ -68,8 +98,8 @@ class EndpointWalker:
         self._served = served
         self._pause = pause
         self._clock = clock
-        self._lock = threading.Lock()
-        self._slots: dict[str, threading.BoundedSemaphore] = {}
+        self._lock = allocate_lock()  # threading's Lock, without importing threading
+        self._slots: dict[str, Slots] = {}
         self._not_before: dict[str, float] = {}
         self._dead: set[str] = set()
         self._warned: set[tuple[str, str]] = set()
@@ -142,7 +172,7 @@ class EndpointWalker:
         with self._lock:
             semaphore = self._slots.get(endpoint.host)
             if semaphore is None:
-                semaphore = threading.BoundedSemaphore(endpoint.config.concurrency or self._default_cap)
+                semaphore = Slots(endpoint.config.concurrency or self._default_cap)
                 self._slots[endpoint.host] = semaphore
         with semaphore:
             yield

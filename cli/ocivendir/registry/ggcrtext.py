@@ -8,12 +8,14 @@ so, as ggcr does). Go's `%v` renders the detail.
 from __future__ import annotations
 
 import contextlib
-import json
 
+from ocivendir import jsonread
 from ocivendir.registry.connections import BodyBroken
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ocivendir.registry.transport import Response
 
 __all__ = ["transport_text"]
@@ -41,7 +43,8 @@ def _diagnostic(entry: dict[str, object]) -> str:
 
 def _answer(method: str, status: int, body: bytes) -> str:
     with contextlib.suppress(ValueError, AttributeError, TypeError):
-        errors = json.loads(body)["errors"]
+        document: Any = jsonread.loads(body)
+        errors = document["errors"]
         if errors and all(isinstance(e, dict) for e in errors):
             if len(errors) == 1:
                 return _diagnostic(errors[0])

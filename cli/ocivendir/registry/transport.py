@@ -10,10 +10,10 @@ protocol: `registry/client.py` builds on it.
 from __future__ import annotations
 
 import _socket
-import base64
+import binascii
 import errno
 import os
-import threading
+from _thread import allocate_lock
 from collections import Counter
 from collections.abc import Iterator
 
@@ -52,6 +52,7 @@ __all__ = [
     "Route",
     "Transport",
     "basic_auth",
+    "form_encode",
 ]
 
 _log = diag.logger("ocivendir.registry")
@@ -135,7 +136,7 @@ class _Stats:
     """Thread-safe request counters."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
         self.total = 0
         self.auth = 0
         self.connect_errors = 0
@@ -261,10 +262,26 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
+_FORM_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def _form_quote(text: str) -> str:
+    """`urllib.parse.quote_plus(text)`: UTF-8, unreserved characters kept, a space as `+`, the rest `%XX`."""
+    return "".join(
+        chr(byte) if byte in _FORM_SAFE else "+" if byte == 0x20 else f"%{byte:02X}"  # noqa: PLR2004
+        for byte in text.encode("utf-8")
+    )
+
+
+def form_encode(form: dict[str, str]) -> str:
+    """`urllib.parse.urlencode(form)` for str keys and values, without importing urllib.parse for a token."""
+    return "&".join(f"{_form_quote(key)}={_form_quote(value)}" for key, value in form.items())
+
+
 def basic_auth(username: str, password: str) -> str:
     """The `Authorization` value for HTTP Basic (latin-1, as Go's net/http encodes it)."""
     pair = f"{username}:{password}".encode("latin1")
-    return "Basic " + base64.b64encode(pair).decode("ascii")
+    return "Basic " + binascii.b2a_base64(pair, newline=False).decode("ascii")
 
 
 def iter_body(response: Response, chunk_size: int) -> Iterator[bytes]:
@@ -281,7 +298,7 @@ class Transport:
         self._schemes = schemes
         self.deadline = Deadline(options.timeout_seconds)
         self.counter = _Stats()
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
         self._agents: dict[tuple[bool, TLSFiles | None], Agent] = {}
         self._run_schemes: dict[str, str] = {}
 
@@ -383,16 +400,14 @@ class Transport:
     ) -> Response:
         """A token endpoint request (a form POST or a GET with the form as query), counted as an auth request."""
         agent = self._agent(route.registry, route.tls)
-        from urllib.parse import urlencode  # noqa: PLC0415 - only for a token
-
         timeouts, chooser = self._timeout(what), self._options.proxy.for_url
         try:
             if post:
-                body = urlencode(form).encode()
+                body = form_encode(form).encode()
                 headers = {"Content-Type": "application/x-www-form-urlencoded"}
                 response = agent.request("POST", realm, headers, body=body, timeouts=timeouts, proxy_for=chooser)
             else:
-                url = f"{realm}{'&' if '?' in realm else '?'}{urlencode(form)}"
+                url = f"{realm}{'&' if '?' in realm else '?'}{form_encode(form)}"
                 headers = {"Authorization": basic_auth(*basic)} if basic else {}
                 response = agent.request("GET", url, headers, timeouts=timeouts, proxy_for=chooser)
             response.content  # noqa: B018 - a token answer is small: read it now
