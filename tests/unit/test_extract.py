@@ -279,6 +279,16 @@ def test_data_that_is_skipped_counts_against_the_size_limit_as_written_data_does
                     what="layer")  # fmt: skip
 
 
+def test_extended_headers_count_against_the_size_limit_as_data_does(fenced: Path) -> None:
+    """A million members carrying 1 MiB of pax comments each were inflated with no bound but the compression ratio."""
+    limits = ExtractLimits(max_bytes=5000)
+    stats = ExtractStats(tally=Tally(limits))
+    data = b"".join(pax_header(pax_record("comment", "c" * 3000)) + raw_header(f"e{n}") for n in range(3)) + END
+    with pytest.raises(UnsafeArchive, match=re.escape("past the limit of 4.9 KiB")):
+        apply_layer(io.BytesIO(data), fenced, policy=TreePolicy(limits=limits), stats=stats, what="layer")
+    assert stats.tally.bytes <= limits.max_bytes
+
+
 def test_more_entries_than_the_limit_are_refused(fenced: Path) -> None:
     limits = ExtractLimits(max_entries=50)
     with pytest.raises(UnsafeArchive, match="more than 50 entries"):

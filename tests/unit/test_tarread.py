@@ -229,8 +229,34 @@ def test_a_chain_of_extended_headers_is_bounded_without_recursion() -> None:
 def test_a_pax_header_of_many_tiny_records_is_refused_before_it_costs_a_parse_step_each() -> None:
     records = pax_record("a", "b") * MAX_PAX_RECORDS
     assert [m[0] for m in through_reader(io.BytesIO(pax_header(records) + raw_header("f") + END))] == ["f"]
-    with pytest.raises(TarFormatError, match=f"more than {MAX_PAX_RECORDS} records in one pax header"):
+    with pytest.raises(TarFormatError, match=f"more than {MAX_PAX_RECORDS} pax records for one member"):
         through_reader(io.BytesIO(pax_header(records + pax_record("a", "b")) + raw_header("f") + END))
+
+
+def test_the_pax_records_one_member_comes_with_are_bounded() -> None:
+    """Per-member and global records share one budget per member.
+
+    A 1 MiB pax header of five-byte records (`5 x=\\n`) compresses to about a KiB and held 209,715 records: half a
+    second of CPU to read, per header, 16 headers per member.
+    """
+    tiny = b"5 x=\n"
+    fits = pax_header(tiny * (MAX_PAX_RECORDS - 1)) + pax_header(pax_record("path", "p")) + raw_header("f") + END
+    assert [m[0] for m in through_reader(io.BytesIO(fits))] == ["p"]
+    over = MAX_PAX_RECORDS // 2 + 1
+    for data in (pax_header(tiny * ((1 << 20) // len(tiny))) + raw_header("f") + END,
+                 pax_header(tiny * over, kind=b"g") + pax_header(tiny * over) + raw_header("f") + END):  # fmt: skip
+        with pytest.raises(TarFormatError, match=f"more than {MAX_PAX_RECORDS} pax records for one member"):
+            through_reader(io.BytesIO(data))
+    again = pax_header(tiny * over, kind=b"g") + raw_header("f") + pax_header(tiny * over) + raw_header("g") + END
+    assert [m[0] for m in through_reader(io.BytesIO(again))] == ["f", "g"]  # a global header is counted once
+
+
+def test_each_member_tells_the_bytes_of_its_extended_headers() -> None:
+    record = pax_record("path", "p" * 300)
+    data = (pax_header(record) + raw_header("f") + raw_header("g")
+            + raw_header("././@LongLink", kind=b"L", size=200) + padded(b"n" * 200) + raw_header("h") + END)  # fmt: skip
+    found = [(m.name, m.header_bytes) for m in TarReader(io.BytesIO(data))]
+    assert found == [("p" * 300, len(record)), ("g", 0), ("n" * 200, 200)]
 
 
 def test_a_sparse_member_is_reported_with_its_declared_size_and_nothing_after_it_is_read() -> None:

@@ -1,11 +1,12 @@
 """Owns: safe application of image layers to a staging directory: OCI whiteouts, file and directory modes, links.
 
-Every member is classified before anything is written for it. An absolute path, a `..` escape (with `\\` read as
-`/`), a whiteout naming `.`, `..` or nothing, a path too deep or too long, a sparse member, or an image expanding past
-its limits (fs/limits.py) makes the layer unsafe. Only regular files and directories are ever created: every symlink
-and hardlink (absolute ones included) and every device is skipped and counted, as imgpkg and vendir skip them, so
-nothing in a stage is a link and nothing is written through one. Whiteouts hide lower layers' entries only, never an
-entry of their own layer (OCI image spec), and every delete stays inside the stage.
+Every member is classified before anything is written for it. An absolute path, a `..` escape (with `\\` read as `/`), a
+whiteout naming `.`, `..` or nothing, a path too deep or too long, a sparse member, or an image expanding past its
+limits (fs/limits.py) makes the layer unsafe: the bytes counted are the data of every member, written or skipped, and
+the extended headers that came with it. Only regular files and directories are ever created: every symlink and hardlink
+(absolute ones included) and every device is skipped and counted, as imgpkg and vendir skip them, so nothing in a stage
+is a link and nothing is written through one. Whiteouts hide lower layers' entries only, never an entry of their own
+layer (OCI image spec), and every delete stays inside the stage.
 
 Directories follow one of two rules (`TreePolicy.directories`):
 - `parents` (imgpkg 0.43.1's `pull`): a directory is made only as the parent of an entry, `0777 &~ umask`; a directory
@@ -242,8 +243,9 @@ def _apply_member(layer: _Layer, archive: TarReader, member: Member) -> None:
     relative = _normalise(member.name, layer.what)
     if member.sparse:
         raise UnsafeArchive(f"{layer.what}: refusing sparse entry '{member.name}' ({human(member.size)} declared)")
-    if member.has_data():  # written or skipped, its bytes are decompressed: they count against the limit either way
-        layer.stats.tally.reserve(relative or member.name, member.size, layer.what)
+    counted = member.header_bytes + (member.size if member.has_data() else 0)  # decompressed, written or not
+    if counted:  # extended headers and data, written or skipped: they count against the limit either way
+        layer.stats.tally.reserve(relative or member.name, counted, layer.what)
     if posixpath.basename(relative).startswith(_WHITEOUT):
         layer.whiteout(relative)
         return

@@ -1,10 +1,11 @@
 """Owns: the bounds on what one image may expand to on disk, and on the shape of its member paths.
 
-Checked while extracting, member by member, before anything is written for the member: the total bytes and entries
-of one image's layers (`--max-extract-size`, the entry limit), the depth and length of each path, the size and
-number of the extended headers a member carries, and the records in one pax header. A bound that is hit refuses the
-layer with the unsafe-archive error, so a gzip bomb or a path nested thousands of levels deep costs at most the
-limit, never the disk or the interpreter's stack.
+Checked while extracting, member by member, before anything is written for the member: the total bytes and entries of
+one image's layers (`--max-extract-size`, the entry limit), the depth and length of each path, and the size and number
+of the extended headers a member carries and of the pax records in them. The bytes counted are every member's data,
+written or skipped (a device or a type nobody knows may carry data too), and its extended headers: whatever the tar
+stream makes the extractor inflate. A bound that is hit refuses the layer with the unsafe-archive error, so a gzip bomb
+or a path nested thousands of levels deep costs at most the limit, never the disk or the interpreter's stack.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ MAX_DEPTH = 256  # path components
 MAX_NAME = 255  # bytes in one component (NAME_MAX)
 MAX_PATH = 2048  # bytes in a member path, well under PATH_MAX once joined to the output directory
 MAX_HEADER = 1 << 20  # bytes in one pax or GNU long-name header
-MAX_PAX_RECORDS = 1000  # records in one pax header: real ones hold a handful, and each costs a parse step
 MAX_HEADER_CHAIN = 16  # extended headers in a row before one member (pax, GNU long names: a chain that never ends)
+MAX_PAX_RECORDS = 64  # pax records (per-member and global) read for one member: path, times, ids, names, xattrs…
 _SIZE_HINT = "raise --max-extract-size (OCIVENDIR_MAX_EXTRACT_SIZE) if the image is meant to be this large"
 
 

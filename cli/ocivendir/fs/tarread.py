@@ -5,16 +5,17 @@ and base-256 numbers: each member comes out with the name, link name, type, mode
 it, and its data is read through the reader. `tarfile` itself costs a warm sync its import (shutil, bz2, lzma, copy,
 struct, re…); this reader needs only what the interpreter has already loaded.
 
-It is a security boundary, so it is stricter than `tarfile` wherever `tarfile` is lenient (as Go's archive/tar is,
-which vendir and imgpkg use): a header with a bad checksum or a truncated one is an error wherever it is (`tarfile`
-stops quietly after the first member); a block of zeros ends the archive only if a second one or the end of the
-stream follows; a member's data or padding that runs past the end of the stream is an error; negative sizes, pax
-records that are not framed exactly (`<length> <keyword>=<value>\\n`), pax sizes and times that are not plain decimal
-numbers, a NUL in a pax path, a global header setting a size, and an mtime no file system can hold are refused.
-Extended headers are bounded in size (MAX_HEADER, refused before they are read), in how many may precede one member
-(MAX_HEADER_CHAIN) and in their pax records (MAX_PAX_RECORDS, so a megabyte of `5 a=b` costs no more to read than
-the megabyte); they are read in a loop, never by recursion. A sparse member is reported as sparse (with the size
-it declares), never expanded.
+It is a security boundary, so it is stricter than `tarfile` wherever `tarfile` is lenient (as Go's archive/tar is, which
+vendir and imgpkg use): a header with a bad checksum or a truncated one is an error wherever it is (`tarfile` stops
+quietly after the first member); a block of zeros ends the archive only if a second one or the end of the stream
+follows; a member's data or padding that runs past the end of the stream is an error; negative sizes, pax records that
+are not framed exactly (`<length> <keyword>=<value>\\n`), pax sizes and times that are not plain decimal numbers, a NUL
+in a pax path, a global header setting a size, and an mtime no file system can hold are refused. Extended headers are
+bounded in size (MAX_HEADER, refused before they are read), in how many may precede one member (MAX_HEADER_CHAIN) and in
+how many pax records they may hold for it (MAX_PAX_RECORDS: reading a record costs far more than inflating its five
+bytes); they are read in a loop, never by recursion, and each member tells how many bytes of them it came with
+(`header_bytes`), for the image's expansion limit. A sparse member is reported as sparse (with the size it declares),
+never expanded.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class TarFormatError(Exception):
 class Member:
     """One member: `type` is the tar type byte (`b"0"` file, `b"5"` directory, `b"2"` symlink…)."""
 
-    __slots__ = ("linkname", "mode", "mtime", "name", "size", "sparse", "type")
+    __slots__ = ("header_bytes", "linkname", "mode", "mtime", "name", "size", "sparse", "type")
 
     mtime: float  # an int from a header, an int or a float from a pax record
 
@@ -72,6 +73,7 @@ class Member:
         self.size = size
         self.mtime = mtime
         self.sparse = kind == b"S"
+        self.header_bytes = 0  # bytes of the extended headers before it
 
     def isdir(self) -> bool:
         """A directory."""
@@ -129,17 +131,18 @@ def _mtime(text: str) -> float:
     return float(text) if dot else int(text)
 
 
-def _pax_records(data: bytes) -> dict[str, str]:
+def _pax_records(data: bytes, allowed: int) -> tuple[dict[str, str], int]:
     """`<length> <keyword>=<value>\\n` records, framed exactly as Python 3.13's tarfile requires; NUL padding ends.
 
-    Only the keywords that say something about a member's path, link, size, time or sparseness are kept.
+    Only the keywords that say something about a member's path, link, size, time or sparseness are kept; with them
+    comes the number of records read, at most `allowed`.
     """
     records: dict[str, str] = {}
     position, end, count = 0, len(data), 0
     while position < end and data[position]:
         count += 1
-        if count > MAX_PAX_RECORDS:
-            raise TarFormatError(f"more than {MAX_PAX_RECORDS} records in one pax header")
+        if count > allowed:
+            raise TarFormatError(f"more than {MAX_PAX_RECORDS} pax records for one member")
         space = data.find(b" ", position, position + 21)
         digits = data[position:space] if space > position else b"x"
         if digits.translate(None, b"0123456789"):
@@ -155,7 +158,7 @@ def _pax_records(data: bytes) -> dict[str, str]:
         if name in _KEYWORDS:
             records[name] = value.decode("utf-8", "surrogateescape")
         position = last + 1
-    return records
+    return records, count
 
 
 def _header(block: bytes) -> Member:
@@ -211,6 +214,8 @@ class TarReader:
         self._left = 0  # data bytes of the current member not read yet
         self._padding = 0  # bytes after them up to the next block
         self._globals: dict[str, str] = {}
+        self._records_left = MAX_PAX_RECORDS  # pax records the member being read may still come with
+        self._header_bytes = 0  # bytes of its extended headers so far
         self._ended = False
         self._sparse = ""  # the sparse member returned, whose data layout is never read: nothing after it is
         self.members = 0  # members returned so far
@@ -288,9 +293,11 @@ class TarReader:
         if len(data) < size:
             raise TarFormatError(f"unexpected end of data in an extended header at byte {self._offset}")
         self._skip(-size % BLOCK)
+        self._header_bytes += size
         if kind in (b"L", b"K"):
             return kind, _text(data)
-        records = _pax_records(data)
+        records, count = _pax_records(data, self._records_left)
+        self._records_left -= count
         if kind != b"g":
             return b"x", {**self._globals, **records}
         if "size" in records:
@@ -301,6 +308,7 @@ class TarReader:
     def _chain(self) -> tuple[list[tuple[bytes, object]], bytes] | None:
         """The extended headers before the next member, in order, and the member's own header block."""
         chain: list[tuple[bytes, object]] = []
+        self._records_left, self._header_bytes = MAX_PAX_RECORDS, 0
         while (block := self._block()) is not None:
             kind = block[156:157]
             if kind not in _EXTENDED:
@@ -326,6 +334,7 @@ class TarReader:
             return None
         chain, block = found
         member = _header(block)
+        member.header_bytes = self._header_bytes
         _apply_pax(member, self._globals)  # tarfile applies global records first, then the chain from the inside out
         if member.isdir():
             member.name = member.name.rstrip("/")
