@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import re
 import ssl
 from pathlib import Path
 
@@ -178,6 +179,43 @@ def test_tags_are_listed_across_pages(rsps: FakeHTTP) -> None:
              headers={"Link": '</v2/team/app/tags/list?n=1000&last=b>; rel="next"'})  # fmt: skip
     rsps.get(f"{BASE}/tags/list?n=1000&last=b", json={"tags": ["c"]})
     assert client().list_tags(parse_reference(f"{REG}/team/app").repository) == ["a", "b", "c"]
+
+
+def test_a_next_page_link_with_spaces_is_requested_escaped_as_a_redirect_is(rsps: FakeHTTP) -> None:
+    """A hostile `Link` (a space, a tab, UTF-8 bytes) was put on the request line as it came: a ValueError."""
+    utf8 = "\u00e9".encode().decode("latin-1")  # the header's bytes as http11 hands them on
+    rsps.get(f"{BASE}/tags/list?n=1000", json={"tags": ["a"]},
+             headers={"Link": f'</v2/team/app/tags/list?n=1000&last=a b\tc{utf8}>; rel="next"'})  # fmt: skip
+    rsps.get(f"{BASE}/tags/list", json={"tags": ["d"]})
+    assert client().list_tags(parse_reference(f"{REG}/team/app").repository) == ["a", "d"]
+    assert rsps.calls[-1].request.url.endswith("/tags/list?n=1000&last=a%20bc%C3%A9")  # urlsplit drops tabs
+
+
+@pytest.mark.parametrize("answer", [[1], {"tags": 5}, {"tags": "abc"}, {"tags": [{"a": 1}]}, "tags"])
+def test_a_tag_list_that_is_not_a_list_of_strings_is_a_registry_error(rsps: FakeHTTP, answer: object) -> None:
+    rsps.get(f"{BASE}/tags/list?n=1000", json=answer)
+    with pytest.raises(RegistryError, match="not a tag list"):
+        client().list_tags(parse_reference(f"{REG}/team/app").repository)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [{"token": "a\r\nX-Injected: 1"}, {"token": "t\u00f6k\u20acn"}, {"token": "a b"}, {"token": ""},
+     {"token": {"nested": 1}}, {"access_token": 5}, [1], "token"],
+)  # fmt: skip
+def test_a_token_that_cannot_be_sent_as_a_header_is_a_registry_error(rsps: FakeHTTP, answer: object) -> None:
+    """A token endpoint is the registry's: what it sends must be text a header can carry, or the endpoint is named.
+
+    A token with a CR/LF, a space, non-ASCII text or no text at all ended the run as an internal error (ValueError,
+    UnicodeEncodeError, AttributeError).
+    """
+    challenge = f'Bearer realm="https://auth.example.com/token",service="{REG}"'
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})
+    rsps.get("https://auth.example.com/token", json=answer)
+    with pytest.raises(
+        RegistryError, match=re.escape("token endpoint https://auth.example.com/token sent no usable token")
+    ):
+        client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
 def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps: FakeHTTP) -> None:

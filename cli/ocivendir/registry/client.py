@@ -191,9 +191,12 @@ class RegistryClient:
             raise RegistryError(f"{what}: token endpoint {realm} answered {response.status_code}")
         try:
             body = response.json()
-            return str(body.get("token") or body["access_token"])
-        except (ValueError, KeyError):
-            raise RegistryError(f"{what}: token endpoint {realm} sent no token") from None
+            token = body.get("token") or body["access_token"]
+        except (ValueError, KeyError, AttributeError):
+            token = None
+        if not isinstance(token, str) or not token.isascii() or not token.isprintable() or " " in token or not token:
+            raise RegistryError(f"{what}: token endpoint {realm} sent no usable token")  # no text a header can carry
+        return token
 
     def _send_once(
         self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], *, stream: bool, what: str
@@ -480,10 +483,7 @@ class RegistryClient:
             response = self._send("GET", endpoint, path, {"Accept": "application/json"}, stream=False, what=what)
             self._raise_for(response, what)
             self._stats.received(len(response.content))
-            try:
-                tags.extend(str(t) for t in (response.json().get("tags") or []))
-            except ValueError:
-                raise RegistryError(f"{what}: invalid JSON in the answer") from None
+            tags.extend(_tag_page(response, what))
             path = _next_link(response)
         return tags
 
@@ -555,11 +555,24 @@ def _read_capped(response: Response, limit: int, what: str) -> bytes:
     return b"".join(chunks)
 
 
+def _tag_page(response: Response, what: str) -> list[str]:
+    """The tags of one page: `{"tags": [names…]}` (null or absent: none); any other answer is a RegistryError."""
+    try:
+        body = response.json()
+    except ValueError:
+        raise RegistryError(f"{what}: invalid JSON in the answer") from None
+    listed = (body.get("tags") or []) if isinstance(body, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(tag, str) for tag in listed):
+        raise RegistryError(f"{what}: the answer is not a tag list")
+    return listed
+
+
 def _next_link(response: Response) -> str | None:
     link = response.links.get("next", {}).get("url")
     if not link:
         return None
-    from urllib.parse import urljoin, urlsplit  # noqa: PLC0415 - only for a tag list's next page
+    from urllib.parse import quote, urljoin, urlsplit  # noqa: PLC0415 - only for a tag list's next page
 
     parts = urlsplit(urljoin(response.url, link))
-    return parts.path + (f"?{parts.query}" if parts.query else "")
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    return quote(target.encode("latin-1"), safe="!#$%&'()*+,/:;=?@[]~")  # the header's own bytes, escaped
