@@ -218,6 +218,19 @@ def test_a_token_that_cannot_be_sent_as_a_header_is_a_registry_error(rsps: FakeH
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
+@pytest.mark.parametrize(
+    "realm",
+    ["https://auth.example.com:99999/token", "https://[::1/token", "https://auth.example.com:1:2/token",
+     "file:///etc/passwd", "ftp://auth.example.com/token", "/token", "https:///token"],
+)  # fmt: skip
+def test_a_bearer_realm_that_is_no_http_url_is_refused_naming_it(rsps: FakeHTTP, realm: str) -> None:
+    """The registry names the realm: a bad port or bracket was an internal ValueError; ftp:// was asked over HTTP."""
+    challenge = f'Bearer realm="{realm}",service="{REG}"'
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})
+    with pytest.raises(Unauthorized, match=re.escape(f"sent a Bearer challenge with an unusable realm {realm!r}")):
+        client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+
+
 def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps: FakeHTTP) -> None:
     rsps.head("https://127.0.0.1:5000/v2/app/manifests/v1", body=ConnectionError("refused"))
     rsps.head("http://127.0.0.1:5000/v2/app/manifests/v1", headers={"Docker-Content-Digest": DIGEST})

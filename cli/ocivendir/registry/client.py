@@ -170,9 +170,12 @@ class RegistryClient:
             raise Unauthorized(f"{what}: {endpoint.name} asks for unsupported auth scheme '{scheme}'")
         if credential.registry_token:
             return f"Bearer {credential.registry_token}"
-        if not parsed.realm:
+        realm = parsed.realm
+        if not realm:
             raise Unauthorized(f"{what}: {endpoint.name} sent a Bearer challenge without a realm")
-        return f"Bearer {self._fetch_token(endpoint, parsed.realm, parsed.service, credential, what)}"
+        if not _usable_realm(realm):
+            raise Unauthorized(f"{what}: {endpoint.name} sent a Bearer challenge with an unusable realm {realm!r}")
+        return f"Bearer {self._fetch_token(endpoint, realm, parsed.service, credential, what)}"
 
     def _fetch_token(
         self, endpoint: Endpoint, realm: str, service: str | None, credential: Credential, what: str
@@ -553,6 +556,18 @@ def _read_capped(response: Response, limit: int, what: str) -> bytes:
     except BodyBroken as exc:
         raise Transient(f"{what}: connection dropped: {exc}") from None
     return b"".join(chunks)
+
+
+def _usable_realm(realm: str) -> bool:
+    """Is a Bearer realm an absolute http(s) URL with a host and a valid port (the registry chose it)?"""
+    from urllib.parse import urlsplit  # noqa: PLC0415 - only for a token: off the warm path
+
+    try:
+        parts = urlsplit(realm)
+        port = parts.port
+    except ValueError:  # an unclosed IPv6 bracket, a port out of range or not a number
+        return False
+    return parts.scheme.lower() in {"http", "https"} and bool(parts.hostname) and port != 0
 
 
 def _tag_page(response: Response, what: str) -> list[str]:
