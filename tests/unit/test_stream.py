@@ -34,6 +34,21 @@ def test_a_layer_is_applied_as_its_chunks_arrive(tmp_path: Path) -> None:
     assert (tmp_path / "d/b.txt").read_bytes() == b"b"
 
 
+def test_an_empty_chunk_from_the_download_is_not_the_end_of_the_layer(tmp_path: Path) -> None:
+    """A zero-length chunk is skipped by the pipe: its readers take b"" for the end of the stream.
+
+    Handed on, the tar reader stopped there: at a block boundary the rest of the layer was silently left out, and the
+    tee reported the layer applied.
+    """
+    data = tar_bytes([Entry("a.txt", b"a" * 1024), Entry("b.txt", b"b")])
+    tee = extractor(tmp_path)
+    tee.feed(0, data[:1536])  # a.txt's header and data, up to a block boundary
+    tee.feed(1536, b"")
+    tee.feed(1536, data[1536:])
+    assert tee.finish(complete=True) is True
+    assert (tmp_path / "b.txt").read_bytes() == b"b"
+
+
 def test_a_download_that_starts_over_makes_the_tee_step_aside(tmp_path: Path) -> None:
     data = tar_bytes([Entry("a.txt", b"a" * 50_000)])
     tee = extractor(tmp_path)

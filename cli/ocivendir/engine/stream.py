@@ -56,6 +56,8 @@ class ChunkPipe:
                 if chunk is None:
                     self._ended = True
                     break
+                if not chunk:
+                    continue  # b"" from read() means the end to every reader (tar, gunzip): never before it
                 self._current, self._offset = chunk, 0
             end = len(self._current) if wanted < 0 else min(len(self._current), self._offset + wanted)
             parts.append(self._current[self._offset : end])
