@@ -296,6 +296,19 @@ def test_more_entries_than_the_limit_are_refused(fenced: Path) -> None:
     assert len(list(fenced.iterdir())) == 50
 
 
+def test_directories_made_as_parents_count_toward_the_entry_limit(fenced: Path) -> None:
+    """Directories made only because a path runs through them are entries too.
+
+    One 512-byte header named `u1/a/a/…/f` (255 bytes) made 127 directories and counted one entry: a million headers
+    made 127 million directories (and held every path in memory) under a limit of a million entries.
+    """
+    limits = ExtractLimits(max_entries=50)
+    stats = ExtractStats(tally=Tally(limits))
+    with pytest.raises(UnsafeArchive, match="more than 50 entries"):
+        apply(fenced, [Entry(f"u{n}/" + "a/" * 20 + "f", b"x") for n in range(10)], stats, limits=limits)
+    assert sum(len(dirs) + len(files) for _, dirs, files in os.walk(fenced)) < stats.tally.entries == 51
+
+
 END = bytes(1024)
 CRAFTED = {
     "a bad checksum after the first member": (

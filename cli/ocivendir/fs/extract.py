@@ -152,6 +152,8 @@ class _Layer:
             if info is None:
                 if not create:
                     return False
+                if current not in self.stats.layer_paths:  # made for a path, not for an entry (counted already)
+                    self.stats.tally.entry(self.what)
                 self._mkdir(path, self.implicit_mode)
             self.known.add(current)
         return True

@@ -60,7 +60,7 @@ class Tally:
     bytes: int = 0
 
     def entry(self, what: str) -> None:
-        """Count one member of any kind."""
+        """Count one member of any kind, or a directory made as the parent of one."""
         self.entries += 1
         if self.entries > self.limits.max_entries:
             raise UnsafeArchive(f"{what}: more than {self.limits.max_entries} entries; refusing to extract further")
