@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import enum
 import os
-from collections.abc import Callable, Mapping
 
 from ocivendir.record import field, fields, is_record, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable, Mapping
+    from typing import Any, Final, Literal
+
+    ImageStatusValue = Literal["present", "missing", "denied", "error", "unchecked"]
 
 __all__ = [
     "RESULT_SCHEMA_VERSION",
@@ -23,6 +24,7 @@ __all__ = [
     "Event",
     "EventSink",
     "ImageStatus",
+    "ImageStatusValue",
     "LogEvent",
     "ProgressEvent",
     "PullResult",
@@ -77,17 +79,21 @@ class WarningEvent:
 
 
 Event = LogEvent | ProgressEvent | WarningEvent
-EventSink = Callable[[Event], None]
+if TYPE_CHECKING:
+    EventSink = Callable[[Event], None]
 
 
-class ImageStatus(enum.StrEnum):
-    """Where one image of a bundle's lock stands in the bundle's repository."""
+class ImageStatus:
+    """Where one image of a bundle's lock stands in the bundle's repository (plain str constants: enum costs imports).
 
-    PRESENT = "present"
-    MISSING = "missing"
-    DENIED = "denied"
-    ERROR = "error"
-    UNCHECKED = "unchecked"
+    Values are typed `ImageStatusValue`; compare them with `is` or `==`.
+    """
+
+    PRESENT: Final = "present"
+    MISSING: Final = "missing"
+    DENIED: Final = "denied"
+    ERROR: Final = "error"
+    UNCHECKED: Final = "unchecked"
 
 
 @record
@@ -138,7 +144,7 @@ class ImageReport:
 
     image: str
     digest: str
-    status: ImageStatus
+    status: ImageStatusValue
 
 
 @record
@@ -217,9 +223,7 @@ class CacheVerifyResult:
 def _plain(value: Any) -> Any:  # noqa: ANN401 - converts any result field to JSON types
     if is_record(value):
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]

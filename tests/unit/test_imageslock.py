@@ -10,6 +10,10 @@ from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.oci.relocation import evaluate, plan, rewrite
 from ocivendir.results import ImageStatus
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocivendir.results import ImageStatusValue
+
 HEX = "75ffea7db4202cd300cda12f5ad43695ef14e731614189cb59bf504729e05c47"
 HEAD = "apiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\n"
 
@@ -79,7 +83,7 @@ def test_a_bundle_without_images_rewrites_to_the_empty_form_and_counts_as_reloca
     assert rewrite(lock, parse_reference("r.io/xy").repository) == (
         b"---\napiVersion: imgpkg.carvel.dev/v1alpha1\nkind: ImagesLock\n"
     )
-    assert evaluate({}).value == "relocated"
+    assert evaluate({}) == "relocated"
 
 
 def test_plan_probes_each_digest_once_in_the_bundle_repository_with_the_recorded_miss_first() -> None:
@@ -104,8 +108,8 @@ def test_plan_probes_each_digest_once_in_the_bundle_repository_with_the_recorded
         ([ImageStatus.PRESENT, ImageStatus.ERROR], "undetermined"),
     ],
 )
-def test_evaluate(statuses: list[ImageStatus], verdict: str) -> None:
-    assert evaluate({Digest(f"{i:064x}"): s for i, s in enumerate(statuses)}).value == verdict
+def test_evaluate(statuses: list[ImageStatusValue], verdict: str) -> None:
+    assert evaluate({Digest(f"{i:064x}"): s for i, s in enumerate(statuses)}) == verdict
 
 
 def test_bundle_lock_and_image_locations() -> None:

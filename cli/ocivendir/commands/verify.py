@@ -32,7 +32,7 @@ def _summary(report: BundleReport) -> str:
 
 def _rows(report: BundleReport, depth: int) -> list[list[str]]:
     pad = "  " * depth
-    rows = [[pad + i.image, i.digest, i.status.value] for i in report.images]
+    rows = [[pad + i.image, i.digest, i.status] for i in report.images]
     for child in report.nested:
         rows.append([f"{pad}  (nested bundle) {child.ref}", child.digest, child.verdict])
         rows.extend(_rows(child, depth + 1))

@@ -66,7 +66,7 @@ def admit(content: Content, repo: Repository, digest: Digest) -> None:
     status = content.probe(repo, digest)
     if status is not ImageStatus.PRESENT:
         raise Denied(
-            f"{what}, and the registry does not let this caller read it (HEAD: {status.value})",
+            f"{what}, and the registry does not let this caller read it (HEAD: {status})",
             hint="check the credentials for this registry",
         )
     index.grant(digest, str(repo), me)

@@ -34,13 +34,14 @@ from ocivendir.oci.manifest import (
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.record import field, record
 from ocivendir.registry.credentials import CredentialRules
-from ocivendir.results import EventSink, ImageStatus, ProgressEvent, RequestStats, WarningEvent
+from ocivendir.results import ImageStatus, ProgressEvent, RequestStats, WarningEvent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from _thread import LockType
 
     from ocivendir.registry.client import RegistryClient
+    from ocivendir.results import EventSink, ImageStatusValue
 
 __all__ = ["ClientSpec", "Content", "FetchCounters", "Offline"]
 
@@ -374,14 +375,14 @@ class Content:
         if known is None:
             self.store.write_index_json(self.index.layout_entries())
 
-    def probe_tag(self, ref: Reference) -> ImageStatus:
+    def probe_tag(self, ref: Reference) -> ImageStatusValue:
         """Presence of a tag (the locations image), one HEAD; `error` when the network is off."""
         try:
             return self.client().presence(ref)
         except Offline:
             return ImageStatus.ERROR
 
-    def probe(self, repo: Repository, digest: Digest) -> ImageStatus:
+    def probe(self, repo: Repository, digest: Digest) -> ImageStatusValue:
         """Presence of a manifest digest in a repository (one HEAD)."""
         try:
             return self.client().exists(repo, digest)

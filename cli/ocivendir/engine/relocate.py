@@ -17,6 +17,11 @@ from ocivendir.oci.relocation import Probe, RelocationVerdict, evaluate, locatio
 from ocivendir.record import field, record
 from ocivendir.results import ImageStatus
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocivendir.oci.relocation import RelocationVerdictValue
+    from ocivendir.results import ImageStatusValue
+
 __all__ = ["Decision", "check", "decide", "record_verdict"]
 
 
@@ -27,16 +32,16 @@ class Decision:
     relocated: bool
     method: str
     from_cache: bool
-    statuses: dict[Digest, ImageStatus] = field(default_factory=dict)
+    statuses: dict[Digest, ImageStatusValue] = field(default_factory=dict)
     probes: tuple[Probe, ...] = ()
     locations: Digest | None = None  # the locations image's digest, when recorded with the verdict
 
-    def images_with(self, status: ImageStatus) -> tuple[str, ...]:
+    def images_with(self, status: ImageStatusValue) -> tuple[str, ...]:
         """The images (as written in the lock) that have a status."""
         return tuple(p.image for p in self.probes if self.statuses.get(p.digest) is status)
 
 
-def _probe_all(content: Content, probes: Iterable[Probe]) -> dict[Digest, ImageStatus]:
+def _probe_all(content: Content, probes: Iterable[Probe]) -> dict[Digest, ImageStatusValue]:
     todo = list(probes)
     if content.concurrency == 1 or len(todo) <= 1:
         return {p.digest: content.probe(p.candidate.repository, p.digest) for p in todo}
@@ -46,9 +51,9 @@ def _probe_all(content: Content, probes: Iterable[Probe]) -> dict[Digest, ImageS
     return {p.digest: status for p, status in zip(todo, answers, strict=True)}
 
 
-def _probe_until_miss(content: Content, probes: tuple[Probe, ...]) -> dict[Digest, ImageStatus]:
+def _probe_until_miss(content: Content, probes: tuple[Probe, ...]) -> dict[Digest, ImageStatusValue]:
     """Pull's probing: stop at the first definitive miss; stop early when the registry answers nothing at all."""
-    statuses: dict[Digest, ImageStatus] = {}
+    statuses: dict[Digest, ImageStatusValue] = {}
     if not probes:
         return statuses
     first = probes[0]
@@ -68,7 +73,7 @@ def check(
     full: bool,
     use_locations: bool,
     first: Iterable[str] = (),
-) -> tuple[RelocationVerdict, str, dict[Digest, ImageStatus], tuple[Probe, ...]]:
+) -> tuple[RelocationVerdictValue, str, dict[Digest, ImageStatusValue], tuple[Probe, ...]]:
     """Ask the registry: the locations tag first (unless told not to), then per-image HEAD probes."""
     probes = plan(lock, bundle_repo, first)
     if not probes:
@@ -84,9 +89,9 @@ def check(
 def record_verdict(
     content: Content,
     key: str,
-    verdict: RelocationVerdict,
+    verdict: RelocationVerdictValue,
     method: str,
-    statuses: dict[Digest, ImageStatus],
+    statuses: dict[Digest, ImageStatusValue],
     probes: tuple[Probe, ...],
 ) -> None:
     """Record a reached verdict for `registry/repo@digest`, with the images that were missing or denied."""

@@ -57,7 +57,7 @@ def _report(content: Content, ref: Reference, options: VerifyOptions, seen: set[
         lock = _lock_of(content, image, options)
     except OcivendirError as exc:
         return BundleReport(ref=str(ref), digest="", repository=str(ref.repository), method="none",
-                            verdict=RelocationVerdict.UNDETERMINED.value, images=(), error=str(exc))  # fmt: skip
+                            verdict=RelocationVerdict.UNDETERMINED, images=(), error=str(exc))  # fmt: skip
     content.events(LogEvent(message=f"Checking bundle '{image.ref}'"))
     verdict, method, statuses, probes = check(
         content, image.repo, image.digest, lock, full=True, use_locations=not options.each_image
@@ -74,7 +74,7 @@ def _report(content: Content, ref: Reference, options: VerifyOptions, seen: set[
     if options.recursive:
         nested = _nested(content, image, lock, verdict is RelocationVerdict.RELOCATED, options, seen)
     return BundleReport(ref=image.ref, digest=str(image.digest), repository=str(image.repo), method=method,
-                        verdict=verdict.value, images=images, nested=nested)  # fmt: skip
+                        verdict=verdict, images=images, nested=nested)  # fmt: skip
 
 
 def _nested(content: Content, image: FetchedImage, lock: ImagesLock, relocated: bool, options: VerifyOptions,
@@ -132,8 +132,8 @@ def _all(reports: tuple[BundleReport, ...]) -> list[BundleReport]:
 def exit_code(result: VerifyRelocationResult) -> int:
     """1 if any verdict could not be determined, else 3 if any bundle is not relocated, else 0."""
     verdicts = {r.verdict for r in _all(result.bundles)}
-    if RelocationVerdict.UNDETERMINED.value in verdicts:
+    if RelocationVerdict.UNDETERMINED in verdicts:
         return 1
-    if RelocationVerdict.NOT_RELOCATED.value in verdicts:
+    if RelocationVerdict.NOT_RELOCATED in verdicts:
         return 3
     return 0

@@ -6,24 +6,30 @@ are done elsewhere and passed in.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Mapping
-
 from ocivendir.goyaml import emit
 from ocivendir.oci.imageslock import API_VERSION, ImagesLock
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.record import record
 from ocivendir.results import ImageStatus
 
-__all__ = ["Probe", "RelocationVerdict", "evaluate", "locations_ref", "plan", "rewrite"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Final, Literal
+
+    from ocivendir.results import ImageStatusValue
+
+    RelocationVerdictValue = Literal["relocated", "not-relocated", "undetermined"]
+
+__all__ = ["Probe", "RelocationVerdict", "RelocationVerdictValue", "evaluate", "locations_ref", "plan", "rewrite"]
 
 
-class RelocationVerdict(enum.StrEnum):
-    """The answer to "is this bundle fully relocated?"."""
+class RelocationVerdict:
+    """The answer to "is this bundle fully relocated?" (plain str constants typed `RelocationVerdictValue`)."""
 
-    RELOCATED = "relocated"
-    NOT_RELOCATED = "not-relocated"
-    UNDETERMINED = "undetermined"
+    RELOCATED: Final = "relocated"
+    NOT_RELOCATED: Final = "not-relocated"
+    UNDETERMINED: Final = "undetermined"
 
 
 @record
@@ -53,7 +59,7 @@ def plan(lock: ImagesLock, bundle_repo: Repository, first: Iterable[str] = ()) -
     return tuple(ordered)
 
 
-def evaluate(statuses: Mapping[Digest, ImageStatus]) -> RelocationVerdict:
+def evaluate(statuses: Mapping[Digest, ImageStatusValue]) -> RelocationVerdictValue:
     """Not relocated if any image is missing or denied; else undetermined if any errored; else relocated."""
     values = set(statuses.values())
     if values & {ImageStatus.MISSING, ImageStatus.DENIED}:

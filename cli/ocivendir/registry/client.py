@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from typing import NoReturn, Protocol
 
     from ocivendir.registry.transport import Response, SchemeMemory
+    from ocivendir.results import ImageStatusValue
 
     class CredentialLookup(Protocol):
         """Credentials for a host and repository path; `mirror` when the host stands in for another registry."""
@@ -435,11 +436,11 @@ class RegistryClient:
                 raise _ShortRead(f"connection closed after {writer.size} of {size} bytes")
             writer.verify(blob.digest, size, what)
 
-    def exists(self, repo: Repository, digest: Digest) -> ImageStatus:
+    def exists(self, repo: Repository, digest: Digest) -> ImageStatusValue:
         """Is this manifest digest in this repository?"""
         return self.presence(repo.at(digest))
 
-    def presence(self, ref: Reference) -> ImageStatus:
+    def presence(self, ref: Reference) -> ImageStatusValue:
         """Is this digest or tag in its repository? One HEAD per endpoint asked (a GET only if HEAD is refused).
 
         A mirror's `present` is taken; anything else from a mirror asks the next endpoint. At the origin, 401/403
@@ -455,7 +456,7 @@ class RegistryClient:
         except (Transient, RateLimited, RegistryError):
             return ImageStatus.ERROR
 
-    def _presence_at(self, endpoint: Endpoint, ref: Reference, what: str) -> ImageStatus:
+    def _presence_at(self, endpoint: Endpoint, ref: Reference, what: str) -> ImageStatusValue:
         """One probe; a mirror's 5xx is not retried: the origin, asked next, answers for sure.
 
         Distribution's proxy answers 500, not 404, for a manifest its upstream lacks: retrying it cost every missing
@@ -526,7 +527,7 @@ class _ShortRead(Exception):
     """The connection ended before the blob's size."""
 
 
-def _presence(status: int) -> ImageStatus:
+def _presence(status: int) -> ImageStatusValue:
     if 200 <= status < 300:  # noqa: PLR2004
         return ImageStatus.PRESENT
     if status == 404:  # noqa: PLR2004
