@@ -18,6 +18,7 @@ from ocivendir.errors import (
     TLSVerifyError,
     Transient,
     Unauthorized,
+    UnsupportedMediaType,
 )
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
@@ -313,6 +314,39 @@ def test_a_malformed_descriptor_digest_in_a_served_manifest_is_a_registry_error(
     with pytest.raises(RegistryError, match="invalid digest") as caught:
         parse_manifest(bad)
     assert caught.value.exit_code == 1
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # Go's encoding/json stops at 10,000 levels: "exceeded max depth"
+
+
+def test_a_manifest_or_config_nested_past_the_stack_is_invalid_json_not_a_recursion_error() -> None:
+    from ocivendir.oci.manifest import parse_config, parse_manifest  # noqa: PLC0415
+
+    for parse in (parse_manifest, parse_config):
+        with pytest.raises(UnsupportedMediaType, match="is not valid JSON: Nested too deeply"):
+            parse(DEEP)
+
+
+@pytest.mark.parametrize("where", ["token", "tag list", "error body"])
+def test_registry_json_nested_past_the_stack_is_a_registry_error_not_a_recursion_error(
+    rsps: FakeHTTP, where: str
+) -> None:
+    """json.loads raises RecursionError (no ValueError) 100,000 levels down: it ended the run as an internal error."""
+    ref = parse_reference(f"{REG}/team/app@{DIGEST}")
+    if where == "token":
+        challenge = f'Bearer realm="https://auth.example.com/token",service="{REG}"'
+        rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})
+        rsps.get("https://auth.example.com/token", body=DEEP)
+        with pytest.raises(RegistryError, match="sent no usable token"):
+            client().get_manifest(ref)
+    elif where == "tag list":
+        rsps.get(f"{BASE}/tags/list?n=1000", body=DEEP)
+        with pytest.raises(RegistryError, match="invalid JSON in the answer"):
+            client().list_tags(ref.repository)
+    else:
+        rsps.get(f"{BASE}/manifests/{DIGEST}", status=404, body=DEEP)
+        with pytest.raises(NotFound):
+            client().get_manifest(ref)
 
 
 def test_the_token_endpoint_is_reached_through_the_proxy_as_the_registry_is(rsps: FakeHTTP) -> None:

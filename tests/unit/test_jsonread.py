@@ -87,7 +87,11 @@ def _canonical(value: object) -> object:
 
 
 def _same(data: object) -> None:
-    assert _outcome(jsonread.loads, data) == _outcome(json.loads, data), repr(data)[:300]
+    expected = _outcome(json.loads, data)
+    if expected[0] == "RecursionError":  # the one difference: too deep is invalid JSON, not a crash
+        assert _outcome(jsonread.loads, data)[:2] == ("JSONDecodeError", "Nested too deeply"), repr(data)[:300]
+        return
+    assert _outcome(jsonread.loads, data) == expected, repr(data)[:300]
 
 
 def _encodings(text: str) -> list[bytes]:
