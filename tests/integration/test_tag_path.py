@@ -25,9 +25,9 @@ _NETWORK_STACKS = ("oras", "requests", "urllib3", "yaml")  # registries.yaml is 
 # Nor what a plain-HTTP exchange does not use: logging (only for a record shown), the XDG dirs' library, http.client
 # and email (registry/http11.py), socket (a bare _socket), ssl (only once an https connection stands), typing, random,
 # threading (_thread locks), pathlib (paths are str), urllib.parse, json (jsonread), ipaddress (a dotted IPv4 is read
-# as text).
+# as text), re (mirror rewrites compile their patterns only when there are rewrites).
 _UNUSED = ("logging", "platformdirs", "http.client", "email", "socket", "ssl", "typing", "random", "encodings.idna",
-           "threading", "pathlib", "urllib.parse", "json", "ipaddress", "concurrent")  # fmt: skip
+           "threading", "pathlib", "urllib.parse", "json", "ipaddress", "concurrent", "re")  # fmt: skip
 _PROBE = """\
 import sys
 opened = []
@@ -108,7 +108,7 @@ def test_an_auth_challenge_loads_no_third_party_parser(
     Pusher(auth_registry).image(f"{repo_prefix}/private", make_image({"p.yml": "p"}), tag="v1")
     config = _tag_config(f"{auth_registry.host}/{repo_prefix}/private:v1")
     mark = auth_registry.mark()
-    hostname_rules = ("urllib.parse", "ipaddress")  # IMGPKG_REGISTRY_HOSTNAME_0 is matched as a URL
+    hostname_rules = ("urllib.parse", "ipaddress", "re")  # IMGPKG_REGISTRY_HOSTNAME_0: a URL, a glob (fnmatch)
     outcome = _warm_probe(config, trust, cache, tuple(n for n in _NETWORK_STACKS + _UNUSED if n not in hostname_rules))
     assert outcome.endswith("0 opened=0 []"), outcome
     head = f"/v2/{repo_prefix}/private/manifests/v1"
@@ -123,7 +123,7 @@ def test_a_refused_registry_fails_after_one_attempt_per_scheme_without_reading_t
         port = probe.getsockname()[1]  # closed again: nothing listens there
     monkeypatch.chdir(tmp_path)
     config = _tag_config(f"127.0.0.1:{port}/team/app@sha256:{'ab' * 32}")
-    stderr = _probed(config, trust, tmp_path / "cache", _NETWORK_STACKS + _UNUSED[:-6])  # the error's output: json
+    stderr = _probed(config, trust, tmp_path / "cache", _NETWORK_STACKS + _UNUSED[:-7])  # the error's output: json
     assert stderr.endswith("1 opened=0 []"), stderr
     assert stderr.count("connect: connection refused") == 2  # https, then http (loopback): no retries
 
@@ -134,6 +134,6 @@ def test_a_cold_sync_from_a_plain_http_loopback_registry_reads_no_trust_store(
     monkeypatch.chdir(tmp_path)
     config = _tag_config(pusher.image(f"{repo_prefix}/cold", make_image({"c.yml": "c"})))
     mark = registry.mark()
-    stderr = _probed(config, trust, tmp_path / "cache", _NETWORK_STACKS + _UNUSED[:-6])  # cold: json, threading
+    stderr = _probed(config, trust, tmp_path / "cache", _NETWORK_STACKS + _UNUSED[:-7])  # cold: json, threading
     assert stderr.endswith("0 opened=0 []"), stderr  # https was asked with a bare ClientHello: no ssl, no CA
     assert [method for method, _, _ in registry.since(mark)] == ["GET", "GET", "GET"]  # manifest, config, layer

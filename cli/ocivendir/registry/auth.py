@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import binascii
 import os
 
@@ -80,7 +79,7 @@ def _from_auth_entry(entry: dict[str, Any], path: str) -> Credential | None:
     username, password = str(entry.get("username", "")), str(entry.get("password", ""))
     if entry.get("auth"):
         try:
-            username, _, password = base64.b64decode(str(entry["auth"])).decode().partition(":")
+            username, _, password = binascii.a2b_base64(str(entry["auth"])).decode().partition(":")  # b64decode
         except (binascii.Error, UnicodeDecodeError):
             raise ConfigError(f"Parsing docker config '{path}': invalid auth field") from None
     if not username and not password:

@@ -9,19 +9,31 @@ files, and ocivendir's `concurrency` cap.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
 from ocivendir.oci.reference import DEFAULT_REGISTRY, Repository
 from ocivendir.record import field, record
 from ocivendir.registry.credentials import Credential
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+
 __all__ = ["WILDCARD", "Endpoint", "HostConfig", "Mirror", "MirrorPlan", "TLSFiles", "normal_host"]
 
 WILDCARD = "*"
 _DOCKER_HUB = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
-_REPO = re.compile(r"[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*")
-_GO_GROUP = re.compile(r"\$(\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
+_PATTERNS: list[re.Pattern[str]] = []  # a repository name, a Go template group: compiled at the first rewrite
+
+
+def _patterns() -> list[re.Pattern[str]]:
+    """`[repository name, template group]`; `re` loads only for a plan with rewrites (a tag's HEAD needs none)."""
+    if not _PATTERNS:
+        import re  # noqa: PLC0415
+
+        _PATTERNS.append(re.compile(r"[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"))
+        _PATTERNS.append(re.compile(r"\$(\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))"))
+    return _PATTERNS
 
 
 @record
@@ -138,7 +150,7 @@ def _go_template(template: str) -> Callable[[re.Match[str]], str]:
                 return ""
             return value or ""
 
-        return _GO_GROUP.sub(one, template)
+        return _patterns()[1].sub(one, template)
 
     return expand
 
@@ -147,6 +159,6 @@ def _rewrite(rewrites: tuple[tuple[re.Pattern[str], str], ...], path: str) -> st
     """The first rule (in file order) that changes the path and gives a valid repository name wins."""
     for pattern, template in rewrites:
         changed = pattern.sub(_go_template(template), path)
-        if changed != path and _REPO.fullmatch(changed):
+        if changed != path and _patterns()[0].fullmatch(changed):
             return changed
     return path
