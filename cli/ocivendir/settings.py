@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Mapping
 from types import MappingProxyType
 
 from ocivendir.errors import ConfigError, UsageError
@@ -17,6 +16,8 @@ from ocivendir.registry.proxy import ProxyConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ocivendir.registry.mirrors import MirrorPlan
 
 __all__ = [

@@ -7,7 +7,6 @@ secret itself is never stored, nor a plain hash that a low-entropy password coul
 
 from __future__ import annotations
 
-import contextlib
 import os
 from _thread import allocate_lock
 
@@ -49,12 +48,14 @@ class Fingerprints:
             return self._key
 
     def _read(self) -> bytes | None:
-        with contextlib.suppress(OSError):
+        try:
             if os.path.isfile(self._path) and not os.path.islink(self._path):
                 with open(self._path, "rb") as handle:
                     data = handle.read()
                 if len(data) == _KEY_BYTES:
                     return data
+        except OSError:
+            pass
         return None
 
     def _create(self) -> bytes:
@@ -68,15 +69,19 @@ class Fingerprints:
         finally:
             os.close(fd)
         try:
-            with contextlib.suppress(FileExistsError):
+            try:
                 os.link(tmp, self._path)
+            except FileExistsError:
+                pass
             existing = self._read()
             if existing is None:  # a malformed key in its place: replace it (grants made with it stop matching)
                 os.replace(tmp, self._path)
                 existing = self._read()
         finally:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.unlink(tmp)
+            except FileNotFoundError:
+                pass
         if existing is None:
             msg = f"cannot create the cache key {self._path}"
             raise OSError(msg)

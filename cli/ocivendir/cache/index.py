@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 from _thread import RLock
-from collections.abc import Callable, Iterable, Iterator
 
 from ocivendir.cache.grants import is_principal
 from ocivendir.cache.rows import (
@@ -34,6 +33,7 @@ from ocivendir.oci.reference import Digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
     from typing import TypeVar
 
     _T = TypeVar("_T")

@@ -8,7 +8,6 @@ decode is treated as absent — the content is refetched or re-checked and the r
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from ocivendir import diag, jsonread
 from ocivendir.errors import BadReference
@@ -17,6 +16,7 @@ from ocivendir.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import TypeVar
 
     _T = TypeVar("_T")

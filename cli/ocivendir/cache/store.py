@@ -10,11 +10,9 @@ fsync go through the descriptor, and `blobs/sha256/`, `tmp/` and `locks/` themse
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
 
 from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
@@ -25,9 +23,11 @@ from ocivendir.hashing import new_sha256
 from ocivendir.oci.manifest import sha256_digest
 from ocivendir.oci.reference import Digest
 from ocivendir.record import record
+from ocivendir.scoped import contextmanager
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
     from typing import IO
 
 __all__ = ["LAYOUT_MARKER", "BlobStore", "LayoutEntry", "NotABlob", "VerifyingReader"]
@@ -106,8 +106,10 @@ class BlobStore:
             for directory in (os.path.dirname(self.blobs), self.blobs, self.tmp, self.locks):
                 if os.path.islink(directory):  # planted: ocivendir never makes one; replaced, never followed
                     _log.warning("cache: replacing the symbolic link %s with a directory", directory)
-                    with contextlib.suppress(FileNotFoundError):
+                    try:
                         os.unlink(directory)
+                    except FileNotFoundError:
+                        pass
                 os.makedirs(directory, 0o700, exist_ok=True)  # the mode applies to the last directory only
             if not os.path.exists(os.path.join(self.root, "oci-layout")):
                 atomic_write(os.path.join(self.root, "oci-layout"), LAYOUT_MARKER, mode=0o644)
@@ -146,9 +148,11 @@ class BlobStore:
         return os.fdopen(fd, "rb")
 
     def _unlink_planted(self, path: str) -> None:
-        with contextlib.suppress(IsADirectoryError, PermissionError, FileNotFoundError):
+        try:
             if not os.path.isdir(path) or os.path.islink(path):
                 os.unlink(path)
+        except (IsADirectoryError, PermissionError, FileNotFoundError):
+            pass
 
     def _new_tmp(self, digest: Digest) -> str:
         """A fresh temp file for a digest, made by this process (O_EXCL): nothing planted is written through."""
@@ -205,7 +209,7 @@ class BlobStore:
         for path in stale:
             _unlink(path)
 
-    @contextlib.contextmanager
+    @contextmanager
     def _no_links(self, digest: Digest) -> Iterator[None]:
         """A temp file that became a link (or other non-file) while it was written is a CacheError, not an errno."""
         try:
@@ -235,10 +239,13 @@ class BlobStore:
         """
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
             if self.has(digest) and (reuse is None or reuse()):
-                with contextlib.suppress(OSError), self._open(digest) as handle:
-                    data = handle.read()
-                    if sha256_digest(data) == digest:
-                        return data, False
+                try:
+                    with self._open(digest) as handle:
+                        data = handle.read()
+                        if sha256_digest(data) == digest:
+                            return data, False
+                except OSError:
+                    pass
             data = fetch()
             if sha256_digest(data) != digest:
                 raise DigestMismatch(f"refusing to cache bytes that do not match {digest}")
@@ -265,7 +272,7 @@ class BlobStore:
             raise DigestMismatch(f"{what}: cached blob {digest} is corrupt")
         return data
 
-    @contextlib.contextmanager
+    @contextmanager
     def open_verified(self, digest: Digest, size: int, what: str) -> Iterator[VerifyingReader]:
         """Stream a blob while hashing it; at the end the digest is checked and a corrupt blob deleted."""
         try:
@@ -337,8 +344,10 @@ class BlobStore:
 
 def _unlink(path: str) -> None:
     """Remove a file if it is there."""
-    with contextlib.suppress(FileNotFoundError):
+    try:
         os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _write_tmp(tmp: str, data: bytes) -> None:

@@ -6,11 +6,11 @@ Shared by the click command (`commands/pull.py`) and the click-free fast path (`
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from ocivendir.errors import RegistryError, UsageError
 from ocivendir.record import record
+from ocivendir.scoped import contextmanager
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def _output_target(output: str, settings: Settings) -> str:
         raise UsageError(f"{DISALLOWED}: '{output}' {exc}") from None
 
 
-@contextlib.contextmanager
+@contextmanager
 def _imgpkg_frames(active: bool) -> Iterator[None]:
     """In imgpkg mode, a failure fetching the reference itself reads as imgpkg's `Fetching image: <ggcr's text>`."""
     try:

@@ -6,9 +6,7 @@ tearing it down.
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator
 
 from ocivendir import diag
 from ocivendir.cache.index import CacheIndex
@@ -23,10 +21,12 @@ from ocivendir.output import Output, OutputMode, stderr_is_tty
 from ocivendir.record import fields, record
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import WarningEvent
+from ocivendir.scoped import ExitStack, contextmanager
 from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings, parse_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     import click
@@ -221,12 +221,12 @@ def _throwaway_store(target: str | None) -> BlobStore:
     return store
 
 
-@contextlib.contextmanager
+@contextmanager
 def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str]]:
     """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
     settings = run.settings
     opened = open_cache(settings)
-    with contextlib.ExitStack() as stack:
+    with ExitStack() as stack:
         if opened is not None:
             store, index = opened
             stack.enter_context(file_lock(store.lock_path("root"), shared=True))

@@ -9,9 +9,7 @@ The registry client is created lazily through a factory, so a warm cached run ne
 
 from __future__ import annotations
 
-import contextlib
 from _thread import allocate_lock
-from collections.abc import Callable, Iterable, Mapping
 
 from ocivendir import diag
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
@@ -35,10 +33,12 @@ from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.record import field, record
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import ImageStatus, ProgressEvent, RequestStats, WarningEvent
+from ocivendir.scoped import ExitStack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from _thread import LockType
+    from collections.abc import Callable, Iterable, Mapping
 
     from ocivendir.registry.client import RegistryClient
     from ocivendir.results import EventSink, ImageStatusValue
@@ -134,7 +134,7 @@ class Content:
         self._principals: dict[tuple[ClientSpec, Repository], str] = {}
         self.counters = FetchCounters()
         self.warnings: list[str] = []
-        self._held = contextlib.ExitStack()
+        self._held = ExitStack()
         self._held_refs: set[str] = set()
 
     # --- lifecycle ------------------------------------------------------------------------------------------
@@ -200,9 +200,11 @@ class Content:
             if ref in self._held_refs:
                 return
             lock = self.store.lock_path(f"entry-{sha256_hex(ref.encode())}")
-            with contextlib.suppress(LockBusy):
+            try:
                 self._held.enter_context(file_lock(lock, shared=True, timeout=30))
                 self._held_refs.add(ref)
+            except LockBusy:
+                pass
 
     # --- resolution and manifests ---------------------------------------------------------------------------
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from ocivendir.engine.content import Content
@@ -146,8 +145,10 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: st
     try:
         fetched = content.fetch_blob(image.repo, layer, tee.feed)
     except BaseException:
-        with contextlib.suppress(Exception):
+        try:
             tee.finish(complete=False)
+        except Exception:  # noqa: BLE001, S110 - the failure being handled is the one re-raised below
+            pass
         raise
     return tee.finish(complete=fetched)
 

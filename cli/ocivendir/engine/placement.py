@@ -9,11 +9,14 @@ directory of an input file or the cache, nor lie inside the cache; a content pat
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from ocivendir.errors import ConfigError
 from ocivendir.fs.paths import Guard, UnsafePath, leaves, pure, replace_target, split
 from ocivendir.vendir.config import Config, Directory
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["check_placement", "guards_for"]
 

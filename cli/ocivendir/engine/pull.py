@@ -6,7 +6,6 @@ the relocation verdict, and swap the stage in place of the output directory.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from ocivendir.engine.content import Content
@@ -145,7 +144,7 @@ def _bundle_hints(content: Content, repo: Repository, digest: Digest, known: Dig
     if len(located.manifest.layers) != 1 or located.manifest.layers[0].size > MAX_HINTS:
         return {}  # hints save requests; a layer too large to be real ones is neither downloaded nor read
     hints: dict[Digest, bool] = {}
-    with contextlib.suppress(Exception):
+    try:
         import io  # noqa: PLC0415
 
         content.ensure_blobs(located.repo, located.manifest.layers)
@@ -159,6 +158,8 @@ def _bundle_hints(content: Content, repo: Repository, digest: Digest, known: Dig
                     if ref.digest is not None:
                         hints[ref.digest] = entry.is_bundle
                 break
+    except Exception:  # noqa: BLE001, S110 - any failure means no hints; nested bundles are then probed
+        pass
     return hints
 
 

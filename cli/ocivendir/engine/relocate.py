@@ -6,8 +6,6 @@ then the recorded missing image first).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ocivendir.cache.index import Verdict
 from ocivendir.engine.content import Content
 from ocivendir.errors import RelocationUndetermined
@@ -19,6 +17,8 @@ from ocivendir.results import ImageStatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ocivendir.oci.relocation import RelocationVerdictValue
     from ocivendir.results import ImageStatusValue
 

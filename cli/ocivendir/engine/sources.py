@@ -7,7 +7,6 @@ type; there is no chain of ifs over types.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import extract_layers, fetch_image
@@ -25,6 +24,7 @@ from ocivendir.vendir.lockfile import LockContent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 __all__ = ["SOURCES", "FetchContext", "client_spec", "describe", "select_reference", "source_for"]

@@ -10,11 +10,10 @@ tee step aside: the caller then extracts from the verified blob as usual.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import queue
+    from collections.abc import Callable
 
 __all__ = ["ChunkPipe", "TeeExtractor"]
 

@@ -6,11 +6,9 @@ once all are staged (rolling back on failure), and produce the lock.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.placement import check_placement
@@ -22,6 +20,7 @@ from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in,
 from ocivendir.oci.reference import parse_reference
 from ocivendir.record import field, record, replace
 from ocivendir.results import LogEvent
+from ocivendir.scoped import ExitStack, contextmanager
 from ocivendir.vendir import globs
 from ocivendir.vendir.config import (
     NATIVE_TYPES,
@@ -37,6 +36,7 @@ from ocivendir.vendir.lockfile import LockConfig, LockContent, LockDirectory
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 __all__ = ["SyncOptions", "SyncOutcome", "apply_lock", "sync"]
@@ -397,9 +397,9 @@ class _Syncer:
                 remove_tree(staged.stage)
 
 
-@contextlib.contextmanager
+@contextmanager
 def _target_locks(lock_dir: str, targets: list[str]) -> Iterator[None]:
-    with contextlib.ExitStack() as stack:
+    with ExitStack() as stack:
         for target in sorted({pure(t) for t in targets}):
             stack.enter_context(target_lock(lock_dir, target))
         yield

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
 import time
-from collections.abc import Iterator
 
 from ocivendir.fs.paths import pure, split
 from ocivendir.hashing import sha256_hex
+from ocivendir.scoped import contextmanager
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["LockBusy", "file_lock", "removable_lock", "target_lock"]
 
@@ -25,8 +28,10 @@ def _open(path: str) -> int:
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
-    with contextlib.suppress(FileNotFoundError):
+    try:
         os.unlink(path)
+    except FileNotFoundError:
+        pass
     return os.open(path, _FLAGS, 0o600)
 
 
@@ -41,7 +46,7 @@ class LockBusy(Exception):
     """The lock is held elsewhere and the timeout passed."""
 
 
-@contextlib.contextmanager
+@contextmanager
 def file_lock(path: str | os.PathLike[str], *, shared: bool = False, timeout: float | None = None) -> Iterator[None]:
     """Hold a shared or exclusive flock on `path` (created if absent).
 
@@ -69,7 +74,7 @@ def file_lock(path: str | os.PathLike[str], *, shared: bool = False, timeout: fl
         os.close(fd)  # closing the descriptor releases the lock
 
 
-@contextlib.contextmanager
+@contextmanager
 def removable_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive flock on `path` and remove the file on release, so one-off lock names do not pile up.
 
@@ -92,14 +97,16 @@ def removable_lock(path: str | os.PathLike[str]) -> Iterator[None]:
             try:
                 yield
             finally:
-                with contextlib.suppress(FileNotFoundError):  # still locked: a waiter will see it gone and retry
+                try:  # still locked: a waiter will see it gone and retry
                     os.unlink(path)
+                except FileNotFoundError:
+                    pass
             return
         finally:
             os.close(fd)
 
 
-@contextlib.contextmanager
+@contextmanager
 def target_lock(lock_dir: str | os.PathLike[str], target: str | os.PathLike[str]) -> Iterator[None]:
     """The exclusive lock of one output directory, `target-<sha256 of its path>` in `lock_dir`, removed on release.
 

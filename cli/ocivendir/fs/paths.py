@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Sequence
 
 from ocivendir.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["Guard", "UnsafePath", "leaves", "pure", "replace_target", "resolved", "scoped_path", "split", "within"]
 

@@ -8,7 +8,6 @@ restores; leftovers of stages and blob directories are removed by `recover` too.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import posixpath
 import stat
@@ -45,12 +44,14 @@ def new_sibling(target: str | os.PathLike[str], kind: str) -> str:
 
 
 def _fsync_dir(directory: str) -> None:
-    with contextlib.suppress(OSError):
+    try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+    except OSError:
+        pass
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
@@ -70,8 +71,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         os.chmod(tmp, keep)
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(tmp)
+        except FileNotFoundError:
+            pass
         raise
     _fsync_dir(split(path)[0])
 

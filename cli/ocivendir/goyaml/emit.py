@@ -6,9 +6,11 @@ choices, folding past column 80.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from ocivendir.goyaml.scalars import all_digits, is_float
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 __all__ = ["dump", "natural_key", "scalar"]
 
@@ -242,12 +244,12 @@ def scalar(value: object, column: int = 0, indent: int = 0) -> str:  # noqa: PLR
 
 
 def _is_collection(value: object) -> bool:
-    return isinstance(value, Mapping | list | tuple) and len(value) > 0
+    return isinstance(value, dict | list | tuple) and len(value) > 0
 
 
 def _emit(value: object, indent: int, lines: list[str], prefix: str) -> None:
     """Append `value` to lines; `prefix` is what already stands on the current line."""
-    if isinstance(value, Mapping) and value:
+    if isinstance(value, dict) and value:
         first = True
         for key in sorted(value, key=lambda k: natural_key(str(k))):
             head = prefix if first else " " * indent
@@ -274,7 +276,7 @@ def _emit(value: object, indent: int, lines: list[str], prefix: str) -> None:
 
 
 def _inline(value: object, column: int, indent: int) -> str:
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return "{}"
     if isinstance(value, list | tuple):
         return "[]"
@@ -282,7 +284,7 @@ def _inline(value: object, column: int, indent: int) -> str:
 
 
 def dump(value: Mapping[str, object] | Sequence[object]) -> bytes:
-    """The document go-yaml v2 writes for plain data (maps, lists, strings, numbers, booleans, None)."""
+    """The document go-yaml v2 writes for plain data (dicts, lists, tuples, strings, numbers, booleans, None)."""
     lines: list[str] = []
     _emit(value, 0, lines, "")
     return ("\n".join(lines) + "\n").encode()

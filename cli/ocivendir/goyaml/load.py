@@ -10,8 +10,6 @@ error naming the field path.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from ocivendir.goyaml import quick
 from ocivendir.goyaml.keys import UnsupportedKeyError
 from ocivendir.goyaml.nodes import ComposeError
@@ -20,6 +18,7 @@ from ocivendir.goyaml.text import TextError, check_characters, decode_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 __all__ = [

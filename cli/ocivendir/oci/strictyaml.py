@@ -6,12 +6,11 @@ that, a key set twice and unknown fields are errors with Go's messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ocivendir.goyaml.load import DecodeError, go_string_field, load_documents
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 __all__ = ["StrictYAMLError", "check_fields", "go_string", "load_document"]

@@ -8,11 +8,14 @@ most specific match first); keychains (accepted, none native); secret-wide and I
 from __future__ import annotations
 
 import binascii
-from collections.abc import Mapping
 
 from ocivendir import jsonread
 from ocivendir.errors import ConfigError
 from ocivendir.record import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "KEYCHAINS",

@@ -7,7 +7,6 @@ configDigest.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
 
 from ocivendir import VENDIR_COMPAT_VERSION
 from ocivendir.errors import ConfigError
@@ -19,6 +18,7 @@ from ocivendir.record import field, record, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 __all__ = [
