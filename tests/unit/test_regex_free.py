@@ -15,7 +15,9 @@ import pytest
 
 from ocivendir.errors import UsageError
 from ocivendir.goyaml.load import split_documents
+from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.credentials import env_host_name
+from ocivendir.registry.mirrors import Mirror, MirrorPlan
 from ocivendir.settings import parse_duration
 
 SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
@@ -132,3 +134,26 @@ def test_the_warm_path_s_yaml_json_and_credential_modules_run_without_importing_
     """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_connections_error_texts_and_a_plan_without_rewrites_import_neither_re_nor_json() -> None:
+    code = """if True:
+        import sys
+        from ocivendir.registry import connections, ggcrtext
+        from ocivendir.registry.mirrors import Mirror, MirrorPlan
+        from ocivendir.oci.reference import parse_reference
+        plan = MirrorPlan(mirrors={"*": Mirror(urls=(("https", "m.io", "/v2"),))})
+        assert [e.host for e in plan.endpoints(parse_reference("r.io/a/b:1").repository)] == ["m.io", "r.io"]
+        print(sorted(m for m in ("re", "json") if m in sys.modules))
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_mirror_rewrite_still_applies_go_templates_and_checks_the_repository_name() -> None:
+    rewrites = ((re.compile(r"^team/(.*)$"), "mirror/${1}"), (re.compile(r"^(.*)$"), "UPPER/$1"))
+    plan = MirrorPlan(mirrors={"*": Mirror(urls=(("https", "m.io", "/v2"),), rewrites=rewrites)})
+    paths = [e.path for e in plan.endpoints(parse_reference("r.io/team/app:1").repository)]
+    assert paths == ["mirror/app", "team/app"]
+    other = [e.path for e in plan.endpoints(parse_reference("r.io/x/app:1").repository)]
+    assert other == ["x/app", "x/app"]  # UPPER/x/app is no valid repository name: the path stays
