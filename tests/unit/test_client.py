@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import errno
 import hashlib
 import re
@@ -25,6 +26,7 @@ from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.retry import RetryPolicy
+from ocivendir.registry.transport import basic_auth
 from ocivendir.results import ImageStatus
 from tests.support import fakehttp as matchers
 from tests.support.fakehttp import FakeHTTP
@@ -362,3 +364,31 @@ def test_the_token_endpoint_is_reached_through_the_proxy_as_the_registry_is(rsps
     c = RegistryClient(options, lambda _r, _p, **_: Credential())
     assert str(c.resolve(parse_reference(f"{plain}/team/app:v1")).digest) == DIGEST
     assert [call.request.via for call in rsps.calls] == [f"{plain}:443"] + ["proxy.internal:3128"] * 3
+
+
+def test_a_registry_message_reaches_the_terminal_without_its_control_characters(rsps: FakeHTTP) -> None:
+    """An escape sequence in a registry's error message could rewrite the user's terminal: it is shown as `?`."""
+    message = "gone\x1b]0;pwned\x07\x1b[2J\r\nFAKE: ok"
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=404, json={"errors": [{"code": "MANIFEST_UNKNOWN",
+                                                                        "message": message}]})  # fmt: skip
+    with pytest.raises(NotFound) as caught:
+        client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+    assert "MANIFEST_UNKNOWN: gone?]0;pwned??[2J??FAKE: ok" in str(caught.value)
+    assert not any(c in str(caught.value) for c in "\x1b\x07\r\n")
+
+
+@pytest.mark.parametrize("token", ["a\r\nX-Injected: 1", "t\u00f6k\u20acn", "a b"])
+def test_a_registry_token_a_header_cannot_carry_is_refused_naming_the_registry(rsps: FakeHTTP, token: str) -> None:
+    """`--registry-token` / IMGPKG_TOKEN with a CR/LF or non-ASCII text ended the run as an internal ValueError."""
+    challenge = f'Bearer realm="https://auth.example.com/token",service="{REG}"'
+    rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})
+    with pytest.raises(Unauthorized, match=re.escape(f"the registry token for {REG} has characters an Authorization")):
+        client(Credential(registry_token=token)).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
+    assert [call.request.url for call in rsps.calls] == [f"{BASE}/manifests/{DIGEST}"]  # the token was never sent
+
+
+def test_basic_auth_is_utf8_as_go_encodes_it_so_any_password_can_be_sent() -> None:
+    """Go's net/http sends the string's own (UTF-8) bytes; latin-1 sent other bytes for `ü` and could not send `€`."""
+    assert (
+        basic_auth("j\u00fcrgen", "p\u20acss") == "Basic " + base64.b64encode("j\u00fcrgen:p\u20acss".encode()).decode()
+    )

@@ -84,6 +84,16 @@ class Resolved:
 _DETAIL_CHARS = 300
 
 
+def header_token(token: str) -> bool:
+    """Whether a bearer token is text an `Authorization` header can carry: printable ASCII without spaces."""
+    return bool(token) and token.isascii() and token.isprintable() and " " not in token
+
+
+def _shown(text: str) -> str:
+    """Registry-supplied text as it may reach a terminal: control characters (escape sequences) shown as `?`."""
+    return "".join(c if c.isprintable() else "?" for c in text[:_DETAIL_CHARS])
+
+
 def _registry_error_text(response: Response) -> str:
     """The registry's own words: `CODE: message` from a distribution error body, else its text, else the reason.
 
@@ -91,7 +101,7 @@ def _registry_error_text(response: Response) -> str:
     """
     with contextlib.suppress(ValueError, AttributeError, KeyError, IndexError, TypeError, BodyBroken):
         first = response.json()["errors"][0]
-        return f"{first.get('code', '')}: {first.get('message', '')}".strip(": ")
+        return _shown(f"{first.get('code', '')}: {first.get('message', '')}".strip(": "))
     with contextlib.suppress(ValueError, AttributeError, TypeError, RuntimeError, BodyBroken):
         text = " ".join(response.text.split())[:_DETAIL_CHARS]
         if text and text.isprintable():
@@ -170,6 +180,9 @@ class RegistryClient:
         if scheme != "bearer":
             raise Unauthorized(f"{what}: {endpoint.name} asks for unsupported auth scheme '{scheme}'")
         if credential.registry_token:
+            if not header_token(credential.registry_token):
+                raise Unauthorized(f"{what}: the registry token for {endpoint.name} has characters an Authorization "
+                                   "header cannot carry (spaces, control characters or non-ASCII text)")  # fmt: skip
             return f"Bearer {credential.registry_token}"
         realm = parsed.realm
         if not realm:
@@ -198,7 +211,7 @@ class RegistryClient:
             token = body.get("token") or body["access_token"]
         except (ValueError, KeyError, AttributeError):
             token = None
-        if not isinstance(token, str) or not token.isascii() or not token.isprintable() or " " in token or not token:
+        if not isinstance(token, str) or not header_token(token):
             raise RegistryError(f"{what}: token endpoint {realm} sent no usable token")  # no text a header can carry
         return token
 

@@ -44,6 +44,7 @@ __all__ = [
     "HeaderTimeout",
     "Request",
     "Response",
+    "basic_auth",
     "open_connection",
 ]
 
@@ -348,9 +349,14 @@ def _proxy_parts(proxy: str) -> tuple[str, str, int, dict[str, str]]:
     scheme = parts.scheme.lower() or "http"
     headers = {}
     if parts.username is not None:
-        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode("latin1")
-        headers["Proxy-Authorization"] = "Basic " + binascii.b2a_base64(pair, newline=False).decode("ascii")
+        headers["Proxy-Authorization"] = basic_auth(unquote(parts.username), unquote(parts.password or ""))
     return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80), headers
+
+
+def basic_auth(username: str, password: str) -> str:
+    """The value of an HTTP Basic header: base64 of `user:password` in UTF-8, as Go's net/http encodes it."""
+    pair = f"{username}:{password}".encode("utf-8", "surrogateescape")
+    return "Basic " + binascii.b2a_base64(pair, newline=False).decode("ascii")
 
 
 def _connected(connection: Any) -> Any:  # noqa: ANN401 - a _Connection (or the unit tier's fake)

@@ -10,7 +10,6 @@ protocol: `registry/client.py` builds on it.
 from __future__ import annotations
 
 import _socket
-import binascii
 import errno
 import os
 from _thread import allocate_lock
@@ -22,7 +21,14 @@ from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
 from ocivendir.fs.paths import pure
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.record import field, record
-from ocivendir.registry.connections import Agent, BodyBroken, ConnectFailed, HeaderTimeout, Response
+from ocivendir.registry.connections import (
+    Agent,
+    BodyBroken,
+    ConnectFailed,
+    HeaderTimeout,
+    Response,
+    basic_auth,
+)
 from ocivendir.registry.mirrors import TLSFiles
 from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.retry import Deadline, RetryPolicy
@@ -276,12 +282,6 @@ def _form_quote(text: str) -> str:
 def form_encode(form: dict[str, str]) -> str:
     """`urllib.parse.urlencode(form)` for str keys and values, without importing urllib.parse for a token."""
     return "&".join(f"{_form_quote(key)}={_form_quote(value)}" for key, value in form.items())
-
-
-def basic_auth(username: str, password: str) -> str:
-    """The `Authorization` value for HTTP Basic (latin-1, as Go's net/http encodes it)."""
-    pair = f"{username}:{password}".encode("latin1")
-    return "Basic " + binascii.b2a_base64(pair, newline=False).decode("ascii")
 
 
 def iter_body(response: Response, chunk_size: int) -> Iterator[bytes]:
