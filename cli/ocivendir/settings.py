@@ -12,13 +12,13 @@ from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
 from ocivendir.fs.paths import pure
 from ocivendir.record import field, record, replace
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
-from ocivendir.registry.proxy import ProxyConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ocivendir.registry.mirrors import MirrorPlan
+    from ocivendir.registry.proxy import ProxyConfig
 
 __all__ = [
     "DEFAULT_CACHE_MAX_SIZE",
@@ -171,7 +171,7 @@ class Settings:
     tty: bool
     color: bool
     umask: int
-    proxy: ProxyConfig
+    proxy_vars: tuple[str, str, str]  # HTTP_PROXY, HTTPS_PROXY, NO_PROXY (upper case first)
     credentials: CredentialRules
     docker_configs: tuple[str, ...]
     ssl_cert_file: str | None  # SSL_CERT_FILE; registry/truststore.py applies Go's defaults when unset
@@ -181,6 +181,14 @@ class Settings:
     registry_concurrency: int = DEFAULT_REGISTRY_CONCURRENCY
     delegate_vendir: str | None = None
     home: str | None = None  # HOME, as Go's os.UserHomeDir reads it: `pull -o` never replaces it
+
+    @property
+    def proxy(self) -> ProxyConfig:
+        """The proxy choice for connections (its module loads only when a connection is made)."""
+        from ocivendir.registry.proxy import ProxyConfig  # noqa: PLC0415
+
+        http_proxy, https_proxy, no_proxy = self.proxy_vars
+        return ProxyConfig(http_proxy=http_proxy, https_proxy=https_proxy, no_proxy=no_proxy)
 
 
 def _env(environ: Mapping[str, str], *names: str) -> str | None:
@@ -266,11 +274,11 @@ def _docker_configs(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(paths)
 
 
-def _proxy(environ: Mapping[str, str]) -> ProxyConfig:
+def _proxy(environ: Mapping[str, str]) -> tuple[str, str, str]:
     def pick(name: str) -> str:
         return environ.get(name.upper()) or environ.get(name.lower()) or ""
 
-    return ProxyConfig(http_proxy=pick("http_proxy"), https_proxy=pick("https_proxy"), no_proxy=pick("no_proxy"))
+    return pick("http_proxy"), pick("https_proxy"), pick("no_proxy")
 
 
 def _count(name: str, given: int | None, flag: str, environ: Mapping[str, str], default: int) -> int:
@@ -378,7 +386,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         tty=flags.tty,
         color=flags.color if flags.color is not None else choose("color", None, env) is None,
         umask=_read_umask(),
-        proxy=_proxy(env),
+        proxy_vars=_proxy(env),
         credentials=_credentials(flags, env),
         docker_configs=_docker_configs(env),
         ssl_cert_file=env.get("SSL_CERT_FILE") or None,

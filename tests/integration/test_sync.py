@@ -365,6 +365,7 @@ PYYAML += ("threading", "datetime", "sqlite3", "weakref")
 PYYAML += ("re",)  # YAML separators, durations, env names and JSON are read without it (test_regex_free.py)
 PYYAML += ("enum",)  # results.py and oci/relocation.py keep their statuses as plain str constants
 PYYAML += ("contextlib",)  # warm-path modules use ocivendir/scoped.py (functools, collections: _sqlite3 imports them)
+WARM_FORBIDDEN += ("ocivendir.engine.stream", "ocivendir.registry.proxy", "ocivendir.vendir.globs")  # cold, filters
 WARM_PULL_FORBIDDEN = (*WARM_FORBIDDEN, *PYYAML, "click", "inspect", "typing")
 
 

@@ -145,6 +145,15 @@ def test_dockerconfigjson_auth_is_decoded_as_strictly_as_base64_validate_did() -
     )
 
 
+def test_proxy_variables_are_read_upper_case_first_into_the_proxy_choice() -> None:
+    env = {"HTTPS_PROXY": "upper:1", "https_proxy": "lower:2", "http_proxy": "plain:3", "no_proxy": "corp"}
+    settings = load_settings(Flags(), env)
+    assert settings.proxy_vars == ("plain:3", "upper:1", "corp")
+    assert settings.proxy == ProxyConfig(http_proxy="plain:3", https_proxy="upper:1", no_proxy="corp")
+    assert settings.proxy.for_url("https", "a.corp", 443) is None
+    assert settings.proxy.for_url("https", "r.io", 443) == "http://upper:1"
+
+
 @pytest.mark.parametrize(
     ("no_proxy", "host", "port", "proxied"),
     [("", "r.io", 443, True), ("r.io", "r.io", 443, False), (".corp", "a.corp", 443, False),

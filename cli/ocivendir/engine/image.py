@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 from ocivendir.engine.content import Content
-from ocivendir.engine.stream import ChunkPipe, TeeExtractor
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
 from ocivendir.fs.gunzip import GunzipReader
@@ -28,6 +27,7 @@ from ocivendir.results import LogEvent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ocivendir.engine.stream import ChunkPipe
     from ocivendir.fs.tarread import Readable
 
 
@@ -136,6 +136,7 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: st
     """Fetch a missing layer while applying it; False when the caller must apply it from the store."""
     if content.offline or content.cached(image.repo, layer):
         return False
+    from ocivendir.engine.stream import TeeExtractor  # noqa: PLC0415 - only a download tees (a warm run never does)
 
     def apply(pipe: ChunkPipe) -> None:
         stream = layer_stream(pipe, layer.media_type, what)

@@ -21,7 +21,6 @@ from ocivendir.oci.reference import parse_reference
 from ocivendir.record import field, record, replace
 from ocivendir.results import LogEvent
 from ocivendir.scoped import ExitStack, contextmanager
-from ocivendir.vendir import globs
 from ocivendir.vendir.config import (
     NATIVE_TYPES,
     Config,
@@ -145,6 +144,8 @@ def _filter(config: ContentConfig, root: str) -> None:
     A directory therefore appears only when some regular file or symlink lives under it, whatever the source made.
     """
     if config.include_paths or config.exclude_paths:
+        from ocivendir.vendir import globs  # noqa: PLC0415 - only with path filters
+
         legal = DEFAULT_LEGAL if config.legal_paths is None else config.legal_paths
         for relative in _files(root):
             keep = not config.include_paths or any(globs.match(p, relative) for p in config.include_paths)
@@ -192,6 +193,8 @@ def _keep_ignored(config: ContentConfig, existing: str, root: str) -> None:
     if not config.ignore_paths or not os.path.isdir(existing):
         return
     import shutil  # noqa: PLC0415 - only when ignorePaths keep files (shutil loads bz2, lzma, fnmatch)
+
+    from ocivendir.vendir import globs  # noqa: PLC0415 - only with ignorePaths
 
     for relative in _files(existing):
         source = os.path.join(existing, relative)
