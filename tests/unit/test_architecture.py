@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.fresh import fresh_python
 
 PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "ocivendir"
 
@@ -132,5 +133,5 @@ def test_warm_path_modules_import_no_network_stack_at_import_time() -> None:
         "bad = [m for m in ('requests', 'oras', 'rich', 'urllib3', 'sqlite3') if m in sys.modules];"
         "print(bad)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout.strip() == "[]"

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from ocivendir.registry.connections import _split, _split_parsed
 from ocivendir.registry.transport import form_encode
+from tests.support.fresh import fresh_python
 
 
 @pytest.mark.parametrize(
@@ -27,7 +25,7 @@ def test_a_usual_url_is_split_without_urllib() -> None:
         "import sys\nfrom ocivendir.registry.connections import _split\n"
         "print(_split('http://127.0.0.1:5000/v2/a/manifests/v1'), 'urllib.parse' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout == "('http', '127.0.0.1', 5000, '/v2/a/manifests/v1') False\n"
 
 

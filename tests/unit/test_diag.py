@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 
 import pytest
 
 from ocivendir import diag
-
-
-def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+from tests.support.fresh import fresh_python
 
 
 def test_a_dropped_record_does_not_import_logging() -> None:
-    done = _run(
+    done = fresh_python(
         "import sys\nfrom ocivendir import diag\n"
         "diag.configure(debug=False, verbose=False)\n"
         "diag.logger('ocivendir.cache').debug('hidden %s', 1)\n"
@@ -28,13 +23,13 @@ def test_a_dropped_record_does_not_import_logging() -> None:
 
 def test_enabled_says_no_without_importing_logging_and_yes_under_debug() -> None:
     check = "print(diag.logger('ocivendir.http').enabled(diag.DEBUG), 'logging' in sys.modules)\n"
-    quiet = _run(f"import sys\nfrom ocivendir import diag\ndiag.configure(debug=False, verbose=False)\n{check}")
-    loud = _run(f"import sys\nfrom ocivendir import diag\ndiag.configure(debug=True, verbose=False)\n{check}")
+    quiet = fresh_python(f"import sys\nfrom ocivendir import diag\ndiag.configure(debug=False, verbose=False)\n{check}")
+    loud = fresh_python(f"import sys\nfrom ocivendir import diag\ndiag.configure(debug=True, verbose=False)\n{check}")
     assert (quiet.stdout, loud.stdout) == ("False False\n", "True True\n")
 
 
 def test_a_warning_imports_logging_and_is_printed_in_the_runs_format() -> None:
-    done = _run(
+    done = fresh_python(
         "from ocivendir import diag\n"
         "diag.configure(debug=False, verbose=False)\n"
         "diag.logger('ocivendir.content').debug('hidden')\n"
@@ -44,7 +39,7 @@ def test_a_warning_imports_logging_and_is_printed_in_the_runs_format() -> None:
 
 
 def test_debug_configures_logging_at_once_and_shows_debug_records() -> None:
-    done = _run(
+    done = fresh_python(
         "import sys\nfrom ocivendir import diag\n"
         "diag.configure(debug=True, verbose=False)\n"
         "print('logging' in sys.modules)\n"
@@ -54,7 +49,7 @@ def test_debug_configures_logging_at_once_and_shows_debug_records() -> None:
 
 
 def test_verbose_shows_the_endpoint_walkers_info_lines_only() -> None:
-    done = _run(
+    done = fresh_python(
         "import logging\nfrom ocivendir import diag\n"
         "diag.configure(debug=False, verbose=True)\n"
         "logging.getLogger('ocivendir.endpoints').info('served by mirror')\n"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import random
-import subprocess
 import sys
 
 import pytest
 
 from ocivendir import hashing
+from tests.support.fresh import fresh_python
 
 
 def _blobs(seed: int) -> list[bytes]:
@@ -45,7 +45,7 @@ def test_hmac_is_rfc_2104_as_the_hmac_module_computes_it() -> None:
 
 def _modules_after(code: str) -> list[str]:
     probe = f"import sys\nfrom ocivendir import hashing\n{code}\nprint(sorted(m for m in ('hashlib', '_hashlib', 'hmac') if m in sys.modules))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    done = fresh_python(probe)
     return eval(done.stdout)  # noqa: S307 - our own probe's list of names
 
 

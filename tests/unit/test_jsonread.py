@@ -10,12 +10,11 @@ import codecs
 import json
 import math
 import random
-import subprocess
-import sys
 
 import pytest
 
 from ocivendir import jsonread
+from tests.support.fresh import fresh_python
 
 ATOMS = [
     "0", "-0", "1", "-1", "12345678901234567890123456789", "1.5", "-2.5e-3", "1E400", "-1e-400", "0.0", "1e5",
@@ -142,5 +141,5 @@ def test_reading_a_document_imports_neither_json_nor_re() -> None:
         "assert jsonread.loads(bytes([91, 49, 44, 34, 120, 34, 93])) == [1, 'x'];"  # b'[1,"x"]'
         "print(sorted(m for m in ('json', 're', 'json.decoder') if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout.strip() == "[]"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 
 import pytest
 
 from ocivendir.parallel import map_parallel
+from tests.support.fresh import fresh_python
 
 
 def test_results_come_back_in_order_with_at_most_the_workers_running_at_once() -> None:
@@ -52,5 +51,5 @@ def test_no_items_and_one_worker_are_fine_and_no_concurrent_futures_is_loaded() 
         "print(map_parallel(str, [], 4), map_parallel(str, [1, 2], 1), 'concurrent' in sys.modules,"
         " 'logging' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout == "[] ['1', '2'] False False\n"

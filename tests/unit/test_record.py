@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 
 from ocivendir.record import FrozenInstanceError, field, fields, is_record, record, replace
+from tests.support.fresh import fresh_python
 
 
 @record
@@ -146,7 +145,7 @@ def test_importing_every_module_of_the_package_defines_no_dataclass() -> None:
         " for c in vars(m).values() if isinstance(c, type) and dataclasses.is_dataclass(c)]\n"
         "print(sorted(set(found)))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout.strip() == "[]"
 
 

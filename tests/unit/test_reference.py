@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
-import sys
 
 import pytest
 
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import is_plain_http_host, parse_digest, parse_reference, vendir_tag
+from tests.support.fresh import fresh_python
 
 HEX = "75ffea7db4202cd300cda12f5ad43695ef14e731614189cb59bf504729e05c47"
 
@@ -221,5 +220,5 @@ def test_a_loopback_ipv4_registry_is_judged_without_importing_ipaddress() -> Non
         "import sys\nfrom ocivendir.oci.reference import is_plain_http_host\n"
         "print(is_plain_http_host('127.0.0.1:5000'), is_plain_http_host('8.8.8.8'), 'ipaddress' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout == "True False False\n"

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -19,6 +17,7 @@ from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.credentials import env_host_name
 from ocivendir.registry.mirrors import Mirror, MirrorPlan
 from ocivendir.settings import parse_duration
+from tests.support.fresh import fresh_python
 
 SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
 DURATION_PART = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)"
@@ -132,7 +131,7 @@ def test_the_warm_path_s_yaml_json_and_credential_modules_run_without_importing_
         assert jsonread.loads(b"[1]") == [1]
         print(sorted(m for m in ("re", "json", "fnmatch") if m in sys.modules))
     """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout.strip() == "[]"
 
 
@@ -146,7 +145,7 @@ def test_connections_error_texts_and_a_plan_without_rewrites_import_neither_re_n
         assert [e.host for e in plan.endpoints(parse_reference("r.io/a/b:1").repository)] == ["m.io", "r.io"]
         print(sorted(m for m in ("re", "json") if m in sys.modules))
     """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout.strip() == "[]"
 
 

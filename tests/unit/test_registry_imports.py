@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from tests.support.fresh import fresh_python
 
 
 def test_the_registry_client_loads_no_yaml_parser_and_no_third_party_http_stack() -> None:
@@ -11,5 +10,5 @@ def test_the_registry_client_loads_no_yaml_parser_and_no_third_party_http_stack(
         "import sys, ocivendir.registry.client, ocivendir.registry.auth;"
         "print(sorted(m for m in ('yaml', 'requests', 'urllib3', 'oras', 'subprocess') if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = fresh_python(code)
     assert done.stdout.strip() == "[]"

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 
 import pytest
 
 from ocivendir.scoped import ExitStack, contextmanager
+from tests.support.fresh import fresh_python
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -111,5 +110,5 @@ def test_exit_stack_passes_the_block_exception_to_its_contexts_which_may_swallow
 
 def test_importing_scoped_imports_neither_contextlib_nor_functools() -> None:
     probe = "import sys\nimport ocivendir.scoped\nprint(sorted({'contextlib', 'functools', 'collections'} & set(sys.modules)))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    done = fresh_python(probe)
     assert done.stdout.strip() == "[]"
