@@ -41,7 +41,7 @@ ensure_freezer() {
             fi
         }
         echo "dist: building PyInstaller $pyi_version with a static-zlib bootloader (once)" >&2
-        PYI_STATIC_ZLIB=1 PYINSTALLER_COMPILE_BOOTLOADER=1 PYINSTALLER_BOOTLOADER_WAF_ARGS=--no-debug \
+        PYI_STATIC_ZLIB=1 PYINSTALLER_COMPILE_BOOTLOADER=1 \
             "$PY" -m pip wheel -q --no-deps --no-binary pyinstaller "pyinstaller==$pyi_version" -w "$cache/wheels" \
             >"$cache/freezer.log" 2>&1 || { cat "$cache/freezer.log" >&2; fail "building PyInstaller failed"; }
         wheel=$(ls "$cache"/wheels/pyinstaller-"$pyi_version"-*.whl | head -1)

@@ -364,7 +364,9 @@ PYYAML = ("yaml", "base64")  # PyYAML's constructor imports base64: without PyYA
 PYYAML += ("threading", "datetime", "sqlite3", "weakref")
 PYYAML += ("re",)  # YAML separators, durations, env names and JSON are read without it (test_regex_free.py)
 PYYAML += ("enum",)  # results.py and oci/relocation.py keep their statuses as plain str constants
-PYYAML += ("contextlib",)  # warm-path modules use ocivendir/scoped.py (functools, collections: _sqlite3 imports them)
+PYYAML += ("contextlib",)  # warm-path modules use ocivendir/scoped.py
+# _sqlite3's module init imports functools for lru_cache alone; cache/index.py hands it the C wrapper (test_cache_index)
+PYYAML += ("functools", "collections")
 WARM_FORBIDDEN += ("ocivendir.engine.stream", "ocivendir.registry.proxy", "ocivendir.vendir.globs")  # cold, filters
 WARM_PULL_FORBIDDEN = (*WARM_FORBIDDEN, *PYYAML, "click", "inspect", "typing")
 

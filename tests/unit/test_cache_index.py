@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ocivendir.cache.index import BlobRow, CacheIndex
+from ocivendir.cache import index as index_module
+from ocivendir.cache.index import SCHEMA_VERSION, BlobRow, CacheIndex
 from ocivendir.errors import CacheError
 from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
 from tests.support.fakehttp import FakeHTTP
+from tests.support.fresh import fresh_python
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 GOOD = "sha256:" + "a" * 64
@@ -181,3 +184,49 @@ def test_an_index_truncated_after_use_fails_clearly_on_the_next_query(tmp_path: 
     with pytest.raises(CacheError) as caught:
         CacheIndex(path).ref(REF)
     assert str(path) in caught.value.message
+
+
+def test_an_index_at_the_current_schema_opens_without_running_the_schema_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "index.db"
+    CacheIndex(path).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert db.execute("SELECT schema_version FROM meta").fetchall() == [(SCHEMA_VERSION,)]
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # the file keeps WAL mode
+    monkeypatch.setattr(index_module, "_SCHEMA", "SELECT no_such_column FROM no_such_table;")
+    reopened = CacheIndex(path)  # the stamp matches: the (now broken) script is not run
+    reopened.record_ref(REF, BlobRow(digest=Digest("a" * 64), size=1, media_type=MANIFEST_TYPE), "image", [])
+    assert reopened.ref(REF) is not None
+    reopened.close()
+    with pytest.raises(CacheError):  # a new file has no stamp: the script runs
+        CacheIndex(tmp_path / "new.db")
+
+
+def test_an_index_stamped_before_user_version_is_migrated_and_stamped(tmp_path: Path) -> None:
+    path = tmp_path / "index.db"
+    with sqlite3.connect(path) as db:  # schema 1: meta says 1, no user_version, no possession table
+        db.executescript("CREATE TABLE meta(schema_version INTEGER NOT NULL); INSERT INTO meta VALUES (1);")
+    index = CacheIndex(path)
+    assert index.held("r.io/team/app", [Digest("a" * 64)]) == frozenset()
+    index.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert db.execute("SELECT schema_version FROM meta").fetchall() == [(SCHEMA_VERSION,)]
+        assert ("possession",) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+
+
+def test_opening_an_index_loads_sqlite_without_functools_and_leaves_the_real_one_importable(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from ocivendir.cache.index import CacheIndex\n"
+        f"index = CacheIndex({str(tmp_path / 'index.db')!r})\n"
+        "for n in range(300):\n"  # more statements than the connection's statement cache holds
+        "    index.put_tag(f'r.io/app:t{n % 150}', 'sha256:' + 'a' * 64)\n"
+        "assert index.tag('r.io/app:t7') is not None\n"
+        "loaded = [m for m in ('functools', 'collections') if m in sys.modules]\n"
+        "import functools\n"
+        "print(loaded, callable(functools.partial), callable(functools.lru_cache(maxsize=2)(len)))\n"
+    )
+    assert fresh_python(code).stdout.split() == ["[]", "True", "True"]

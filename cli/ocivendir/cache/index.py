@@ -34,13 +34,15 @@ from ocivendir.oci.reference import Digest
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
+    from types import ModuleType
     from typing import TypeVar
 
     _T = TypeVar("_T")
 
 __all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict", "repair_hint"]
 
-SCHEMA_VERSION = 1
+# 2: the file carries it as `PRAGMA user_version` too, so that opening a current index skips the schema script
+SCHEMA_VERSION = 2
 # a ref's last_used is written again only once it is this old: a warm run (kapp-controller syncs every App every
 # 30 s or more) writes nothing, and least-recently-used order keeps a ten-minute grain
 TOUCH_INTERVAL = 600.0
@@ -95,6 +97,42 @@ def repair_hint(path: str | os.PathLike[str]) -> str:
     )
 
 
+def _import_sqlite3() -> ModuleType:
+    """The SQLite C module, imported when an index is opened (never for `--help` or `version`).
+
+    Not the `sqlite3` package: its date and datetime adapters, which the index never uses, cost ~7M instructions.
+    `_sqlite3`'s module init imports `functools` for one name, `lru_cache`, with which each connection wraps its
+    statement cache; `functools` brings `collections` (~10M instructions, 8 % of a warm sync). So the import sees a
+    `functools` holding only that name, built on the same C wrapper `functools.lru_cache` returns, and the real
+    module stays importable afterwards.
+    """
+    import sys  # noqa: PLC0415
+
+    if "_sqlite3" in sys.modules or "functools" in sys.modules:
+        import _sqlite3  # noqa: PLC0415
+
+        return _sqlite3
+    from _functools import _lru_cache_wrapper  # type: ignore[import-not-found]  # noqa: PLC0415 - typeshed has no stub
+
+    def lru_cache(maxsize: int | None = 128, typed: bool = False) -> Callable[[Callable[..., object]], object]:
+        return lambda function: _lru_cache_wrapper(function, maxsize, typed, _cache_info)
+
+    stub = type(sys)("functools")
+    stub.lru_cache = lru_cache  # type: ignore[attr-defined]
+    sys.modules["functools"] = stub
+    try:
+        import _sqlite3  # noqa: PLC0415
+    finally:
+        if sys.modules.get("functools") is stub:
+            del sys.modules["functools"]
+    return _sqlite3
+
+
+def _cache_info(*counts: int | None) -> tuple[int | None, ...]:
+    """What `cache_info()` of a statement cache returns (functools names the four numbers; nothing here asks)."""
+    return counts
+
+
 class CacheIndex:
     """One connection to `index.db`, shared by the run's threads under a lock; busy waits never reach users.
 
@@ -103,11 +141,7 @@ class CacheIndex:
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float] = time.time) -> None:
         """Open (and create or migrate) the index; an unusable file is a CacheError naming it and the repair."""
-        # sqlite3's C module, imported when an index is opened (never for `--help` or `version`): the sqlite3 package
-        # around it adds date and datetime adapters the index never uses, and with them datetime (~7M instructions)
-        import _sqlite3 as sqlite3  # noqa: PLC0415
-
-        self._sqlite3 = sqlite3
+        self._sqlite3 = sqlite3 = _import_sqlite3()
         self.path = path = pure(path)
         self._clock = clock
         self._lock = RLock()  # threading's RLock, without importing threading
@@ -117,10 +151,7 @@ class CacheIndex:
             self._db = sqlite3.connect(path, timeout=5.0, check_same_thread=False, isolation_level=None)
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from None
-        self._retry(lambda: self._db.execute("PRAGMA busy_timeout = 5000"))
-        self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
-        self._retry(lambda: self._db.executescript(_SCHEMA))
-        self._retry(self._stamp_version)
+        self._retry(self._prepare)
 
     def _unusable(self, exc: Exception) -> CacheError:
         reason = str(exc)
@@ -129,9 +160,22 @@ class CacheIndex:
             return CacheError(f"Cannot write cache index '{self.path}': {reason}", hint=hint)
         return CacheError(f"Cannot use cache index '{self.path}': {reason}", hint=repair_hint(self.path))
 
-    def _stamp_version(self) -> None:
+    def _prepare(self) -> None:
+        """Create or migrate the tables, unless the file says it is already at this schema (one read on a warm run).
+
+        `PRAGMA user_version` is the file's own stamp: 0 for a new file and for an index written before the stamp
+        (whose `meta` says 1 and which may lack `possession`); the script is idempotent, so those run it once. WAL mode
+        is a property of the file, kept across connections; the busy timeout is the connection's (`timeout=`).
+        """
+        if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.executescript(_SCHEMA)
         if self._db.execute("SELECT schema_version FROM meta").fetchone() is None:
             self._db.execute("INSERT INTO meta(schema_version) VALUES (?)", (SCHEMA_VERSION,))
+        else:
+            self._db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
+        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
 
     def close(self) -> None:
         """Close the connection."""

@@ -9,7 +9,6 @@ readable line instead of a Python decoding error.
 from __future__ import annotations
 
 import codecs
-import functools
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,11 +61,15 @@ def _decode_utf16(data: bytes, codec: str) -> str:
         raise TextError("incomplete UTF-16 surrogate pair") from None
 
 
-@functools.cache
-def _non_printable() -> re.Pattern[str]:
-    import re  # noqa: PLC0415 - only for non-ASCII text
+_compiled: list[re.Pattern[str]] = []  # the expression once compiled (functools.cache would import collections)
 
-    return re.compile(_NON_PRINTABLE)
+
+def _non_printable() -> re.Pattern[str]:
+    if not _compiled:
+        import re  # noqa: PLC0415 - only for non-ASCII text
+
+        _compiled.append(re.compile(_NON_PRINTABLE))
+    return _compiled[0]
 
 
 def check_characters(text: str) -> str:
