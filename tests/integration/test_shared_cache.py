@@ -203,7 +203,8 @@ def test_an_index_from_before_possession_records_fetches_content_again_once(
 ) -> None:
     ref, cache = private
     with contextlib.closing(sqlite3.connect(cache / "index.db")) as db, db:
-        db.execute("DROP TABLE IF EXISTS possession")  # the index as ocivendir wrote it before possession existed
+        db.execute("DROP TABLE IF EXISTS possession")  # the index as ocivendir wrote it before possession existed,
+        db.execute("PRAGMA user_version = 0")  # and before it stamped the file with its schema
     mark = auth_registry.mark()
     code, stderr = pull_as(ref, tmp_path / "again", cache, USERNAME, PASSWORD)
     assert code == 0, stderr
