@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ocivendir.commands import main
+from ocivendir.commands import run
 
 __all__: list[str] = []
 
 if __name__ == "__main__":
-    main()
+    run()

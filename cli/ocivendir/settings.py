@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from types import MappingProxyType
@@ -79,7 +78,7 @@ def parse_size(text: str, what: str) -> int:
     if binary and not prefix:
         raise UsageError(f"invalid size '{text}' for {what}")
     scaled: float = float(number) * base ** _POWERS[prefix.lower()]
-    return math.ceil(scaled)
+    return -int(-scaled // 1)  # math.ceil (math is a shared library to load; scaled is finite)
 
 
 def parse_duration(text: str, what: str) -> float:

@@ -1,7 +1,7 @@
-"""Owns: the frozen build's entry point — ocivendir's main(), vendir mode from argv[0] as with the console script."""
+"""Owns: the frozen build's entry point — ocivendir's run(), vendir mode from argv[0] as with the console script."""
 
 from __future__ import annotations
 
-from ocivendir.commands import main
+from ocivendir.commands import run
 
-main()
+run()

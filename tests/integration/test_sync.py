@@ -358,6 +358,7 @@ WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging
 # with CPython's own sha256), and our own modules only a cold run, a credential or `-d` needs
 WARM_FORBIDDEN += ("hashlib", "_hashlib", "hmac", "queue", "ocivendir.registry.auth", "ocivendir.commands.overrides")
 WARM_FORBIDDEN += ("json",)  # ocivendir/jsonread.py reads JSON on the C scanner; the json package (re) only writes
+WARM_FORBIDDEN += ("math",)  # a shared library to load for isfinite, ceil and inf (goyaml/keys.py: float keys only)
 PYYAML = ("yaml", "base64")  # PyYAML's constructor imports base64: without PyYAML, nothing may
 # what click or PyYAML import and nothing else may on a run without them (the cache index opens _sqlite3, the C module:
 # the sqlite3 package adds only datetime adapters)

@@ -49,6 +49,8 @@ def refs_row(ref: object, digest: object, kind: object = "image", media: object 
         refs_row(REF, GOOD, size=-1),
         refs_row(REF, GOOD, size="ten"),
         refs_row(REF, GOOD, when="yesterday"),
+        refs_row(REF, GOOD, when=float("inf")),
+        refs_row(REF, GOOD, when=-1.0),
         refs_row(REF + " ", GOOD),
         refs_row(f"r.io/team/app:latest@{GOOD}", GOOD),
     ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -20,7 +21,8 @@ from ocivendir.settings import Flags, load_settings, parse_duration, parse_size,
 @pytest.mark.parametrize(
     ("text", "size"),
     [("1024", 1024), ("1Mi", 1 << 20), ("1.5Gi", 3 << 29), ("500M", 500_000_000), ("2GiB", 2 << 30),
-     ("512MB", 512_000_000), ("1m", 1_000_000), ("1.4Ki", 1434), ("1gib", 1 << 30)],
+     ("512MB", 512_000_000), ("1m", 1_000_000), ("1.4Ki", 1434), ("1gib", 1 << 30), ("0.001Ki", 2), ("1.0001", 2),
+     ("0.0", 0), ("9.5Ei", math.ceil(9.5 * 1024**6))],
 )  # fmt: skip
 def test_sizes(text: str, size: int) -> None:
     assert parse_size(text, "--x") == size

@@ -7,8 +7,6 @@ decode is treated as absent — the content is refetched or re-checked and the r
 
 from __future__ import annotations
 
-import math
-
 from ocivendir import diag, jsonread
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import Digest, parse_digest, parse_reference
@@ -150,7 +148,8 @@ def size_value(value: object) -> int:
 
 def time_value(value: object) -> float:
     """A timestamp column: a finite, non-negative number."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    # `value - value == 0` is math.isfinite (inf - inf is NaN) without loading math, a shared library
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value - value == 0 or value < 0:
         raise BadRow(f"time {value!r} is not a timestamp")
     return float(value)
 

@@ -8,8 +8,6 @@ its `unsupported map key` error.
 
 from __future__ import annotations
 
-import math
-
 __all__ = ["UnsupportedKeyError", "go_key", "go_value"]
 
 _INT64 = 1 << 63
@@ -36,7 +34,7 @@ def go_value(value: object) -> str:  # noqa: PLR0911 - one return per Go kind
     if isinstance(value, int):
         return str(value) if -_INT64 <= value < _INT64 else hex(value)  # uint64: %#v prints hex
     if isinstance(value, float):
-        return _float32(value) if math.isinf(value) or math.isnan(value) else repr(value)
+        return repr(value) if value - value == 0 else _float32(value)  # infinities and NaN as go-yaml names them
     if isinstance(value, dict):
         items = ", ".join(f"{go_value(k)}:{go_value(v)}" for k, v in value.items())
         return f"map[interface {{}}]interface {{}}{{{items}}}"
@@ -64,7 +62,8 @@ def _shortest(single: float) -> tuple[str, int]:
 
 def _float32(value: float) -> str:
     """strconv.FormatFloat(value, 'g', -1, 32) with go-yaml's names for infinities and NaN."""
-    import struct  # noqa: PLC0415 - float keys are rare
+    import math  # noqa: PLC0415 - float keys are rare
+    import struct  # noqa: PLC0415
 
     if math.isnan(value):
         return ".nan"

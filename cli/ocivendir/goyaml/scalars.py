@@ -7,8 +7,6 @@ use these same functions, so they cannot disagree on a scalar.
 
 from __future__ import annotations
 
-import math
-
 __all__ = ["all_digits", "go_string", "is_float", "resolve_plain"]
 
 _BOOLS = {
@@ -18,8 +16,9 @@ _BOOLS = {
 _INT64 = 1 << 63
 _NULLS = frozenset({"~", "null", "Null", "NULL", ""})
 _DIGITS = "0123456789"
-_INF = {".inf": math.inf, ".Inf": math.inf, ".INF": math.inf, "+.inf": math.inf, "+.Inf": math.inf,
-        "+.INF": math.inf, "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf}  # fmt: skip
+_POSITIVE, _NEGATIVE = float("inf"), float("-inf")  # math.inf, without loading math
+_INF = {".inf": _POSITIVE, ".Inf": _POSITIVE, ".INF": _POSITIVE, "+.inf": _POSITIVE, "+.Inf": _POSITIVE,
+        "+.INF": _POSITIVE, "-.inf": _NEGATIVE, "-.Inf": _NEGATIVE, "-.INF": _NEGATIVE}  # fmt: skip
 
 
 def all_digits(text: str) -> bool:
@@ -80,7 +79,7 @@ def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML t
     if text in _INF:
         return _INF[text]
     if text in {".nan", ".NaN", ".NAN"}:
-        return math.nan
+        return float("nan")
     if text[:1] in "+-.0123456789":
         number = _go_int(text)
         if number is not None:
