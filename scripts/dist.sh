@@ -87,6 +87,10 @@ freeze() {
         scripts/dist/entry.py >"$cache/pyinstaller.log" 2>&1 \
         || { cat "$cache/pyinstaller.log" >&2; fail "PyInstaller failed"; }
     "$PY" scripts/dist/elfcheck.py "$work/dist/ocivendir" || fail "the build needs more than glibc from the system"
+    # the code pack (ocivendir/codepack.py), unchecked: the build ships bytecode and no sources to compare with
+    "$PY" -c 'import sys; sys.path.insert(0, "cli"); import ocivendir.codepack as pack
+pack.build("cli/ocivendir", unchecked=True, target=sys.argv[1] + "/" + pack.pack_path("ocivendir"))' \
+        "$work/dist/ocivendir/_internal" || fail "writing the code pack failed"
     rm -rf dist/ocivendir
     mv "$work/dist/ocivendir" dist/ocivendir
     echo "$want" >"$cache/frozen.stamp"

@@ -1,9 +1,16 @@
-"""Owns: the package version and the vendir and imgpkg versions ocivendir claims to be compatible with."""
+"""Owns: the package version and the vendir and imgpkg versions ocivendir claims to be compatible with.
+
+Importing the package installs its code pack's finder (`ocivendir/codepack.py`), so its modules load from one file.
+"""
 
 from __future__ import annotations
+
+from ocivendir.codepack import install as _install_codepack
 
 __all__ = ["IMGPKG_COMPAT_VERSION", "VENDIR_COMPAT_VERSION", "__version__"]
 
 __version__ = "0.1.0"
 VENDIR_COMPAT_VERSION = "0.41.0"
 IMGPKG_COMPAT_VERSION = "0.43.1"
+
+_install_codepack(__path__[0])
