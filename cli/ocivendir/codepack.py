@@ -26,7 +26,7 @@ from _imp import _fix_co_filename  # type: ignore[attr-defined]  # typeshed has 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from types import ModuleType
+    from types import CodeType, ModuleType
 
     _Entry = tuple[str, int, int, bool, int, int]
 
@@ -89,20 +89,35 @@ class PackFinder:
 
     def exec_module(self, module: ModuleType) -> None:
         """Run the module's packed code in it."""
-        spec = module.__spec__
-        assert spec is not None  # noqa: S101 - importlib sets it before exec_module
-        _, mtime_ns, _, _, offset, length = self._entries[spec.name]
+        exec(self.get_code(module.__name__), module.__dict__)  # noqa: S102 - the package's own compiled code
+
+    def get_code(self, name: str) -> CodeType:
+        """The module's code object (`runpy`, behind `python -m`, asks for it): packed, or compiled if damaged."""
+        relative, mtime_ns, _, _, offset, length = self._entries[name]
+        origin = f"{self._root}/{relative}"
         try:
             code = marshal.loads(os.pread(self._fd, length, self._base + offset))
         except (OSError, ValueError, EOFError, TypeError):
             code = None
         if not isinstance(code, _CODE):  # damaged since it was written: compile the (unchanged) source instead
-            if mtime_ns == UNCHECKED or spec.origin is None:
-                raise ImportError(f"the code pack's copy of {spec.name} is damaged", name=spec.name)
-            with open(spec.origin, "rb") as handle:
-                code = compile(handle.read(), spec.origin, "exec", dont_inherit=True)
-        _fix_co_filename(code, spec.origin)  # the path of this checkout, not the one the pack was built in
-        exec(code, module.__dict__)  # noqa: S102 - the package's own compiled code
+            if mtime_ns == UNCHECKED:
+                raise ImportError(f"the code pack's copy of {name} is damaged", name=name)
+            with open(origin, "rb") as handle:
+                code = compile(handle.read(), origin, "exec", dont_inherit=True)
+        _fix_co_filename(code, origin)  # the path of this checkout, not the one the pack was built in
+        return code
+
+    def is_package(self, name: str) -> bool:
+        """Whether the module is a package."""
+        return self._entries[name][3]
+
+    def get_source(self, name: str) -> str | None:
+        """The module's source text where it ships (linecache asks when it cannot read the file itself)."""
+        try:
+            with open(f"{self._root}/{self._entries[name][0]}", "rb") as handle:
+                return handle.read().decode()
+        except (OSError, UnicodeDecodeError):
+            return None
 
 
 def install(package_dir: str) -> None:

@@ -18,7 +18,16 @@ if TYPE_CHECKING:
 
     from ocivendir.results import Event, ProgressEvent
 
-__all__ = ["Output", "OutputMode", "multiline_error", "pacify_streams", "stderr_is_tty", "write_stderr", "write_stdout"]
+__all__ = [
+    "Output",
+    "OutputMode",
+    "flush_streams",
+    "multiline_error",
+    "pacify_streams",
+    "stderr_is_tty",
+    "write_stderr",
+    "write_stdout",
+]
 
 _OPEN = "([{"
 _CLOSE = ")]}"
@@ -62,6 +71,17 @@ def pacify_streams() -> None:
     """After EPIPE on stdout: the interpreter's last flush of stdout and stderr stays silent (what click does)."""
     sys.stdout = _PacifiedStream(sys.stdout)
     sys.stderr = _PacifiedStream(sys.stderr)
+
+
+def flush_streams() -> bool:
+    """Flush stdout and stderr before the process ends without finalization; False if one could not be flushed."""
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def stderr_is_tty() -> bool:

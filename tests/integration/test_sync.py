@@ -358,7 +358,6 @@ WARM_FORBIDDEN = ("requests", "urllib3", "oras", "rich", "dataclasses", "logging
 # with CPython's own sha256), and our own modules only a cold run, a credential or `-d` needs
 WARM_FORBIDDEN += ("hashlib", "_hashlib", "hmac", "queue", "ocivendir.registry.auth", "ocivendir.commands.overrides")
 WARM_FORBIDDEN += ("json",)  # ocivendir/jsonread.py reads JSON on the C scanner; the json package (re) only writes
-WARM_FORBIDDEN += ("math",)  # a shared library to load for isfinite, ceil and inf (goyaml/keys.py: float keys only)
 PYYAML = ("yaml", "base64")  # PyYAML's constructor imports base64: without PyYAML, nothing may
 # what click or PyYAML import and nothing else may on a run without them (the cache index opens _sqlite3, the C module:
 # the sqlite3 package adds only datetime adapters)
@@ -368,6 +367,7 @@ PYYAML += ("enum",)  # results.py and oci/relocation.py keep their statuses as p
 PYYAML += ("contextlib",)  # warm-path modules use ocivendir/scoped.py
 # _sqlite3's module init imports functools for lru_cache alone; cache/index.py hands it the C wrapper (test_cache_index)
 PYYAML += ("functools", "collections")
+PYYAML += ("math",)  # a shared library for isfinite, ceil and inf (goyaml/keys.py: float keys only); click's datetime
 WARM_FORBIDDEN += ("ocivendir.engine.stream", "ocivendir.registry.proxy", "ocivendir.vendir.globs")  # cold, filters
 WARM_PULL_FORBIDDEN = (*WARM_FORBIDDEN, *PYYAML, "click", "inspect", "typing")
 

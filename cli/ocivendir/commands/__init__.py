@@ -182,11 +182,9 @@ def _quick_exit_code(code: object) -> int | None:
     threading = sys.modules.get("threading")
     if threading is not None and any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         return None
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):
+    from ocivendir.output import flush_streams  # noqa: PLC0415 - loaded by every run that prints
+
+    if not flush_streams():
         return None
     return 0 if code is None else code
 
