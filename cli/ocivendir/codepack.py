@@ -36,12 +36,13 @@ _MAGIC = b"OCVP"
 UNCHECKED = -1  # mtime_ns of an entry served without looking at a source (the dist build ships none)
 
 
-_CODE = type(compile("", "", "exec"))  # types.CodeType, without importing types
-
-
 def pack_path(package_dir: str) -> str:
     """Where the pack of the package at `package_dir` lives (the name says which Python's bytecode it holds)."""
     return f"{package_dir}/__pycache__/codepack.{sys.implementation.cache_tag}.bin"
+
+
+# types.CodeType without importing types (the first compile() of a process would cost 9M instructions)
+_CODE = type(pack_path.__code__)
 
 
 class PackFinder:
