@@ -15,12 +15,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESULT_SCHEMA_VERSION",
-    "BundleReport",
-    "CacheEntry",
-    "CacheLsResult",
-    "CachePruneResult",
-    "CacheTotals",
-    "CacheVerifyResult",
     "Event",
     "EventSink",
     "ImageStatus",
@@ -31,7 +25,6 @@ __all__ = [
     "RelocationOutcome",
     "RequestStats",
     "SyncResult",
-    "VerifyRelocationResult",
     "WarningEvent",
     "to_dict",
 ]
@@ -136,88 +129,6 @@ class SyncResult:
     skipped: int
     requests: RequestStats
     warnings: tuple[str, ...]
-
-
-@record
-class ImageReport:
-    """One image of a bundle and its status in the bundle repository."""
-
-    image: str
-    digest: str
-    status: ImageStatusValue
-
-
-@record
-class BundleReport:
-    """verify-relocation's answer for one bundle (and its nested bundles under -r)."""
-
-    ref: str
-    digest: str
-    repository: str
-    method: str
-    verdict: str
-    images: tuple[ImageReport, ...]
-    nested: tuple[BundleReport, ...] = ()
-    error: str | None = None
-
-
-@record
-class VerifyRelocationResult:
-    """The outcome of `verify-relocation`."""
-
-    bundles: tuple[BundleReport, ...]
-    requests: RequestStats
-    warnings: tuple[str, ...]
-
-
-@record
-class CacheEntry:
-    """One cached ref."""
-
-    ref: str
-    digest: str
-    kind: str
-    size: int
-    created: float
-    last_used: float
-    verdict: str | None
-
-
-@record
-class CacheTotals:
-    """Totals of `cache ls`: entries and unique bytes (a shared blob counted once)."""
-
-    entries: int
-    bytes: int
-
-
-@record
-class CacheLsResult:
-    """The outcome of `cache ls`."""
-
-    root: str
-    entries: tuple[CacheEntry, ...]
-    totals: CacheTotals
-
-
-@record
-class CachePruneResult:
-    """The outcome of `cache prune`."""
-
-    removed: tuple[CacheEntry, ...]
-    skipped_in_use: tuple[str, ...]
-    bytes_freed: int
-    dry_run: bool
-
-
-@record
-class CacheVerifyResult:
-    """The outcome of `cache verify`."""
-
-    checked: int
-    repairs: tuple[str, ...]
-    consistent: bool
-    repair: bool
 
 
 def _plain(value: Any) -> Any:  # noqa: ANN401 - converts any result field to JSON types

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from ocivendir import results
+from ocivendir import reports, results
 from ocivendir.record import fields
 
 PINNED = {
     results.PullResult: {"bytes_fetched", "cache_hits", "digest", "kind", "layers", "nested", "output", "ref",
                          "relocation", "requests", "skipped_entries", "warnings"},
     results.SyncResult: {"fetched", "lock", "requests", "skipped", "warnings"},
-    results.VerifyRelocationResult: {"bundles", "requests", "warnings"},
-    results.BundleReport: {"digest", "error", "images", "method", "nested", "ref", "repository", "verdict"},
-    results.ImageReport: {"digest", "image", "status"},
-    results.CacheLsResult: {"entries", "root", "totals"},
-    results.CacheEntry: {"created", "digest", "kind", "last_used", "ref", "size", "verdict"},
-    results.CacheTotals: {"bytes", "entries"},
-    results.CachePruneResult: {"bytes_freed", "dry_run", "removed", "skipped_in_use"},
-    results.CacheVerifyResult: {"checked", "consistent", "repair", "repairs"},
+    reports.VerifyRelocationResult: {"bundles", "requests", "warnings"},
+    reports.BundleReport: {"digest", "error", "images", "method", "nested", "ref", "repository", "verdict"},
+    reports.ImageReport: {"digest", "image", "status"},
+    reports.CacheLsResult: {"entries", "root", "totals"},
+    reports.CacheEntry: {"created", "digest", "kind", "last_used", "ref", "size", "verdict"},
+    reports.CacheTotals: {"bytes", "entries"},
+    reports.CachePruneResult: {"bytes_freed", "dry_run", "removed", "skipped_in_use"},
+    reports.CacheVerifyResult: {"checked", "consistent", "repair", "repairs"},
     results.RequestStats: {"auth", "by_endpoint", "by_method", "by_status", "bytes_received", "connect_errors",
                            "served_by", "total"},
     results.RelocationOutcome: {"bundle_repo", "denied", "from_cache", "method", "missing", "relocated", "rewritten"},

@@ -15,7 +15,7 @@ from ocivendir.cache.store import BlobStore
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.hashing import sha256_hex
 from ocivendir.record import record
-from ocivendir.results import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals
+from ocivendir.reports import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals
 
 __all__ = ["HYSTERESIS", "PrunePlan", "list_entries", "prune", "prune_to_budget"]
 

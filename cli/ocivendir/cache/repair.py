@@ -22,7 +22,7 @@ from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.fs.swap import remove_tree
 from ocivendir.oci.manifest import Manifest, parse_config, parse_manifest
 from ocivendir.oci.reference import Digest, parse_reference
-from ocivendir.results import CacheVerifyResult
+from ocivendir.reports import CacheVerifyResult
 
 __all__ = ["INDEX_FILES", "rebuild", "rebuild_index", "remove_index_files", "verify"]
 

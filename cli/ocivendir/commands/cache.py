@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ocivendir.cache.index import CacheIndex
     from ocivendir.cache.store import BlobStore
     from ocivendir.commands.runtime import Run
-    from ocivendir.results import CacheVerifyResult
+    from ocivendir.reports import CacheVerifyResult
 
 __all__ = ["cache"]
 

@@ -11,7 +11,7 @@ from ocivendir.commands.options import global_options, registry_options
 from ocivendir.errors import UsageError
 
 if TYPE_CHECKING:
-    from ocivendir.results import BundleReport, VerifyRelocationResult
+    from ocivendir.reports import BundleReport, VerifyRelocationResult
 
 __all__ = ["verify_relocation"]
 

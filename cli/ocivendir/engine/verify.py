@@ -20,7 +20,8 @@ from ocivendir.oci.imageslock import ImagesLock
 from ocivendir.oci.reference import Digest, Reference, parse_reference
 from ocivendir.oci.relocation import RelocationVerdict
 from ocivendir.record import record
-from ocivendir.results import BundleReport, ImageReport, ImageStatus, LogEvent, VerifyRelocationResult
+from ocivendir.reports import BundleReport, ImageReport, VerifyRelocationResult
+from ocivendir.results import ImageStatus, LogEvent
 from ocivendir.vendir.config import InputStream
 
 __all__ = ["VerifyOptions", "bundles_of", "exit_code", "verify_relocation"]
