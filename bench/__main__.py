@@ -19,6 +19,7 @@ from tests.support.builders import Pusher
 from tests.support.registry import Registry
 
 from bench import cache_scale, fleet, fleet_apps, fleet_mirror, machine, pull, report, startup, verify
+from bench.fleet import DIST_TOOL
 from bench.tools import ROOT, Tools, named_vendir
 
 SCENARIOS = ("fleet", "fleet_mirror", "pull", "startup", "cache_scale", "verify_relocation")
@@ -59,6 +60,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def _fleet(registry: Registry, tools: Tools, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     apps, artifacts = fleet_apps.publish(Pusher(registry), args.apps)
     contenders = [fleet.FleetTool("ocivendir", named_vendir(tools.ocivendir, work / "bin"), ocivendir=True)]
+    if tools.dist:  # the build kapp-controller's sidecar runs, beside the venv's console script
+        contenders.append(fleet.FleetTool(DIST_TOOL, named_vendir(tools.dist, work / "bin-dist"), ocivendir=True))
     if tools.vendir:
         contenders.append(fleet.FleetTool("vendir", tools.vendir, ocivendir=False))
     section = fleet.scenario(fleet.Fleet(registry, apps, work), contenders, args.rounds, artifacts)

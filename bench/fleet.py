@@ -43,6 +43,9 @@ VARIANTS = (
 )
 
 
+DIST_TOOL = "ocivendir (dist build)"  # the fleet's name for the dist build, when it is built
+
+
 @dataclass(frozen=True)
 class FleetTool:
     """A tool under test: its `vendir`-named program, and whether it is ocivendir (which reads OCIVENDIR_CACHE_DIR)."""
