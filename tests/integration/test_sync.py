@@ -368,6 +368,9 @@ PYYAML += ("contextlib",)  # warm-path modules use ocivendir/scoped.py
 # _sqlite3's module init imports functools for lru_cache alone; cache/index.py hands it the C wrapper (test_cache_index)
 PYYAML += ("functools", "collections")
 PYYAML += ("math",)  # a shared library for isfinite, ceil and inf (goyaml/keys.py: float keys only); click's datetime
+# the re-sync into an existing directory exchanges the trees with renameat2 through _ctypes, not the ctypes package
+# (which brings types); settings.py's MappingProxyType is type(type.__dict__)
+PYYAML += ("ctypes", "types")
 WARM_FORBIDDEN += ("ocivendir.engine.stream", "ocivendir.registry.proxy", "ocivendir.vendir.globs")  # cold, filters
 WARM_PULL_FORBIDDEN = (*WARM_FORBIDDEN, *PYYAML, "click", "inspect", "typing")
 

@@ -6,6 +6,9 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
+from ocivendir.fs import swap
 from ocivendir.fs.swap import (
     OLD,
     STAGE,
@@ -16,6 +19,7 @@ from ocivendir.fs.swap import (
     unswap,
     write_if_changed,
 )
+from tests.support.fresh import fresh_python
 
 
 def make_tree(given: str | Path, marker: str) -> Path:
@@ -88,3 +92,29 @@ def test_write_if_changed_keeps_the_mtime_and_writes_devices_in_place(tmp_path: 
     write_if_changed(link, b"via link")
     assert link.is_symlink()
     assert path.read_bytes() == b"via link"
+
+
+def test_trees_are_exchanged_in_one_step_without_the_ctypes_package(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_text("a")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "f").write_text("b")
+    code = (
+        "import sys\nfrom ocivendir.fs import swap\n"
+        f"print(swap._exchange({str(tmp_path / 'a')!r}, {str(tmp_path / 'b')!r}), 'ctypes' in sys.modules)\n"
+    )
+    assert fresh_python(code).stdout.split() == ["True", "False"]
+    assert ((tmp_path / "a" / "f").read_text(), (tmp_path / "b" / "f").read_text()) == ("b", "a")
+
+
+def test_without_renameat2_a_swap_renames_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(swap, "_renameat2", lambda: None)
+    target, stage = tmp_path / "target", tmp_path / "stage"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    stage.mkdir()
+    (stage / "new.txt").write_text("new")
+    old = swap.swap_in(stage, target)
+    assert old is not None
+    assert [p.name for p in target.iterdir()] == ["new.txt"]
+    assert [p.name for p in Path(old).iterdir()] == ["old.txt"]
