@@ -173,8 +173,8 @@ def build(package_dir: str, *, unchecked: bool = False, target: str | None = Non
     entries: dict[str, _Entry] = {}
     blobs: list[bytes] = []
     offset = 0
-    for directory, subdirs, files in sorted(os.walk(package_dir)):
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+    for directory, subdirs, files in os.walk(package_dir):  # top-down: the pruning below applies to the walk
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")  # and a sorted walk writes the same file
         for file in sorted(f for f in files if f.endswith(".py")):
             path = f"{directory}/{file}"
             relative = path[len(root) + 1 :]
