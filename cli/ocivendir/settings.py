@@ -7,7 +7,7 @@ import sys
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
-from ocivendir.fs.paths import pure
+from ocivendir.fs.paths import absolute, pure
 from ocivendir.record import field, record, replace
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
 
@@ -220,17 +220,12 @@ def _read_umask() -> int:
     return current
 
 
-def _absolute(given: str) -> str:
-    """`Path(given).expanduser().absolute()`: `~` expanded, joined to the working directory, `..` kept."""
-    return pure(os.path.join(os.getcwd(), os.path.expanduser(given)))
-
-
 def _cache_dir(flags: Flags, environ: Mapping[str, str]) -> tuple[str | None, bool]:
     if flags.no_cache:
         return None, False
     given = _text("cache_dir", flags.cache_dir, environ)
     if given:
-        return _absolute(given), True
+        return absolute(os.path.expanduser(given)), True
     base = user_dir("cache", os.environ)  # None: no HOME and no passwd entry (an arbitrary UID), the no-cache fallback
     return (pure(os.path.join(base, "ocivendir")), False) if base else (None, False)
 
@@ -290,7 +285,7 @@ def _count(name: str, given: int | None, flag: str, environ: Mapping[str, str], 
 
 def _registry_config(flags: Flags, environ: Mapping[str, str]) -> str | None:
     given = _text("registry_config", flags.registry_config, environ)
-    return _absolute(given) if given else None
+    return absolute(os.path.expanduser(given)) if given else None
 
 
 def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:

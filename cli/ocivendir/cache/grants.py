@@ -11,6 +11,7 @@ import os
 from _thread import allocate_lock
 
 from ocivendir.fs.paths import pure, split
+from ocivendir.fs.remove import remove_file
 from ocivendir.hashing import hmac_sha256_hex
 
 TYPE_CHECKING = False
@@ -78,10 +79,7 @@ class Fingerprints:
                 os.replace(tmp, self._path)
                 existing = self._read()
         finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+            remove_file(tmp)
         if existing is None:
             msg = f"cannot create the cache key {self._path}"
             raise OSError(msg)

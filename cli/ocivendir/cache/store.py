@@ -18,6 +18,7 @@ from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure
+from ocivendir.fs.remove import remove_file
 from ocivendir.fs.swap import atomic_write
 from ocivendir.hashing import new_sha256
 from ocivendir.oci.manifest import sha256_digest
@@ -106,10 +107,7 @@ class BlobStore:
             for directory in (os.path.dirname(self.blobs), self.blobs, self.tmp, self.locks):
                 if os.path.islink(directory):  # planted: ocivendir never makes one; replaced, never followed
                     _log.warning("cache: replacing the symbolic link %s with a directory", directory)
-                    try:
-                        os.unlink(directory)
-                    except FileNotFoundError:
-                        pass
+                    remove_file(directory)
                 os.makedirs(directory, 0o700, exist_ok=True)  # the mode applies to the last directory only
             if not os.path.exists(os.path.join(self.root, "oci-layout")):
                 atomic_write(os.path.join(self.root, "oci-layout"), LAYOUT_MARKER, mode=0o644)
@@ -195,7 +193,7 @@ class BlobStore:
                     fill(tmp)
                     self._publish(tmp, digest)
                 finally:
-                    _unlink(tmp)
+                    remove_file(tmp)
             return True
 
     def _remove_stale(self, digest: Digest) -> None:
@@ -207,7 +205,7 @@ class BlobStore:
             return
         stale = [f"{self.tmp}/{name}" for name in names if name.startswith(prefix)]
         for path in stale:
-            _unlink(path)
+            remove_file(path)
 
     @contextmanager
     def _no_links(self, digest: Digest) -> Iterator[None]:
@@ -255,7 +253,7 @@ class BlobStore:
                     _write_tmp(tmp, data)
                     self._publish(tmp, digest)
                 finally:
-                    _unlink(tmp)
+                    remove_file(tmp)
             return data, True
 
     def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
@@ -322,7 +320,7 @@ class BlobStore:
     def delete(self, digest: Digest) -> None:
         """Remove a blob file (under its lock)."""
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
-            _unlink(self.path(digest))
+            remove_file(self.path(digest))
 
     def write_index_json(self, entries: Iterable[LayoutEntry]) -> None:
         """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry."""
@@ -340,14 +338,6 @@ class BlobStore:
 
         with file_lock(self.lock_path("index-json")):
             atomic_write(os.path.join(self.root, "index.json"), json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
-
-
-def _unlink(path: str) -> None:
-    """Remove a file if it is there."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _write_tmp(tmp: str, data: bytes) -> None:

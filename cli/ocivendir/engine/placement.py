@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ocivendir.errors import ConfigError
-from ocivendir.fs.paths import Guard, UnsafePath, leaves, pure, replace_target, split
+from ocivendir.fs.paths import Guard, UnsafePath, absolute, leaves, pure, replace_target, split
 from ocivendir.vendir.config import Config, Directory
 
 TYPE_CHECKING = False
@@ -25,7 +25,7 @@ _WHERE = "Validating config: Validating directory '{path}' ({index})"
 
 def guards_for(inputs: Sequence[str], cache_root: str | os.PathLike[str] | None) -> list[Guard]:
     """What a sync must spare besides the working directory: its input files' directories and the cache."""
-    guards = [Guard.of(split(os.path.join(os.getcwd(), name))[0], f"the directory of '{name}'")
+    guards = [Guard.of(split(absolute(name))[0], f"the directory of '{name}'")
               for name in inputs if name != "-"]  # fmt: skip
     if cache_root is not None:
         guards.append(Guard.of(cache_root, "the cache", inside=True))

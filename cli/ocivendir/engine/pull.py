@@ -14,7 +14,7 @@ from ocivendir.engine.relocate import Decision, decide
 from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, RegistryError, UsageError
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
-from ocivendir.fs.paths import pure, split
+from ocivendir.fs.paths import absolute, pure, split
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
 from ocivendir.fs.tarread import TarReader
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
@@ -259,7 +259,7 @@ def _fill(content: Content, options: PullOptions, stage: str) -> tuple[FetchedIm
 
 def pull(options: PullOptions, content: Content, lock_dir: str) -> PullResult:
     """Pull into a stage and swap it in; on any failure the previous output directory is left as it was."""
-    target = pure(os.path.join(os.getcwd(), options.output))  # `Path.absolute()`: lexical, `..` kept
+    target = absolute(options.output)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with target_lock(lock_dir, target):
         recover(target, keep=content.store.root)

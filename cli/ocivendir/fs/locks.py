@@ -8,6 +8,7 @@ import os
 import time
 
 from ocivendir.fs.paths import pure, split
+from ocivendir.fs.remove import remove_file
 from ocivendir.hashing import sha256_hex
 from ocivendir.scoped import contextmanager
 
@@ -28,10 +29,7 @@ def _open(path: str) -> int:
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    remove_file(path)
     return os.open(path, _FLAGS, 0o600)
 
 
@@ -97,10 +95,7 @@ def removable_lock(path: str | os.PathLike[str]) -> Iterator[None]:
             try:
                 yield
             finally:
-                try:  # still locked: a waiter will see it gone and retry
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+                remove_file(path)  # still locked: a waiter will see it gone and retry
             return
         finally:
             os.close(fd)

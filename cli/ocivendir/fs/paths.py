@@ -19,7 +19,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["Guard", "UnsafePath", "leaves", "pure", "replace_target", "resolved", "scoped_path", "split", "within"]
+__all__ = [
+    "Guard",
+    "UnsafePath",
+    "absolute",
+    "leaves",
+    "pure",
+    "replace_target",
+    "resolved",
+    "scoped_path",
+    "split",
+    "within",
+]
 
 
 class UnsafePath(Exception):
@@ -39,6 +50,11 @@ def pure(path: str | os.PathLike[str]) -> str:
     text = os.fspath(path)
     names = [name for name in text.split("/") if name and name != "."]
     return ("/" if text.startswith("/") else "") + "/".join(names) or "."
+
+
+def absolute(path: str | os.PathLike[str]) -> str:
+    """`Path(path).absolute()`: joined to the working directory and spelled as `pure` spells it; `..` and links kept."""
+    return pure(os.path.join(os.getcwd(), path))
 
 
 def split(path: str | os.PathLike[str]) -> tuple[str, str]:

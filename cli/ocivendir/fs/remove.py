@@ -1,5 +1,7 @@
 """Owns: removing a file or directory tree of any depth, without recursion and without following links.
 
+`remove_file` is the one-file case: a file (or link) that may already be gone.
+
 The walk holds one directory descriptor at a time (descending with `openat(name)`, climbing with `openat("..")`), so
 neither Python's recursion limit, the open-file limit nor PATH_MAX bounds the depth it can remove: a stage left by a
 layer nested thousands of levels deep is removed like any other. Directories without owner permissions are made
@@ -13,10 +15,18 @@ import stat
 
 from ocivendir.fs.paths import split
 
-__all__ = ["remove_tree"]
+__all__ = ["remove_file", "remove_tree"]
 
 _OWNER = 0o700
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_file(path: str | os.PathLike[str]) -> None:
+    """Unlink a file or link if it is there (`Path.unlink(missing_ok=True)`); any other failure is raised."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:
@@ -27,10 +37,7 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISDIR(info.st_mode):
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            return
+        remove_file(path)
         return
     above, name = split(path)
     parent = os.open(above, _DIR_FLAGS & ~os.O_NOFOLLOW)

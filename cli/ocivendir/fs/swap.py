@@ -13,7 +13,7 @@ import posixpath
 import stat
 
 from ocivendir.fs.paths import pure, split
-from ocivendir.fs.remove import remove_tree
+from ocivendir.fs.remove import remove_file, remove_tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,10 +75,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         os.chmod(tmp, keep)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        remove_file(tmp)
         raise
     _fsync_dir(split(path)[0])
 
@@ -101,11 +98,6 @@ def write_if_changed(path: str | os.PathLike[str], data: bytes) -> bool:
     with open(path, "wb") as handle:
         handle.write(data)
     return True
-
-
-def _exists(path: str) -> bool:
-    """True for anything at `path`, a dangling symlink included (`Path.exists() or Path.is_symlink()`)."""
-    return os.path.lexists(path)
 
 
 def _exchange(a: str, b: str) -> bool:
@@ -154,7 +146,7 @@ def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str]) -> st
     back if the second rename fails.
     """
     stage, target = os.fspath(stage), os.fspath(target)
-    if not _exists(target):
+    if not os.path.lexists(target):
         os.rename(stage, target)
         _fsync_dir(split(target)[0])
         return None
@@ -196,9 +188,9 @@ def recover(target: str | os.PathLike[str], keep: str | os.PathLike[str] | None 
         prefix = _sibling_prefix(target, kind)
         for name in names:
             leftover = name if parent == "." else posixpath.join(parent, name)
-            if not name.startswith(prefix) or leftover == kept or not _exists(leftover):
+            if not name.startswith(prefix) or leftover == kept or not os.path.lexists(leftover):
                 continue
-            if kind == OLD and not _exists(os.fspath(target)):
+            if kind == OLD and not os.path.lexists(os.fspath(target)):
                 os.rename(leftover, target)
             else:
                 remove_tree(leftover)

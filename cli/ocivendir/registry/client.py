@@ -23,6 +23,7 @@ from ocivendir.errors import (
     Transient,
     Unauthorized,
 )
+from ocivendir.fs.remove import remove_file
 from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, served_digest, sha256_digest
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.record import record
@@ -517,8 +518,7 @@ class _BlobTarget:
 
     def discard(self) -> None:
         """Remove what a failed attempt wrote, if anything."""
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.target)
+        remove_file(self.target)
 
 
 def _route(endpoint: Endpoint) -> Route:
