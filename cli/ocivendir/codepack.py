@@ -127,30 +127,28 @@ def install(package_dir: str) -> None:
         fd = os.open(pack_path(package_dir), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return
-    entries = _header(fd)
-    if entries is None:
+    header = _header(fd)
+    if header is None:
         os.close(fd)
         return
-    sys.meta_path.insert(0, PackFinder(package_dir.rpartition("/")[0], entries, fd, 12 + _header_size(fd)))
+    entries, base = header
+    sys.meta_path.insert(0, PackFinder(package_dir.rpartition("/")[0], entries, fd, base))
 
 
-def _header_size(fd: int) -> int:
-    return int.from_bytes(os.pread(fd, 4, 8), "little")
-
-
-def _header(fd: int) -> dict[str, _Entry] | None:
-    """The pack's table of modules, or None when it is not a whole pack of this Python's bytecode."""
+def _header(fd: int) -> tuple[dict[str, _Entry], int] | None:
+    """The pack's table of modules and where the code begins, or None when it is not a whole pack of this Python's."""
     try:
-        if os.pread(fd, 8, 0) != _MAGIC + MAGIC_NUMBER:
+        head = os.pread(fd, 12, 0)
+        if head[:8] != _MAGIC + MAGIC_NUMBER:
             return None
-        size = _header_size(fd)
-        entries = marshal.loads(os.pread(fd, size, 12))
-        body = os.fstat(fd).st_size - 12 - size
+        base = 12 + int.from_bytes(head[8:12], "little")
+        entries = marshal.loads(os.pread(fd, base - 12, 12))
+        body = os.fstat(fd).st_size - base
     except (OSError, ValueError, EOFError, TypeError):
         return None
     if not isinstance(entries, dict) or not all(_valid(entry, body) for entry in entries.values()):
         return None
-    return entries
+    return entries, base
 
 
 def _valid(entry: object, body: int) -> bool:

@@ -5,10 +5,10 @@ work); the scanner `json.loads` runs is the C `_json.make_scanner`, which needs 
 `json.loads` adds around it is copied here: bytes decoded with its encoding detection and `surrogatepass`, a str BOM
 refused, whitespace skipped before and after the document, "Expecting value" and "Extra data" raised as the same
 `json.JSONDecodeError` (the json package is imported only then, on the error path — as the C scanner does itself for its
-own errors). One difference: a document nested past the interpreter's stack is a JSONDecodeError ("Nested too deeply"),
-where `json.loads` raises RecursionError, which no reader of registry answers expects. So NaN/Infinity are accepted and
-a duplicated key keeps its last value, as before. Where `_json` is missing, `json.loads` itself is used. Writing JSON is
-cold: it stays with `json.dumps`.
+own errors). So NaN/Infinity are accepted and a duplicated key keeps its last value, as before. One difference: a
+document nested past the interpreter's stack is a JSONDecodeError ("Nested too deeply"), where `json.loads` raises
+RecursionError, which no reader of registry answers expects. Where `_json` is missing, `json.loads` itself is used.
+Writing JSON is cold: it stays with `json.dumps`.
 """
 
 from __future__ import annotations
