@@ -138,12 +138,14 @@ def install(package_dir: str) -> None:
 def _header(fd: int) -> tuple[dict[str, _Entry], int] | None:
     """The pack's table of modules and where the code begins, or None when it is not a whole pack of this Python's."""
     try:
-        head = os.pread(fd, 12, 0)
-        if head[:8] != _MAGIC + MAGIC_NUMBER:
-            return None
+        head, size = os.pread(fd, 12, 0), os.fstat(fd).st_size
         base = 12 + int.from_bytes(head[8:12], "little")
+        if (
+            head[:8] != _MAGIC + MAGIC_NUMBER or base > size
+        ):  # pread allocates what it is asked for: never past the file
+            return None
         entries = marshal.loads(os.pread(fd, base - 12, 12))
-        body = os.fstat(fd).st_size - base
+        body = size - base
     except (OSError, ValueError, EOFError, TypeError):
         return None
     if not isinstance(entries, dict) or not all(_valid(entry, body) for entry in entries.values()):

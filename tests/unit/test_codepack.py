@@ -90,6 +90,19 @@ def test_a_damaged_or_foreign_pack_is_ignored(package: Path, damage: object) -> 
     assert imports(package, "pkg.mod", "pkg.sub.deep") == ["SourceFileLoader mod", "SourceFileLoader deep mod"]
 
 
+def test_a_header_size_past_the_end_of_the_pack_is_ignored_without_allocating_it(package: Path) -> None:
+    pack = Path(codepack.pack_path(str(package)))
+    data = pack.read_bytes()
+    pack.write_bytes(data[:8] + b"\xff\xff\xff\xff" + data[12:])  # a 4 GiB table in a 1 MiB file
+    code = (  # with an address-space limit, as a sidecar has, reading 4 GiB would be a MemoryError at import
+        f"import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, ({1 << 30}, {1 << 30}))\n"
+        f"sys.path.insert(0, {str(package.parent)!r})\n"
+        f"from ocivendir import codepack\ncodepack.install({str(package)!r})\n"
+        "import pkg.mod\nprint(type(pkg.mod.__spec__.loader).__name__)\n"
+    )
+    assert fresh_python(code).stdout.split() == ["SourceFileLoader"]
+
+
 def test_a_module_whose_packed_code_is_damaged_is_compiled_from_its_source(package: Path) -> None:
     pack = Path(codepack.pack_path(str(package)))
     data = bytearray(pack.read_bytes())
