@@ -90,31 +90,47 @@ def replace(value: T, /, **changes: Any) -> T:  # noqa: ANN401
 
 
 def _table(cls: type) -> tuple[RecordField, ...]:
-    """The fields declared by annotations of `cls` (after those of record bases); class attributes become defaults."""
-    table = {spec.name: spec for base in cls.__mro__[-1:0:-1] for spec in getattr(base, "__record_fields__", ())}
+    """The fields declared by annotations of `cls` (after those of record bases); class attributes become defaults.
+
+    Read from the classes' own `__dict__`s: a `getattr` that misses on a class formats an AttributeError, and a warm
+    sync defines some 60 records.
+    """
+    table = {spec.name: spec for base in cls.__mro__[-2:0:-1] for spec in base.__dict__.get("__record_fields__", ())}
     # the class's own annotations (inspect.get_annotations would import inspect, which records exist to avoid)
-    for name, annotation in cls.__dict__.get("__annotations__", {}).items():  # noqa: RUF063
+    own = cls.__dict__
+    for name, annotation in own.get("__annotations__", {}).items():
         if str(annotation).startswith(_CLASSVAR):
             continue
-        value = cls.__dict__.get(name, _MISSING)
-        spec = value if isinstance(value, RecordField) else RecordField(value, None, show=True, compare=True)
+        value = own.get(name, _MISSING)
+        if isinstance(value, RecordField):  # field(...): the class attribute becomes its default, or goes
+            spec = value
+            if spec.default is not _MISSING:
+                setattr(cls, name, spec.default)
+            else:
+                delattr(cls, name)
+        else:  # a plain default (already the class attribute) or none
+            spec = RecordField(value, None, show=True, compare=True)
         spec.name = name
         if spec.default is not _MISSING and type(spec.default).__hash__ is None:  # dataclasses' rule
             raise ValueError(
                 f"mutable default {type(spec.default)} for field {name} is not allowed: use default_factory"
             )
-        if spec.default is not _MISSING:
-            setattr(cls, name, spec.default)
-        elif name in cls.__dict__:
-            delattr(cls, name)
         table[name] = spec
     return tuple(table.values())
+
+
+def _inherited(cls: type, name: str) -> Any:  # noqa: ANN401 - whatever the class defines under that name
+    """`getattr(cls, name, None)` for a name most records do not define, without raising and formatting a miss."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return getattr(cls, name)
+    return None
 
 
 def _make_init(cls: type, table: tuple[RecordField, ...], positional: int) -> Callable[..., None]:
     names = [spec.name for spec in table[:positional]]
     setter = object.__setattr__
-    post_init: Callable[[object], None] | None = getattr(cls, "__post_init__", None)
+    post_init: Callable[[object], None] | None = _inherited(cls, "__post_init__")
 
     def __init__(self: object, *args: object, **kwargs: object) -> None:  # noqa: N807
         if args:

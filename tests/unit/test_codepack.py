@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import marshal
 import os
 import shutil
 import subprocess
@@ -77,7 +78,6 @@ def test_modules_added_or_removed_after_packing_import_as_without_a_pack(package
     "damage",
     [
         lambda data: data[:40],  # truncated inside the header
-        lambda data: data[: len(data) - 10],  # the last module's code runs past the end
         lambda data: data[:4] + b"\x00\x00\x00\x00" + data[8:],  # another Python's bytecode
         lambda _: b"garbage" * 10,
         lambda data: data[:12] + b"\xff" * (len(data) - 12),  # an unreadable header
@@ -88,6 +88,54 @@ def test_a_damaged_or_foreign_pack_is_ignored(package: Path, damage: object) -> 
     pack = Path(codepack.pack_path(str(package)))
     pack.write_bytes(damage(pack.read_bytes()))  # type: ignore[operator]
     assert imports(package, "pkg.mod", "pkg.sub.deep") == ["SourceFileLoader mod", "SourceFileLoader deep mod"]
+
+
+def test_a_module_whose_code_runs_past_the_end_of_the_pack_imports_from_its_source_the_others_from_the_pack(
+    package: Path,
+) -> None:
+    pack = Path(codepack.pack_path(str(package)))
+    pack.write_bytes(pack.read_bytes()[:-10])  # the last module packed (pkg.sub.deep) is cut short
+    assert imports(package, "pkg.mod", "pkg.sub.deep") == ["PackFinder mod", "SourceFileLoader deep mod"]
+
+
+def test_an_entry_of_the_wrong_shape_is_skipped_when_its_module_is_asked_for(package: Path) -> None:
+    pack = Path(codepack.pack_path(str(package)))
+    data = pack.read_bytes()
+    size = int.from_bytes(data[8:12], "little")
+    table = marshal.loads(data[12 : 12 + size])  # noqa: S302 - the pack this test just built
+    table["pkg.mod"] = ("pkg/mod.py", "not a time", None)
+    header = marshal.dumps(table)
+    pack.write_bytes(data[:8] + len(header).to_bytes(4, "little") + header + data[12 + size :])
+    assert imports(package, "pkg.mod", "pkg.sub") == ["SourceFileLoader mod", "PackFinder sub"]
+
+
+def test_packed_modules_carry_the_attributes_importlib_gives_a_module_from_source(package: Path) -> None:
+    code = (
+        f"import sys\nsys.path.insert(0, {str(package.parent)!r})\n"
+        f"from ocivendir import codepack\ncodepack.install({str(package)!r})\n"
+        "import importlib.util, pkg, pkg.mod, pkg.sub.deep\n"
+        "for m in (pkg, pkg.mod, pkg.sub, pkg.sub.deep):\n"
+        "    print(m.__name__, m.__package__, type(m.__loader__).__name__, m.__loader__ is m.__spec__.loader,\n"
+        "          m.__file__ == m.__spec__.origin, m.__cached__ == importlib.util.cache_from_source(m.__file__),\n"
+        "          m.__spec__.cached == m.__cached__, getattr(m, '__path__', None))\n"
+    )
+    root = package.parent
+    assert fresh_python(code).stdout.splitlines() == [
+        f"pkg pkg PackFinder True True True True {[str(root / 'pkg')]}",
+        "pkg.mod pkg PackFinder True True True True None",
+        f"pkg.sub pkg.sub PackFinder True True True True {[str(root / 'pkg' / 'sub')]}",
+        "pkg.sub.deep pkg.sub PackFinder True True True True None",
+    ]
+
+
+def test_under_optimization_the_pack_is_not_used(package: Path) -> None:
+    code = (
+        f"import sys\nsys.path.insert(0, {str(package.parent)!r})\n"
+        f"from ocivendir import codepack\ncodepack.install({str(package)!r})\n"
+        "import pkg.mod\nprint(type(pkg.mod.__spec__.loader).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["SourceFileLoader"]  # the pack holds code compiled without -O
 
 
 def test_a_header_size_past_the_end_of_the_pack_is_ignored_without_allocating_it(package: Path) -> None:
