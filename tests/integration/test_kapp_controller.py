@@ -318,5 +318,6 @@ def test_twenty_reconciles_into_fresh_directories_do_not_grow_the_cache(
         assert done.returncode == 0, done.stderr
         shutil.rmtree(cwd)  # kapp-controller removes its temporary fetch directory after each reconcile
         counts.append(sum(1 for _ in controller.cache.rglob("*")))
-    assert counts == [counts[0]] * 20
+    assert counts[1:] == [counts[1]] * 19
+    assert counts[1] == counts[0] + 2  # the first warm run leaves the read memo: memo/ and the repository's shard
     assert not list((controller.cache / "locks").glob("target-*"))

@@ -13,6 +13,7 @@ import time
 from _thread import RLock
 
 from ocivendir.cache.grants import is_principal
+from ocivendir.cache.memo import GENERATION, Memo, bump
 from ocivendir.cache.rows import (
     BlobRow,
     RefRow,
@@ -35,9 +36,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from types import ModuleType
-    from typing import TypeVar
+    from typing import Any, TypeVar
 
     _T = TypeVar("_T")
+    _Rows = list[tuple[object, ...]]
 
 __all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict", "repair_hint"]
 
@@ -140,18 +142,49 @@ class CacheIndex:
     """
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float] = time.time) -> None:
-        """Open (and create or migrate) the index; an unusable file is a CacheError naming it and the repair."""
-        self._sqlite3 = sqlite3 = _import_sqlite3()
+        """Open (and create or migrate) the index; an unusable file is a CacheError naming it and the repair.
+
+        While the read memo (`cache/memo.py`) can be trusted, SQLite is opened only when the memo cannot answer.
+        """
         self.path = path = pure(path)
         self._clock = clock
         self._lock = RLock()  # threading's RLock, without importing threading
+        self._sqlite3: ModuleType | None = None
+        self._db: Any = None  # the connection, once opened
+        self._wrote = False
         if os.path.exists(path) and not os.path.isfile(path):
             raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
+        root = split(path)[0]
+        started = not os.path.exists(os.path.join(root, GENERATION))
+        if started:
+            self._bump(root)  # an index without a generation (new, or from before the memo) starts one
+        self._memo = Memo(root)
+        if started or self._memo.state is None:  # no memo to read: open now (an unusable index fails here, as it did)
+            self._connection()
+
+    def _bump(self, root: str) -> None:
         try:
-            self._db = sqlite3.connect(path, timeout=5.0, check_same_thread=False, isolation_level=None)
-        except sqlite3.DatabaseError as exc:
-            raise self._unusable(exc) from None
-        self._retry(self._prepare)
+            bump(root)
+        except OSError as exc:
+            raise CacheError(f"Cannot write cache index '{self.path}': {exc.strerror or exc}",
+                             hint=f"make '{root}' writable by this user") from None  # fmt: skip
+
+    def _connection(self) -> Any:  # noqa: ANN401 - a sqlite3 Connection (the C module has no stub)
+        """The SQLite connection, opened (and the schema created or migrated) on first use."""
+        with self._lock:
+            if self._db is None:
+                self._sqlite3 = sqlite3 = _import_sqlite3()
+                try:
+                    self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
+                except sqlite3.DatabaseError as exc:
+                    raise self._unusable(exc) from None
+                try:
+                    self._retry(self._prepare)
+                except BaseException:
+                    self._db.close()
+                    self._db = None
+                    raise
+            return self._db
 
     def _unusable(self, exc: Exception) -> CacheError:
         reason = str(exc)
@@ -167,7 +200,7 @@ class CacheIndex:
         (whose `meta` says 1 and which may lack `possession`); the script is idempotent, so those run it once. WAL mode
         is a property of the file, kept across connections; the busy timeout is the connection's (`timeout=`).
         """
-        if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:  # self._db: set by _connection
             return
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.executescript(_SCHEMA)
@@ -178,9 +211,12 @@ class CacheIndex:
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection, then keep what this run read from SQLite in the memo (when it wrote nothing)."""
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            self._memo.save(wrote=self._wrote)
 
     def _retry(self, action: Callable[[], _T]) -> _T:
         """Run an action, waiting out busy locks; any other database error is a CacheError naming the file."""
@@ -188,13 +224,14 @@ class CacheIndex:
             try:
                 with self._lock:
                     return action()
-            except self._sqlite3.OperationalError as exc:
-                busy = "locked" in str(exc) or "busy" in str(exc)
+            except Exception as exc:
+                sqlite3 = self._sqlite3
+                if sqlite3 is None or not isinstance(exc, sqlite3.DatabaseError):
+                    raise
+                busy = isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
                 if not busy or attempt == _BUSY_RETRIES:
                     raise self._unusable(exc) from None
                 time.sleep(min(0.05 * (attempt + 1), 0.5))
-            except self._sqlite3.DatabaseError as exc:
-                raise self._unusable(exc) from None
         raise AssertionError  # pragma: no cover - the loop returns or raises
 
     @property
@@ -207,23 +244,42 @@ class CacheIndex:
         return 0.0 <= self.now - row.last_used < TOUCH_INTERVAL
 
     def _write(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
+        """One transaction, with the index's generation changed before it begins and after it ends (`cache/memo.py`)."""
         items = list(statements)
+        root = split(self.path)[0]
 
         def run() -> None:
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._connection()
+            self._wrote = True
+            self._memo.disable()  # from here on this run reads SQLite only
+            self._bump(root)
             try:
-                for sql, params in items:
-                    self._db.execute(sql, params)
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    for sql, params in items:
+                        db.execute(sql, params)
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+            finally:
+                self._bump(root)
 
         self._retry(run)
 
     def _rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        return self._retry(lambda: self._db.execute(sql, params).fetchall())
+        return self._retry(lambda: self._connection().execute(sql, params).fetchall())
+
+    def _asked(self, repository: str, key: str, query: Callable[[], _Rows]) -> _Rows:
+        """The rows of a question a warm run asks: from the memo when it holds them, else from SQLite (and learned)."""
+        with self._lock:
+            found, value = self._memo.answer(repository, key)
+            if found and isinstance(value, list) and all(isinstance(row, list) for row in value):
+                return [tuple(row) for row in value]
+            rows = query()
+            self._memo.learn(repository, key, [list(row) for row in rows])
+            return rows
 
     # --- blobs and refs -------------------------------------------------------------------------------------
 
@@ -248,7 +304,7 @@ class CacheIndex:
 
     def ref(self, ref: str) -> RefRow | None:
         """A cached ref, if recorded (and well-formed)."""
-        rows = self._rows(f"{_REF_COLUMNS} WHERE ref = ?", (ref,))
+        rows = self._asked(_repository(ref), f"ref {ref}", lambda: self._rows(f"{_REF_COLUMNS} WHERE ref = ?", (ref,)))
         return decoded("refs", ref, ref_row, rows[0]) if rows else None
 
     def refs(self) -> list[RefRow]:
@@ -341,10 +397,8 @@ class CacheIndex:
 
     def verdict(self, bundle_ref: str) -> Verdict | None:
         """The last recorded relocation verdict for a fully qualified bundle ref (None if absent or malformed)."""
-        rows = self._rows(
-            "SELECT relocated, method, missing_json, checked_at, locations_digest FROM verdicts WHERE bundle_ref = ?",
-            (bundle_ref,),
-        )
+        sql = "SELECT relocated, method, missing_json, checked_at, locations_digest FROM verdicts WHERE bundle_ref = ?"
+        rows = self._asked(_repository(bundle_ref), f"verdict {bundle_ref}", lambda: self._rows(sql, (bundle_ref,)))
         return decoded("verdicts", bundle_ref, lambda row: verdict_row(bundle_ref, row), rows[0]) if rows else None
 
     def put_verdict(self, bundle_ref: str, *, relocated: bool, method: str, missing: Iterable[str]) -> None:
@@ -380,21 +434,31 @@ class CacheIndex:
 
     def grants(self, manifest_digest: Digest, repository: str) -> frozenset[str]:
         """The principals recorded as able to read a manifest in a repository (malformed rows are ignored)."""
-        rows = self._rows(
-            "SELECT principal FROM grants WHERE manifest_digest = ? AND repository = ?",
-            (str(manifest_digest), repository),
-        )
+        sql = "SELECT principal FROM grants WHERE manifest_digest = ? AND repository = ?"
+        params = (str(manifest_digest), repository)
+        rows = self._asked(repository, f"grants {manifest_digest}", lambda: self._rows(sql, params))
         return frozenset(str(r[0]) for r in rows if is_principal(r[0]))
 
     def grant(self, manifest_digest: Digest, repository: str, principal: str) -> None:
-        """Record that `principal` could read a manifest in a repository."""
+        """Record that `principal` could read a manifest in a repository (nothing is written when it is recorded)."""
+        if principal in self.grants(manifest_digest, repository):
+            return  # a tag's warm run proves access with each HEAD: rewriting the row would end every run's memo
         sql = "INSERT OR REPLACE INTO grants(manifest_digest, repository, principal, granted_at) VALUES (?,?,?,?)"
         self._write([(sql, (str(manifest_digest), repository, principal, self.now))])
 
     def held(self, repository: str, digests: Iterable[Digest]) -> frozenset[Digest]:
-        """Those of `digests` that were fetched from `repository` and verified (one query)."""
+        """Those of `digests` that were fetched from `repository` and verified (one query, or the memo's answers)."""
         wanted = {str(d): d for d in digests}
-        names = list(wanted)
+        with self._lock:
+            answers = [self._memo.answer(repository, f"held {name}") for name in wanted]
+            if all(found and isinstance(value, bool) for found, value in answers):
+                return frozenset(d for d, (_, value) in zip(wanted.values(), answers, strict=True) if value)
+            found = self._held(repository, list(wanted), wanted)
+            for name, digest in wanted.items():
+                self._memo.learn(repository, f"held {name}", digest in found)
+        return found
+
+    def _held(self, repository: str, names: list[str], wanted: dict[str, Digest]) -> frozenset[Digest]:
         found: set[Digest] = set()
         for start in range(0, len(names), _BATCH):  # SQLite before 3.32 takes at most 999 parameters
             batch = names[start : start + _BATCH]
@@ -410,15 +474,31 @@ class CacheIndex:
         self._write((sql, (repository, str(d), now)) for d in digests)
 
     def put_tag(self, ref: str, digest: Digest) -> None:
-        """Record a tag's answer (used only by --stale-if-error)."""
+        """Record a tag's answer (used only by --stale-if-error).
+
+        The same answer recorded less than TOUCH_INTERVAL ago is not written again (a tag App's warm run would write
+        on every reconcile, and every write ends the memo's answers): its recorded age may be that much too old.
+        """
+        known = self.tag(ref)
+        if known is not None and known[0] == digest and 0.0 <= self.now - known[1] < TOUCH_INTERVAL:
+            return
         self._write(
             [("INSERT OR REPLACE INTO tags(ref, digest, resolved_at) VALUES (?,?,?)", (ref, str(digest), self.now))]
         )
 
     def tag(self, ref: str) -> tuple[Digest, float] | None:
         """The last recorded answer for a tag and when it was given."""
-        rows = self._rows("SELECT digest, resolved_at FROM tags WHERE ref = ?", (ref,))
+        sql = "SELECT digest, resolved_at FROM tags WHERE ref = ?"
+        rows = self._asked(_repository(ref), f"tag {ref}", lambda: self._rows(sql, (ref,)))
         return decoded("tags", ref, _tag_row, rows[0]) if rows else None
+
+
+def _repository(ref: str) -> str:
+    """The repository of a digest or tag ref (`host[:port]/path@sha256:…`, `…/path:tag`): the memo's shard."""
+    if "@" in ref:
+        return ref.rpartition("@")[0]
+    head, slash, last = ref.rpartition("/")
+    return f"{head}{slash}{last.partition(':')[0]}"
 
 
 def _tag_row(row: tuple[object, ...]) -> tuple[Digest, float]:

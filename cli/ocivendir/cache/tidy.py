@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from ocivendir.cache.index import CacheIndex
+from ocivendir.cache.memo import GENERATION, MEMO_DIR
 from ocivendir.cache.store import LAYOUT_MARKER, BlobStore
 from ocivendir.fs.swap import atomic_write, remove_tree
 
@@ -49,6 +50,10 @@ def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[st
 
 def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
     found = [_remove(path, "stale temp file", repair=repair) for path in sorted(Path(store.tmp).iterdir())]
+    root, memo = Path(store.root), Path(store.root) / MEMO_DIR  # the read memo's temp files, left by a crash
+    inside = memo.is_dir() and not memo.is_symlink()
+    stale = sorted(root.glob(f"{GENERATION}.*.tmp")) + (sorted(memo.glob("*.tmp")) if inside else [])
+    found += [_remove(path, "stale temp file", repair=repair) for path in stale if not path.is_symlink()]
     for path in sorted(Path(store.locks).iterdir()):
         if path.is_symlink() or not path.is_file():
             found.append(_remove(path, "not a regular file where a lock file belongs", repair=repair))
