@@ -135,9 +135,13 @@ def test_digest_pinned_content_survives_the_registry_going_away_and_a_tag_does_n
 
 
 def _age_verdicts(cache: Path, seconds: float) -> int:
-    """Move every recorded relocation verdict `seconds` into the past (as if that much time had gone by)."""
+    """Move every recorded relocation verdict `seconds` into the past (as if that much time had gone by).
+
+    The rows are edited behind ocivendir's back, so the read memo that holds copies of them goes too.
+    """
     import sqlite3  # noqa: PLC0415
 
+    shutil.rmtree(cache / "memo", ignore_errors=True)
     with contextlib.closing(sqlite3.connect(cache / "index.db")) as db, db:
         return db.execute("UPDATE verdicts SET checked_at = checked_at - ?", (seconds,)).rowcount
 
@@ -319,5 +323,5 @@ def test_twenty_reconciles_into_fresh_directories_do_not_grow_the_cache(
         shutil.rmtree(cwd)  # kapp-controller removes its temporary fetch directory after each reconcile
         counts.append(sum(1 for _ in controller.cache.rglob("*")))
     assert counts[1:] == [counts[1]] * 19
-    assert counts[1] == counts[0] + 2  # the first warm run leaves the read memo: memo/ and the repository's shard
+    assert counts[1] == counts[0] + 1  # the first warm run leaves the repository's shard of the read memo
     assert not list((controller.cache / "locks").glob("target-*"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import stat
@@ -450,6 +451,7 @@ def test_a_warm_sync_writes_nothing_to_the_index_until_last_used_is_due(
     assert sync(work, config).exit_code == 0
     argv = ["vendir", "sync", "-f", "-", "--lock-file", "/dev/null", "--chdir", str(work)]
     assert _index_writes(argv, config, cache) == []
+    shutil.rmtree(cache / "memo")  # the row is aged behind ocivendir's back: the read memo holding it goes too
     with contextlib.closing(sqlite3.connect(cache / "index.db")) as db, db:
         db.execute("UPDATE refs SET last_used = last_used - ?", (TOUCH_INTERVAL + 1,))
     # manifest, config and layer: three blobs, three edges and the ref, in one transaction

@@ -195,7 +195,7 @@ def test_listing_ten_thousand_entries_is_one_query(cache: tuple[BlobStore, Cache
                 (f"r.io/x{number}@{digest}", digest, "image", MANIFEST_TYPE, 100, now, now),
             ),
         ]
-    index._write(statements)
+    index._write(statements, repository=None)
     result = list_entries(store, index)
     assert result.totals.entries == 10_000
     assert result.totals.bytes == 1_000_000

@@ -31,7 +31,7 @@ def index(tmp_path: Path) -> Iterator[CacheIndex]:
 
 
 def raw(index: CacheIndex, sql: str, *params: object) -> None:
-    index._write([(sql, params)])  # the tamperer writes index.db directly
+    index._write([(sql, params)], repository=None)  # the tamperer writes index.db directly
 
 
 def refs_row(ref: object, digest: object, kind: object = "image", media: object = MANIFEST_TYPE,

@@ -58,6 +58,6 @@ def test_an_index_from_before_grants_opens_and_gains_the_table(tmp_path: Path) -
     index.grant(digest, "r.io/team/app", ANONYMOUS_PRINCIPAL)
     assert index.grants(digest, "r.io/team/app") == {ANONYMOUS_PRINCIPAL}
     assert index.grants(digest, "r.io/team/other") == frozenset()
-    index._write([("INSERT INTO grants VALUES (?,?,?,?)", (str(digest), "r.io/x", "root", 1.0))])
+    index._write([("INSERT INTO grants VALUES (?,?,?,?)", (str(digest), "r.io/x", "root", 1.0))], repository=None)
     assert index.grants(digest, "r.io/x") == frozenset()  # a tampered principal is ignored
     index.close()

@@ -13,7 +13,7 @@ import time
 from _thread import RLock
 
 from ocivendir.cache.grants import is_principal
-from ocivendir.cache.memo import GENERATION, Memo, bump
+from ocivendir.cache.memo import Memo, bump, generation, state
 from ocivendir.cache.rows import (
     BlobRow,
     RefRow,
@@ -154,20 +154,21 @@ class CacheIndex:
         self._wrote = False
         if os.path.exists(path) and not os.path.isfile(path):
             raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
-        root = split(path)[0]
-        started = not os.path.exists(os.path.join(root, GENERATION))
+        self._root = split(path)[0]
+        started = not generation(self._root)
         if started:
-            self._bump(root)  # an index without a generation (new, or from before the memo) starts one
-        self._memo = Memo(root)
-        if started or self._memo.state is None:  # no memo to read: open now (an unusable index fails here, as it did)
+            self._bump(None)  # an index without a generation (from before the memo, or a torn token) starts one
+        self._memo = Memo(path)
+        if started or state(path) is None:  # no memo to read: open now (an unusable index fails here, as it did)
             self._connection()
 
-    def _bump(self, root: str) -> None:
+    def _bump(self, repository: str | None) -> None:
+        """A new generation for a repository's memo answers (None: every repository's); see `cache/memo.py`."""
         try:
-            bump(root)
+            bump(self._root, repository)
         except OSError as exc:
             raise CacheError(f"Cannot write cache index '{self.path}': {exc.strerror or exc}",
-                             hint=f"make '{root}' writable by this user") from None  # fmt: skip
+                             hint=f"make '{self._root}' writable by this user") from None  # fmt: skip
 
     def _connection(self) -> Any:  # noqa: ANN401 - a sqlite3 Connection (the C module has no stub)
         """The SQLite connection, opened (and the schema created or migrated) on first use."""
@@ -202,6 +203,7 @@ class CacheIndex:
         """
         if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:  # self._db: set by _connection
             return
+        self._bump(None)  # a new or migrated index: no memo answer read before holds
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.executescript(_SCHEMA)
         if self._db.execute("SELECT schema_version FROM meta").fetchone() is None:
@@ -243,16 +245,18 @@ class CacheIndex:
         """Whether a ref's last use was recorded less than TOUCH_INTERVAL ago (then recording it again is skipped)."""
         return 0.0 <= self.now - row.last_used < TOUCH_INTERVAL
 
-    def _write(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
-        """One transaction, with the index's generation changed before it begins and after it ends (`cache/memo.py`)."""
+    def _write(self, statements: Iterable[tuple[str, tuple[object, ...]]], *, repository: str | None) -> None:
+        """One transaction, the memo's generation changed before it begins and after it ends (`cache/memo.py`).
+
+        `repository`: the one whose answers the transaction changes; None when it may change any repository's.
+        """
         items = list(statements)
-        root = split(self.path)[0]
 
         def run() -> None:
             db = self._connection()
             self._wrote = True
             self._memo.disable()  # from here on this run reads SQLite only
-            self._bump(root)
+            self._bump(repository)
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
@@ -264,22 +268,26 @@ class CacheIndex:
                         db.execute("ROLLBACK")
                     raise
             finally:
-                self._bump(root)
+                self._bump(repository)
 
         self._retry(run)
 
     def _rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         return self._retry(lambda: self._connection().execute(sql, params).fetchall())
 
-    def _asked(self, repository: str, key: str, query: Callable[[], _Rows]) -> _Rows:
-        """The rows of a question a warm run asks: from the memo when it holds them, else from SQLite (and learned)."""
+    def _asked(self, repository: str, key: str, width: int, query: Callable[[], _Rows]) -> _Rows:
+        """The rows of a question a warm run asks: from the memo when it holds them, else from SQLite (and learned).
+
+        A memo answer is used only when it is rows of the question's `width` (what SQLite would return).
+        """
         with self._lock:
             found, value = self._memo.answer(repository, key)
-            if found and isinstance(value, list) and all(isinstance(row, list) for row in value):
-                return [tuple(row) for row in value]
-            rows = query()
+        if found and isinstance(value, list) and all(isinstance(row, list) and len(row) == width for row in value):
+            return [tuple(row) for row in value]
+        rows = query()
+        with self._lock:
             self._memo.learn(repository, key, [list(row) for row in rows])
-            return rows
+        return rows
 
     # --- blobs and refs -------------------------------------------------------------------------------------
 
@@ -300,11 +308,13 @@ class CacheIndex:
         statements.append(
             (_UPSERT_REF, (ref, str(manifest.digest), kind, manifest.media_type, manifest.size, now, now))
         )
-        self._write(statements)
+        self._write(statements, repository=_repository(ref))
 
     def ref(self, ref: str) -> RefRow | None:
         """A cached ref, if recorded (and well-formed)."""
-        rows = self._asked(_repository(ref), f"ref {ref}", lambda: self._rows(f"{_REF_COLUMNS} WHERE ref = ?", (ref,)))
+        rows = self._asked(
+            _repository(ref), f"ref {ref}", 7, lambda: self._rows(f"{_REF_COLUMNS} WHERE ref = ?", (ref,))
+        )
         return decoded("refs", ref, ref_row, rows[0]) if rows else None
 
     def refs(self) -> list[RefRow]:
@@ -366,7 +376,7 @@ class CacheIndex:
     def remove_refs(self, refs: Iterable[str]) -> list[Digest]:
         """Drop refs (and their verdicts); return the blobs no remaining ref needs, whose rows are deleted too."""
         refs = list(refs)
-        self._write(("DELETE FROM refs WHERE ref = ?", (r,)) for r in refs)
+        self._write((("DELETE FROM refs WHERE ref = ?", (r,)) for r in refs), repository=None)
         orphans = self._rows(
             "SELECT digest FROM blobs WHERE digest NOT IN ("
             " SELECT e.blob_digest FROM edges e JOIN refs r ON r.manifest_digest = e.manifest_digest)"
@@ -377,7 +387,8 @@ class CacheIndex:
             statements.append(("DELETE FROM edges WHERE manifest_digest = ?", (raw,)))
             statements.append(("DELETE FROM grants WHERE manifest_digest = ?", (raw,)))
             statements.append(("DELETE FROM possession WHERE digest = ?", (raw,)))
-        self._write(statements)
+        self._write(statements, repository=None)
+        self._memo.forget({_repository(r) for r in refs})
         return [d for (raw,) in orphans if (d := decoded("blobs", raw, digest_value, raw))]
 
     def forget_blob(self, digest: Digest) -> list[str]:
@@ -390,7 +401,8 @@ class CacheIndex:
         statements: list[tuple[str, tuple[object, ...]]] = [("DELETE FROM refs WHERE ref = ?", (r,)) for r in refs]
         statements.append(("DELETE FROM blobs WHERE digest = ?", (str(digest),)))
         statements.append(("DELETE FROM possession WHERE digest = ?", (str(digest),)))
-        self._write(statements)
+        self._write(statements, repository=None)
+        self._memo.forget({_repository(r) for r in refs})
         return refs
 
     # --- verdicts, schemes, tags ----------------------------------------------------------------------------
@@ -398,7 +410,7 @@ class CacheIndex:
     def verdict(self, bundle_ref: str) -> Verdict | None:
         """The last recorded relocation verdict for a fully qualified bundle ref (None if absent or malformed)."""
         sql = "SELECT relocated, method, missing_json, checked_at, locations_digest FROM verdicts WHERE bundle_ref = ?"
-        rows = self._asked(_repository(bundle_ref), f"verdict {bundle_ref}", lambda: self._rows(sql, (bundle_ref,)))
+        rows = self._asked(_repository(bundle_ref), f"verdict {bundle_ref}", 5, lambda: self._rows(sql, (bundle_ref,)))
         return decoded("verdicts", bundle_ref, lambda row: verdict_row(bundle_ref, row), rows[0]) if rows else None
 
     def put_verdict(self, bundle_ref: str, *, relocated: bool, method: str, missing: Iterable[str]) -> None:
@@ -406,12 +418,12 @@ class CacheIndex:
         import json  # noqa: PLC0415 - a verdict is written on a cold run only; json imports re
 
         params = (bundle_ref, int(relocated), method, None, json.dumps(list(missing)), self.now)
-        self._write([(_PUT_VERDICT, params)])
+        self._write([(_PUT_VERDICT, params)], repository=_repository(bundle_ref))
 
     def put_locations(self, bundle_ref: str, digest: Digest) -> None:
         """Record the digest of the locations image behind a bundle's verdict (its nested-bundle hints, offline)."""
         sql = "UPDATE verdicts SET locations_digest = ? WHERE bundle_ref = ?"
-        self._write([(sql, (str(digest), bundle_ref))])
+        self._write([(sql, (str(digest), bundle_ref))], repository=_repository(bundle_ref))
 
     def verdicts(self) -> dict[str, Verdict]:
         """Every recorded, well-formed verdict by bundle ref."""
@@ -428,15 +440,14 @@ class CacheIndex:
 
     def remember_scheme(self, host: str, scheme: str) -> None:
         """Record the scheme that worked for a host."""
-        self._write(
-            [("INSERT OR REPLACE INTO schemes(host, scheme, checked_at) VALUES (?,?,?)", (host, scheme, self.now))]
-        )
+        sql = "INSERT OR REPLACE INTO schemes(host, scheme, checked_at) VALUES (?,?,?)"
+        self._write([(sql, (host, scheme, self.now))], repository=None)  # rare: once per host
 
     def grants(self, manifest_digest: Digest, repository: str) -> frozenset[str]:
         """The principals recorded as able to read a manifest in a repository (malformed rows are ignored)."""
         sql = "SELECT principal FROM grants WHERE manifest_digest = ? AND repository = ?"
         params = (str(manifest_digest), repository)
-        rows = self._asked(repository, f"grants {manifest_digest}", lambda: self._rows(sql, params))
+        rows = self._asked(repository, f"grants {manifest_digest}", 1, lambda: self._rows(sql, params))
         return frozenset(str(r[0]) for r in rows if is_principal(r[0]))
 
     def grant(self, manifest_digest: Digest, repository: str, principal: str) -> None:
@@ -444,16 +455,17 @@ class CacheIndex:
         if principal in self.grants(manifest_digest, repository):
             return  # a tag's warm run proves access with each HEAD: rewriting the row would end every run's memo
         sql = "INSERT OR REPLACE INTO grants(manifest_digest, repository, principal, granted_at) VALUES (?,?,?,?)"
-        self._write([(sql, (str(manifest_digest), repository, principal, self.now))])
+        self._write([(sql, (str(manifest_digest), repository, principal, self.now))], repository=repository)
 
     def held(self, repository: str, digests: Iterable[Digest]) -> frozenset[Digest]:
         """Those of `digests` that were fetched from `repository` and verified (one query, or the memo's answers)."""
         wanted = {str(d): d for d in digests}
         with self._lock:
             answers = [self._memo.answer(repository, f"held {name}") for name in wanted]
-            if all(found and isinstance(value, bool) for found, value in answers):
-                return frozenset(d for d, (_, value) in zip(wanted.values(), answers, strict=True) if value)
-            found = self._held(repository, list(wanted), wanted)
+        if all(found and isinstance(value, bool) for found, value in answers):
+            return frozenset(d for d, (_, value) in zip(wanted.values(), answers, strict=True) if value)
+        found = self._held(repository, list(wanted), wanted)
+        with self._lock:
             for name, digest in wanted.items():
                 self._memo.learn(repository, f"held {name}", digest in found)
         return found
@@ -471,25 +483,17 @@ class CacheIndex:
         """Record that `repository` served these digests' bytes and they verified."""
         now = self.now
         sql = "INSERT OR REPLACE INTO possession(repository, digest, fetched_at) VALUES (?,?,?)"
-        self._write((sql, (repository, str(d), now)) for d in digests)
+        self._write(((sql, (repository, str(d), now)) for d in digests), repository=repository)
 
     def put_tag(self, ref: str, digest: Digest) -> None:
-        """Record a tag's answer (used only by --stale-if-error).
-
-        The same answer recorded less than TOUCH_INTERVAL ago is not written again (a tag App's warm run would write
-        on every reconcile, and every write ends the memo's answers): its recorded age may be that much too old.
-        """
-        known = self.tag(ref)
-        if known is not None and known[0] == digest and 0.0 <= self.now - known[1] < TOUCH_INTERVAL:
-            return
-        self._write(
-            [("INSERT OR REPLACE INTO tags(ref, digest, resolved_at) VALUES (?,?,?)", (ref, str(digest), self.now))]
-        )
+        """Record a tag's answer (used only by --stale-if-error, whose age limit is measured from it)."""
+        sql = "INSERT OR REPLACE INTO tags(ref, digest, resolved_at) VALUES (?,?,?)"
+        self._write([(sql, (ref, str(digest), self.now))], repository=_repository(ref))
 
     def tag(self, ref: str) -> tuple[Digest, float] | None:
         """The last recorded answer for a tag and when it was given."""
         sql = "SELECT digest, resolved_at FROM tags WHERE ref = ?"
-        rows = self._asked(_repository(ref), f"tag {ref}", lambda: self._rows(sql, (ref,)))
+        rows = self._asked(_repository(ref), f"tag {ref}", 2, lambda: self._rows(sql, (ref,)))
         return decoded("tags", ref, _tag_row, rows[0]) if rows else None
 
 

@@ -1,21 +1,26 @@
 """Owns: the index's read memo — what a warm run asks the index, answered from small files without opening SQLite.
 
-A warm run asks the index four things about the content it syncs: which of its blobs a repository possesses, who
-may read its manifest (grants), a bundle's relocation verdict, and the ref's row. Answering them from SQLite cost a
-tenth of a warm run's CPU: loading the library, then creating and removing the WAL's `-wal` and `-shm` files. So a run
-that had to ask SQLite writes what it read, as the rows SQLite returned, to `memo/<sha256 of the repository>.json`,
-and later runs read them there. The rows are decoded by `cache/rows.py`, as rows from SQLite are.
+A warm run asks the index a few things about the content it syncs: which of its blobs a repository possesses, who
+may read its manifest (grants), a bundle's relocation verdict, the ref's row and a tag's last answer. Answering them
+from SQLite cost a tenth of a warm run's CPU: loading the library, then creating and removing the WAL's `-wal` and
+`-shm` files. So a run that had to ask SQLite writes what it read, as the rows SQLite returned, to
+`memo/<sha256 of the repository>.json`, and later runs read them there. The rows are decoded by `cache/rows.py`, as
+rows from SQLite are.
 
-A memo holds only while the index is as it was read. Every write to the index replaces `index.gen` (a random token)
-before it begins and after it commits. A memo records the state it was read in — that token and the identity
-(inode, size, modification time) of `index.db` — and is used only while the state is the same and no `index.db-wal`
-exists (a connection is open somewhere, or a crash left one for SQLite to recover). The decisions that depend on time
-(a verdict's recheck, refreshing a ref's last use) stay with the callers, on the rows' own times, as with SQLite.
+A shard holds only while what it answers is unchanged. Every write to the index changes a generation token before it
+begins and after it commits: the repository's (`memo/<sha256>.gen`) when the write concerns one repository (its
+refs, possession, grants, verdicts, tags: a ref's last-use refresh invalidates that repository's answers only), the
+whole index's (`index.gen`) when it may concern any (removing refs and blobs, a new or migrated index). A shard
+records both tokens as its run read them before asking SQLite, and is used only while both are the same; a run saves
+nothing when a token changed while it ran. The index's token also carries the boot id: a token written just before
+a power loss may not have reached the disk when the index's commit did. The decisions that depend on time (a
+verdict's recheck, refreshing a ref's last use) stay with the callers, on the rows' own times, as with SQLite.
 """
 
 from __future__ import annotations
 
 import os
+from stat import S_ISREG
 
 from ocivendir import diag, jsonread
 from ocivendir.fs.remove import remove_file
@@ -25,127 +30,182 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["GENERATION", "MEMO_DIR", "Memo", "bump", "state"]
+__all__ = ["GENERATION", "MEMO_DIR", "Memo", "bump", "generation", "state"]
 
 _log = diag.logger("ocivendir.cache")
 
 GENERATION = "index.gen"
 MEMO_DIR = "memo"
-_FORMAT = 1
+_FORMAT = 2
 _MAX_BYTES = 256 * 1024  # a shard larger than this is not read (it is rewritten smaller by the next run that learns)
-_MAX_ANSWERS = 1024
-_SQLITE = b"SQLite format 3\x00"  # answers kept per shard; past that, a shard keeps only the run's own
+_MAX_ANSWERS = 1024  # answers kept per shard; past that, a shard keeps only the run's own
+_SQLITE = b"SQLite format 3\x00"
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-def state(root: str) -> str | None:
-    """The index's state (generation token, `index.db`'s identity and header), or None when no memo may be used now.
+def generation(root: str) -> str:
+    """The whole index's generation token ('' when there is none yet, or it is unreadable)."""
+    return _token(os.path.join(root, GENERATION))
 
-    None also when `index.db` does not start as an SQLite file does: opening it is how its error is reported.
+
+def _token(path: str) -> str:
+    """A generation token ('' when there is none yet)."""
+    data = _read_regular(path, 64)
+    return "" if data is None else data.decode("ascii", "replace")
+
+
+def _read_regular(path: str, limit: int) -> bytes | None:
+    """Up to `limit` bytes of a regular file; None for anything else (a FIFO planted here cannot hang the run)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def state(db: str) -> str | None:
+    """The generation of the index at `db` (its token and the boot id), or None when no memo may be used now.
+
+    None when there is no token yet, and when the file does not start as an SQLite file does (opening it is how its
+    error is reported).
     """
-    db = os.path.join(root, "index.db")
-    try:
-        with open(os.path.join(root, GENERATION), "rb") as handle:
-            token = handle.read(64).decode("ascii")
-        with open(db, "rb") as handle:
-            info, header = os.fstat(handle.fileno()), handle.read(32)
-    except (OSError, UnicodeDecodeError):
+    token = generation(os.path.dirname(db))
+    if not token or _read_regular(db, 16) != _SQLITE:
         return None
-    if not header.startswith(_SQLITE) or os.path.lexists(db + "-wal"):
-        return None
-    return f"{token} {info.st_ino} {info.st_size} {info.st_mtime_ns} {header[24:28].hex()}"
+    return f"{token} {_token(_BOOT_ID).strip()}"
 
 
-def bump(root: str) -> None:
-    """Give the index a new generation: every memo read before now stops being used."""
-    path = os.path.join(root, GENERATION)
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    try:
-        _create(tmp, os.urandom(16).hex().encode())
-        os.replace(tmp, path)
-    except BaseException:
-        remove_file(tmp)
-        raise
+def bump(root: str, repository: str | None = None) -> None:
+    """A new generation for one repository's answers, or (None) for the whole index's."""
+    if repository is None:
+        _replace(os.path.join(root, GENERATION), os.urandom(16).hex().encode())
+        return
+    directory = os.path.join(root, MEMO_DIR)
+    if os.path.islink(directory):  # tokens and shards live inside the cache only (and such a memo is never read)
+        return
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    _replace(os.path.join(directory, _name(repository, ".gen")), os.urandom(16).hex().encode())
 
 
-def _shard_name(repository: str) -> str:
-    return f"{sha256_hex(repository.encode())}.json"
+def _name(repository: str, suffix: str) -> str:
+    return f"{sha256_hex(repository.encode())}{suffix}"
 
 
 class Memo:
     """One run's view of the memo: answers read from the shards, and what the run learned from SQLite."""
 
-    def __init__(self, root: str) -> None:
-        """The memo of the cache at `root`, usable when the index's state can be read now."""
-        self._root = root
+    def __init__(self, db: str) -> None:
+        """The memo of the index at `db` (in the cache's root).
+
+        The index's generation is read at the first question (the run holds the cache's lock by then) and again
+        for every shard read: a shard counts only in the generation of the moment it is read.
+        """
+        self._db = db
+        self._root = root = os.path.dirname(db)
         self._dir = os.path.join(root, MEMO_DIR)
-        self.state = state(root)
-        self._shards: dict[str, dict[str, object]] = {}  # repository -> answers read
+        self.state: str | None = ""  # "": not read yet; None: no memo for this run
+        self._shards: dict[str, tuple[str, dict[str, object]]] = {}  # repository -> its token and answers, as read
         self._learned: dict[str, dict[str, object]] = {}  # repository -> answers from SQLite
 
     def answer(self, repository: str, key: str) -> tuple[bool, object]:
-        """`(True, answer)` when the memo holds one for `key` (of `repository`), else `(False, None)`."""
+        """`(True, answer)` when the memo holds one for `key` (of `repository`), else `(False, None)`.
+
+        The first question about a repository reads its token: a run asks before it reads SQLite.
+        """
         if self.state is None:
             return False, None
-        shard = self._shards.get(repository)
-        if shard is None:
-            shard = self._shards[repository] = self._read(repository)
-        if key in shard:
-            return True, shard[key]
+        answers = self._shard(repository)[1]
+        if self.state is None:  # the index's generation changed since the run's first question
+            return False, None
+        if key in answers:
+            return True, answers[key]
         return False, None
 
     def disable(self) -> None:
         """Answer nothing more (the run is writing to the index) and save nothing."""
         self.state = None
 
+    def forget(self, repositories: set[str]) -> None:
+        """Remove the shards and tokens of repositories the index no longer holds anything of (best effort)."""
+        for repository in repositories:
+            for suffix in (".json", ".gen"):
+                try:
+                    remove_file(os.path.join(self._dir, _name(repository, suffix)))
+                except OSError as exc:
+                    _log.debug("could not remove the memo of %s: %s", repository, exc)
+
     def learn(self, repository: str, key: str, value: object) -> None:
         """Remember an answer SQLite gave, for `save`."""
         self._learned.setdefault(repository, {})[key] = value
 
     def save(self, *, wrote: bool) -> None:
-        """Write what was learned, unless the run wrote to the index or the index changed since the run began."""
-        if not self._learned or wrote:
+        """Write what was learned, unless the run wrote to the index or a generation changed since it was read."""
+        if not self._learned or wrote or not self.state or state(self._db) != self.state:
             return
-        if self.state is None:  # no generation yet (a new or older index), or the index was busy when the run began
-            return
-        if state(self._root) != self.state:
-            return
-        try:
-            os.makedirs(self._dir, mode=0o700, exist_ok=True)
-        except OSError as exc:  # the memo is an optimisation: it never fails a run
-            _log.debug("no memo directory %s: %s", self._dir, exc)
-            return
-        if os.path.islink(self._dir) or not os.path.isdir(self._dir):  # shards are written inside the cache only
+        if os.path.islink(self._dir) or not os.path.isdir(self._dir):  # no token was ever written: nothing to save
             return
         for repository, learned in self._learned.items():
-            known = self._shards.get(repository)
-            if known is None:
-                known = self._read(repository)
+            token, known = self._shard(repository)
+            if not token or _token(os.path.join(self._dir, _name(repository, ".gen"))) != token:
+                continue  # the repository has no generation yet (never written), or one of its writes ran meanwhile
             answers = {**known, **learned} if len(known) + len(learned) <= _MAX_ANSWERS else dict(learned)
-            doc = {"format": _FORMAT, "state": self.state, "repository": repository, "answers": answers}
             try:
-                data = _json(doc).encode()
+                data = self._encoded(repository, token, answers)
+                if len(data) > _MAX_BYTES:  # too large to be read back: the run's own answers, if they fit
+                    data = self._encoded(repository, token, learned)
             except (ValueError, UnicodeEncodeError) as exc:  # a value JSON cannot hold: that shard is not written
                 _log.debug("not writing the memo of %s: %s", repository, exc)
                 continue
-            _write(os.path.join(self._dir, _shard_name(repository)), data)
+            if len(data) > _MAX_BYTES:
+                continue
+            try:
+                _replace(os.path.join(self._dir, _name(repository, ".json")), data)
+            except OSError as exc:  # the memo is an optimisation: it never fails a run
+                _log.debug("could not write the memo of %s: %s", repository, exc)
 
-    def _read(self, repository: str) -> dict[str, object]:
-        """The answers of a shard written in this state for this repository; anything else counts as none."""
-        path = os.path.join(self._dir, _shard_name(repository))
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:
+    def _encoded(self, repository: str, token: str, answers: dict[str, object]) -> bytes:
+        doc = {"format": _FORMAT, "state": self.state, "token": token, "repository": repository, "answers": answers}
+        return _json(doc).encode()
+
+    def _shard(self, repository: str) -> tuple[str, dict[str, object]]:
+        """The repository's token, and the answers of its shard when written in this generation (else none)."""
+        known = self._shards.get(repository)
+        if known is None:
+            now = None if os.path.islink(self._dir) else state(self._db)
+            if self.state == "":
+                self.state = now
+            elif now != self.state:
+                self.state = None  # changed since the run's first question: this run reads SQLite from here on
+            if self.state is None:
+                return "", {}
+            path = os.path.join(self._dir, _name(repository, ".gen"))
+            token = _token(path)
+            if not token:  # never written since the memo exists: start its generation, before SQLite is read
+                try:
+                    bump(self._root, repository)
+                except OSError as exc:
+                    _log.debug("no memo generation for %s: %s", repository, exc)
+                token = _token(path)
+            known = self._shards[repository] = (token, self._read(repository, token) if token else {})
+        return known
+
+    def _read(self, repository: str, token: str) -> dict[str, object]:
+        path = os.path.join(self._dir, _name(repository, ".json"))
+        data = _read_regular(path, _MAX_BYTES + 1)
+        if data is None:
             return {}
-        try:
-            data = os.read(fd, _MAX_BYTES + 1)
-        except OSError:
-            return {}
-        finally:
-            os.close(fd)
-        return _answers(data, self.state, repository, lambda why: _log.debug("ignoring memo %s: %s", path, why))
+        expected: dict[str, object] = {"state": self.state, "token": token, "repository": repository}
+        return _answers(data, expected, lambda why: _log.debug("ignoring memo %s: %s", path, why))
 
 
-def _answers(data: bytes, expected: str | None, repository: str, ignore: Callable[[str], None]) -> dict[str, object]:
+def _answers(data: bytes, expected: dict[str, object], ignore: Callable[[str], None]) -> dict[str, object]:
     if len(data) > _MAX_BYTES:
         ignore("too large")
         return {}
@@ -157,8 +217,8 @@ def _answers(data: bytes, expected: str | None, repository: str, ignore: Callabl
     if not (isinstance(doc, dict) and doc.get("format") == _FORMAT and isinstance(doc.get("answers"), dict)):
         ignore("not a memo of this version")
         return {}
-    if doc.get("state") != expected or doc.get("repository") != repository:
-        return {}  # read in another state of the index (or for another repository): stale, not damaged
+    if any(doc.get(field) != value for field, value in expected.items()):
+        return {}  # read in another generation (or for another repository): stale, not damaged
     answers: dict[str, object] = doc["answers"]
     return answers
 
@@ -185,23 +245,18 @@ def _json(value: object) -> str:
     raise ValueError(f"{type(value).__name__} is not a row value")
 
 
-def _write(path: str, data: bytes) -> None:
-    """Replace a shard (temp sibling + rename; no fsync: a shard lost or torn in a crash is not used)."""
+def _replace(path: str, data: bytes) -> None:
+    """Replace a file by a temp sibling and a rename (no fsync: a token or shard a crash tore is not trusted)."""
     tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
-        _create(tmp, data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException:
         remove_file(tmp)
-        _log.debug("could not write memo %s: %s", path, exc)
-
-
-def _create(path: str, data: bytes) -> None:
-    """Write `data` to a new file (mode 0600)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+        raise

@@ -21,6 +21,7 @@ from ocivendir.fs.swap import atomic_write, remove_tree
 __all__ = ["tidy"]
 
 _HEX = re.compile(r"[0-9a-f]{64}")
+_MEMO_FILE = re.compile(r"[0-9a-f]{64}\.(json|gen)")
 _LOCK = re.compile(r"root|index-json|grants-key|(blob|entry|target)-[0-9a-f]{64}")
 
 
@@ -50,15 +51,28 @@ def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[st
 
 def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
     found = [_remove(path, "stale temp file", repair=repair) for path in sorted(Path(store.tmp).iterdir())]
-    root, memo = Path(store.root), Path(store.root) / MEMO_DIR  # the read memo's temp files, left by a crash
-    inside = memo.is_dir() and not memo.is_symlink()
-    stale = sorted(root.glob(f"{GENERATION}.*.tmp")) + (sorted(memo.glob("*.tmp")) if inside else [])
-    found += [_remove(path, "stale temp file", repair=repair) for path in stale if not path.is_symlink()]
+    found += _memo(Path(store.root), repair=repair)
     for path in sorted(Path(store.locks).iterdir()):
         if path.is_symlink() or not path.is_file():
             found.append(_remove(path, "not a regular file where a lock file belongs", repair=repair))
         elif not _LOCK.fullmatch(path.name) or path.name.startswith("target-"):
             found.append(_remove(path, "stale lock file", repair=repair))
+    return found
+
+
+def _memo(root: Path, *, repair: bool) -> list[str]:
+    """The read memo's files: temp files a crash left, and anything that is not a token or a shard where they live."""
+    found = [_remove(path, "stale temp file", repair=repair) for path in sorted(root.glob(f"{GENERATION}.*.tmp"))]
+    generation, memo = root / GENERATION, root / MEMO_DIR
+    if generation.is_symlink() or (generation.exists() and not generation.is_file()):
+        found.append(_remove(generation, "not a regular file where the index's generation belongs", repair=repair))
+    if memo.is_symlink() or (memo.exists() and not memo.is_dir()):
+        return [*found, _remove(memo, "not a directory where the read memo belongs", repair=repair)]
+    for path in sorted(memo.iterdir()) if memo.is_dir() else ():
+        if path.name.endswith(".tmp"):
+            found.append(_remove(path, "stale temp file", repair=repair))
+        elif path.is_symlink() or not path.is_file() or not _MEMO_FILE.fullmatch(path.name):
+            found.append(_remove(path, "not a file of the read memo", repair=repair))
     return found
 
 
