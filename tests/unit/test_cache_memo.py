@@ -449,7 +449,8 @@ def test_a_symlink_in_place_of_the_memo_directory_is_neither_written_through_nor
 
 def test_temp_files_a_crash_left_are_stale_temp_files_to_cache_verify(cache: Path) -> None:
     learned(cache)
-    left = [cache / f"{GENERATION}.123.abcd.tmp", cache / MEMO_DIR / "x.json.123.abcd.tmp"]
+    shard = next((cache / MEMO_DIR).glob("*.json")).name  # atomic_write's temp siblings of the token and a shard
+    left = [cache / f".{GENERATION}.ocivendir-tmp-0a1b2c", cache / MEMO_DIR / f".{shard}.ocivendir-tmp-0a1b2c"]
     for path in left:
         path.write_text("")
     store = BlobStore(str(cache))

@@ -155,11 +155,10 @@ class CacheIndex:
         if os.path.exists(path) and not os.path.isfile(path):
             raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
         self._root = split(path)[0]
-        started = not generation(self._root)
-        if started:
-            self._bump(None)  # an index without a generation (from before the memo, or a torn token) starts one
         self._memo = Memo(path)
-        if started or state(path) is None:  # no memo to read: open now (an unusable index fails here, as it did)
+        if state(path) is None:  # no memo to read: open now (an unusable index fails here, as it always did)
+            if not generation(self._root):
+                self._bump(None)  # an index without a generation (from before the memo, or a torn token) starts one
             self._connection()
 
     def _bump(self, repository: str | None) -> None:

@@ -24,6 +24,7 @@ from stat import S_ISREG
 
 from ocivendir import diag, jsonread
 from ocivendir.fs.remove import remove_file
+from ocivendir.fs.swap import atomic_write
 from ocivendir.hashing import sha256_hex
 
 TYPE_CHECKING = False
@@ -85,13 +86,13 @@ def state(db: str) -> str | None:
 def bump(root: str, repository: str | None = None) -> None:
     """A new generation for one repository's answers, or (None) for the whole index's."""
     if repository is None:
-        _replace(os.path.join(root, GENERATION), os.urandom(16).hex().encode())
+        atomic_write(os.path.join(root, GENERATION), os.urandom(16).hex().encode(), durable=False)
         return
     directory = os.path.join(root, MEMO_DIR)
     if os.path.islink(directory):  # tokens and shards live inside the cache only (and such a memo is never read)
         return
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    _replace(os.path.join(directory, _name(repository, ".gen")), os.urandom(16).hex().encode())
+    atomic_write(os.path.join(directory, _name(repository, ".gen")), os.urandom(16).hex().encode(), durable=False)
 
 
 def _name(repository: str, suffix: str) -> str:
@@ -166,7 +167,7 @@ class Memo:
             if len(data) > _MAX_BYTES:
                 continue
             try:
-                _replace(os.path.join(self._dir, _name(repository, ".json")), data)
+                atomic_write(os.path.join(self._dir, _name(repository, ".json")), data, durable=False)
             except OSError as exc:  # the memo is an optimisation: it never fails a run
                 _log.debug("could not write the memo of %s: %s", repository, exc)
 
@@ -243,20 +244,3 @@ def _json(value: object) -> str:
     if isinstance(value, dict):
         return "{" + ",".join(f"{_json(str(k))}:{_json(v)}" for k, v in sorted(value.items())) + "}"
     raise ValueError(f"{type(value).__name__} is not a row value")
-
-
-def _replace(path: str, data: bytes) -> None:
-    """Replace a file by a temp sibling and a rename (no fsync: a token or shard a crash tore is not trusted)."""
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        remove_file(tmp)
-        raise

@@ -22,6 +22,7 @@ __all__ = ["tidy"]
 
 _HEX = re.compile(r"[0-9a-f]{64}")
 _MEMO_FILE = re.compile(r"[0-9a-f]{64}\.(json|gen)")
+_MEMO_TEMP = re.compile(r"\.[0-9a-f]{64}\.(json|gen)\.ocivendir-tmp-[0-9a-f]+")
 _LOCK = re.compile(r"root|index-json|grants-key|(blob|entry|target)-[0-9a-f]{64}")
 
 
@@ -62,14 +63,15 @@ def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
 
 def _memo(root: Path, *, repair: bool) -> list[str]:
     """The read memo's files: temp files a crash left, and anything that is not a token or a shard where they live."""
-    found = [_remove(path, "stale temp file", repair=repair) for path in sorted(root.glob(f"{GENERATION}.*.tmp"))]
+    temps = sorted(root.glob(f".{GENERATION}.ocivendir-tmp-*"))  # atomic_write's temp siblings
+    found = [_remove(path, "stale temp file", repair=repair) for path in temps]
     generation, memo = root / GENERATION, root / MEMO_DIR
     if generation.is_symlink() or (generation.exists() and not generation.is_file()):
         found.append(_remove(generation, "not a regular file where the index's generation belongs", repair=repair))
     if memo.is_symlink() or (memo.exists() and not memo.is_dir()):
         return [*found, _remove(memo, "not a directory where the read memo belongs", repair=repair)]
     for path in sorted(memo.iterdir()) if memo.is_dir() else ():
-        if path.name.endswith(".tmp"):
+        if _MEMO_TEMP.fullmatch(path.name):
             found.append(_remove(path, "stale temp file", repair=repair))
         elif path.is_symlink() or not path.is_file() or not _MEMO_FILE.fullmatch(path.name):
             found.append(_remove(path, "not a file of the read memo", repair=repair))

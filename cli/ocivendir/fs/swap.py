@@ -58,8 +58,12 @@ def _fsync_dir(directory: str) -> None:
         pass
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
-    """Replace `path` with `data` by temp sibling + fsync + rename, keeping its mode (or `mode` when new)."""
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None, durable: bool = True) -> None:
+    """Replace `path` with `data` by temp sibling + fsync + rename, keeping its mode (or `mode` when new).
+
+    `durable=False` skips both fsyncs, for a file whose loss or tearing in a crash is detected and costs nothing (the
+    index's read memo): a rename stays atomic for every running process either way.
+    """
     path = os.fspath(path)
     try:
         keep = stat.S_IMODE(os.stat(path).st_mode)
@@ -71,13 +75,15 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.chmod(tmp, keep)
         os.replace(tmp, path)
     except BaseException:
         remove_file(tmp)
         raise
-    _fsync_dir(split(path)[0])
+    if durable:
+        _fsync_dir(split(path)[0])
 
 
 def write_if_changed(path: str | os.PathLike[str], data: bytes) -> bool:
