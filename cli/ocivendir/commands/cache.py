@@ -166,7 +166,8 @@ def verify_cache(ctx: click.Context, repair: bool) -> int:
 
     Without --repair nothing changes. When no pull or sync is running (always with --repair, which waits up to 30 s for
     them), the directory is checked too: junk and orphan files, stale temp and lock files, a broken index.json or
-    oci-layout, a directory where a blob or lock file belongs. An index.db that cannot be read (garbage, a directory in
+    oci-layout, a directory where a blob or lock file belongs, anything in the read memo (memo/, index.gen) that is
+    not one of its tokens or shards. An index.db that cannot be read (garbage, a directory in
     its place) is rebuilt from the blobs by --repair: refs come back from index.json when their manifest and blobs
     re-hash correctly. Exit 0 when the cache is consistent at the end, else 1.
 
