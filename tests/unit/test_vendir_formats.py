@@ -80,7 +80,10 @@ def test_validation_uses_vendirs_wording_and_indexes(body: str, message: str) ->
 
 @pytest.mark.parametrize("minimum", ["0.41.1", "0.41", "0.41.1-rc.1", "0.40.0"])
 def test_a_minimum_version_up_to_the_vendir_kapp_controller_v0_53_1_ships_is_met(minimum: str) -> None:
-    parse(HEAD + f"minimumRequiredVersion: {minimum}\ndirectories:\n- path: v\n  contents:\n  - path: x\n    manual: {{}}\n")
+    parse(
+        HEAD
+        + f"minimumRequiredVersion: {minimum}\ndirectories:\n- path: v\n  contents:\n  - path: x\n    manual: {{}}\n"
+    )
 
 
 @pytest.mark.parametrize(
