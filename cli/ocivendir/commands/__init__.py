@@ -30,7 +30,7 @@ _MODES = {"vendir": VENDIR_COMPAT_VERSION, "imgpkg": IMGPKG_COMPAT_VERSION}
 
 
 def version_line(prog: str) -> str:
-    """`vendir version 0.41.0+ocivendir.<ver>` in vendir mode (imgpkg's likewise), else `ocivendir <ver>`."""
+    """`vendir version 0.41.1+ocivendir.<ver>` in vendir mode (imgpkg's likewise), else `ocivendir <ver>`."""
     if prog in _MODES:
         return f"{prog} version {_MODES[prog]}+ocivendir.{__version__}"
     return f"ocivendir {__version__}"
