@@ -378,7 +378,11 @@ class RegistryClient:
         response = self._send("GET", endpoint, path, {"Accept": ACCEPT_MANIFESTS}, stream=True, what=what)
         self._raise_for(response, what)
         with contextlib.closing(response):
-            raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
+            try:
+                raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
+            except Transient:
+                self._deadline.remaining(what)  # a body cut off by the run's deadline says so
+                raise
         self._stats.received(len(raw))
         actual = sha256_digest(raw)
         expected = ref.digest

@@ -90,6 +90,10 @@ class Deadline:
         if self.started < 0:
             self.started = self.clock()
 
+    def until(self, what: str) -> float:
+        """When it passes, as a `time.monotonic()` value (what a socket's reads are bounded by); Transient if it has."""
+        return time.monotonic() + self.remaining(what)
+
     def remaining(self, what: str) -> float:
         """Seconds left, or Transient naming the operation if none are."""
         left = self.seconds - (self.clock() - self.started)
