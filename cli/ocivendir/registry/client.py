@@ -229,6 +229,7 @@ class RegistryClient:
         if response.status_code != 401:  # noqa: PLR2004
             return response
         self._stats.challenge()
+        _challenged_elsewhere(response, endpoint, what)
         if auth:
             self._refused(response, endpoint, what)
         challenge = response.headers.get("WWW-Authenticate", "")
@@ -241,6 +242,7 @@ class RegistryClient:
         sent["Authorization"] = header
         response = self._raw(method, endpoint, path, sent, stream=stream, what=what)
         if response.status_code == 401:  # noqa: PLR2004
+            _challenged_elsewhere(response, endpoint, what)
             self._refused(response, endpoint, what)
         return response
 
@@ -542,6 +544,28 @@ class _Refused(Unauthorized):
 
 class _ShortRead(Exception):
     """The connection ended before the blob's size."""
+
+
+def _challenged_elsewhere(response: Response, endpoint: Endpoint, what: str) -> None:
+    """A 401 from where a redirect led, not from the registry asked: `Unauthorized`, and no credentials go there.
+
+    The registry's credentials (and tokens from its realm) are for the registry alone; a storage host it redirects to
+    that challenges on its own would get them, or a token for them from a realm of its choosing. imgpkg sends nothing
+    there either. Another host or port, or plain HTTP after https, is elsewhere.
+    """
+    if not response.history:
+        return
+    from urllib.parse import urlsplit  # noqa: PLC0415 - only for a redirect that ended in a challenge
+
+    asked, answered = urlsplit(response.history[0].url), urlsplit(response.url)
+    downgrade = asked.scheme.lower() == "https" and answered.scheme.lower() != "https"
+    if answered.netloc.lower() == asked.netloc.lower() and not downgrade:
+        return
+    response.close()
+    raise Unauthorized(
+        f"{what}: {endpoint.name} redirected the request to {answered.netloc}, which asks for credentials; "
+        f"the credentials for {endpoint.name} are never sent to another host"
+    )
 
 
 def _presence(status: int) -> ImageStatusValue:
