@@ -60,6 +60,11 @@ if TYPE_CHECKING:
 __all__ = ["ClientOptions", "RegistryClient", "Resolved"]
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+# A tag list is bounded where no real repository goes (pages are asked for 1,000 tags; a registry that pages by 100
+# still lists a million tags in 10,000 pages): past a bound, the answer is a hostile or broken registry's, not a list.
+MAX_TAG_PAGES = 10_000
+MAX_TAGS = 1_000_000
+MAX_TAG_LIST_BYTES = 64 << 20  # all pages together; one page is at most the 32 MiB any body read at once may be
 _CHUNK = 1 << 22
 _TARGET_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC  # never write through a link
 _HEAD_REFUSED = frozenset({405, 501})
@@ -497,18 +502,27 @@ class RegistryClient:
         return self._walker.walk(repo, f"{repo}:tags", lambda endpoint: self._tags_at(endpoint, what))
 
     def _tags_at(self, endpoint: Endpoint, what: str) -> list[str]:
+        """Every page `Link` leads to, within `MAX_TAG_PAGES` pages, `MAX_TAGS` tags and `MAX_TAG_LIST_BYTES`."""
         tags: list[str] = []
         path: str | None = endpoint.api_path("tags/list?n=1000")
         pages: set[str] = set()
+        received = 0
         while path:
             if path in pages:  # a registry whose Link leads in a circle would be walked until the deadline
                 raise RegistryError(f"{what}: the registry's tag pagination goes back to a page it gave ({path})")
+            if len(pages) >= MAX_TAG_PAGES:
+                raise _tags_unbounded(what, endpoint, f"more than {MAX_TAG_PAGES} pages")
             pages.add(path)
             response = self._send("GET", endpoint, path, {"Accept": "application/json"}, stream=False, what=what)
             self._raise_for(response, what)
+            received += len(response.content)
             self._stats.received(len(response.content))
+            if received > MAX_TAG_LIST_BYTES:
+                raise _tags_unbounded(what, endpoint, f"more than {MAX_TAG_LIST_BYTES >> 20} MiB")
             tags.extend(_tag_page(response, what))
-            path = _next_link(response)
+            if len(tags) > MAX_TAGS:
+                raise _tags_unbounded(what, endpoint, f"more than {MAX_TAGS} tags")
+            path = _next_link(response, what)
         return tags
 
 
@@ -612,6 +626,13 @@ def _usable_realm(realm: str) -> bool:
     return parts.scheme.lower() in {"http", "https"} and bool(parts.hostname) and port != 0
 
 
+def _tags_unbounded(what: str, endpoint: Endpoint, past: str) -> RegistryError:
+    return RegistryError(
+        f"{what}: {endpoint.name} sent a tag list of {past}, past what any registry sends; not read further",
+        hint="a hostile or broken registry; pin a tag or a digest instead of tagSelection",
+    )
+
+
 def _tag_page(response: Response, what: str) -> list[str]:
     """The tags of one page: `{"tags": [names…]}` (null or absent: none); any other answer is a RegistryError."""
     try:
@@ -624,12 +645,16 @@ def _tag_page(response: Response, what: str) -> list[str]:
     return listed
 
 
-def _next_link(response: Response) -> str | None:
+def _next_link(response: Response, what: str) -> str | None:
+    """The path (and query) of the next page a `Link` header names; a URL that cannot be read is a RegistryError."""
     link = response.links.get("next", {}).get("url")
     if not link:
         return None
     from urllib.parse import quote, urljoin, urlsplit  # noqa: PLC0415 - only for a tag list's next page
 
-    parts = urlsplit(urljoin(response.url, link))
+    try:
+        parts = urlsplit(urljoin(response.url, link))
+    except ValueError:  # an unclosed IPv6 bracket
+        raise RegistryError(f"{what}: the next page's Link is not a URL: {_shown(link)!r}") from None
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     return quote(target.encode("latin-1"), safe="!#$%&'()*+,/:;=?@[]~")  # the header's own bytes, escaped
