@@ -315,8 +315,9 @@ class RegistryClient:
 
     @staticmethod
     def _raise_for(response: Response, what: str) -> None:
+        """Anything but a 2xx is an error (a `101 Switching Protocols` too: no answer to a registry request)."""
         status = response.status_code
-        if status < 300:  # noqa: PLR2004
+        if 200 <= status < 300:  # noqa: PLR2004
             return
         detail = _registry_error_text(response)
         error = RegistryClient._error_for(response, what, detail)
@@ -366,7 +367,7 @@ class RegistryClient:
                 digest = served_digest(digest_header, f"{what}: Docker-Content-Digest")
                 if ref.digest is not None and digest != ref.digest:
                     raise DigestMismatch(f"{what}: registry reports {digest}")
-                size = int(response.headers.get("Content-Length") or 0)
+                size = _declared_size(response, endpoint, what)
                 return Resolved(digest=digest, media_type=_content_type(response), size=size)
         response.close()
         return self._resolved_by_get(endpoint, ref, fetch)
@@ -594,6 +595,16 @@ def _presence(status: int) -> ImageStatusValue:
 
 def _client_error(status: int) -> bool:
     return 400 <= status < 500 and status != 429  # noqa: PLR2004
+
+
+def _declared_size(response: Response, endpoint: Endpoint, what: str) -> int:
+    """A HEAD answer's `Content-Length` (0 when absent): ASCII digits, at most 18 of them, else a `RegistryError`."""
+    value = response.headers.get("Content-Length", "").strip()
+    if value.isascii() and value.isdigit() and len(value) <= 18:  # noqa: PLR2004 - past 10^18 bytes
+        return int(value)
+    if not value:
+        return 0
+    raise RegistryError(f"{what}: {endpoint.name} sent an invalid Content-Length {_shown(value)!r}")
 
 
 def _content_type(response: Response) -> str:
