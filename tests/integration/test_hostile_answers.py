@@ -77,9 +77,7 @@ def test_a_manifest_field_of_the_wrong_json_type_is_an_error_naming_the_manifest
         result = run_cli("pull", "-i", f"{server.host}/{REPO}@{image.digest}", "-o", str(tmp_path / "o"), "--json")
     error = _error(result)
     assert error["code"] == "unsupported-media-type"
-    assert error["message"] == f"Reading manifest '{server.host}/{REPO}@{image.digest}': {words}" or (
-        error["message"].startswith(f"Reading manifest '{server.host}/{REPO}@{image.digest}': {words}")
-    )
+    assert error["message"].startswith(f"Reading manifest '{server.host}/{REPO}@{image.digest}': {words}")
     assert not (tmp_path / "o").exists()
 
 
