@@ -15,4 +15,4 @@ fi
 .venv/bin/python -m pytest
 echo "test: the CLI and integration suites again, every CLI call through a resident server" >&2
 OCIVENDIR_TEST_SERVER=on exec .venv/bin/python -m pytest tests/cli tests/integration -m "not dist" \
-    --deselect tests/integration/test_server.py
+    --ignore tests/integration/test_server.py
