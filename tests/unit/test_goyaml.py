@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ocivendir.goyaml import emit as goyaml
+from ocivendir.goyaml.scalars import resolve_plain
 
 
 @pytest.mark.parametrize(
@@ -112,3 +113,14 @@ def test_a_checked_dump_refuses_what_would_read_back_as_other_data() -> None:
         goyaml.dump_checked({"<<": "x"})  # go-yaml writes `<<: x` plain and reads it as a merge
     with pytest.raises(goyaml.EmitError, match="other data"):
         goyaml.dump_checked({"k": True, "<<": {"k": "v"}})  # one key read back, not two
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("-10\u0661\u0662", "-10\u0661\u0662"), ("\u0661\u0662", "\u0661\u0662"), ("+-1", "+-1"), ("--1", "--1"),
+     ("0x 1F", "0x 1F"), ("0x1F", 31), ("-0x_1f", -31), ("017", 15), ("08", 8.0), ("+12", 12)],
+)  # fmt: skip
+def test_plain_integers_are_ascii_digits_with_one_sign_as_go_parses_them(text: str, expected: object) -> None:
+    value = resolve_plain(text)  # Python's int() would take other scripts' digits, a second sign and spaces
+    assert (type(value), value) == (type(expected), expected)
+    assert goyaml.dump({"k": text}) == (f"k: {text}\n" if isinstance(expected, str) else f'k: "{text}"\n').encode()
