@@ -48,8 +48,14 @@ CONFIG_FILE: Shape = {
 }
 
 
+_FOLDED: dict[int, dict[str, str]] = {}  # per shape (by identity): its field names by their lower-case form
+
+
 def _folded(shape: Shape) -> dict[str, str]:
-    return {name.lower(): name for name in shape}
+    names = _FOLDED.get(id(shape))
+    if names is None:
+        names = _FOLDED[id(shape)] = {name.lower(): name for name in shape}
+    return names
 
 
 def check(doc: object, shape: Shape, where: str) -> None:
@@ -59,17 +65,21 @@ def check(doc: object, shape: Shape, where: str) -> None:
     names = _folded(shape)
     repeated: frozenset[str] = getattr(doc, "repeated", frozenset())
     for key, value in doc.items():
-        name = names.get(go_fold(key) or "")
-        if name is None:
-            continue
-        if key != name:
+        if key in shape:
+            name = key
+        else:
+            name = names.get(go_fold(key) or "")
+            if name is None:
+                continue  # a key Go ignores too
             _refuse(where, f"has the key {key!r}, which Go's encoding/json reads as the field {name!r}")
         if key in repeated:
             _refuse(where, f"has the field {name!r} more than once")
-        _descend(value, shape[name], f"{where}: {name}")
+        beneath = shape[name]
+        if beneath is not None:
+            _descend(value, beneath, f"{where}: {name}")
 
 
-def _descend(value: object, beneath: Shape | tuple[Shape] | None, where: str) -> None:
+def _descend(value: object, beneath: Shape | tuple[Shape], where: str) -> None:
     if isinstance(beneath, dict):
         check(value, beneath, where)
     elif isinstance(beneath, tuple) and isinstance(value, list):
