@@ -2,9 +2,9 @@
 
 `Less` compares from the first rune that differs: two letters by code point, a letter after anything else, else the
 digit runs that start there by value (Go's int64 arithmetic, any script's digits), then by length. It is not a total
-order (`1e3` sorts after `12`, yet `1` before `2`), so the result depends on the algorithm: Go's sort.Sort takes
-12 elements or fewer by insertion sort, done here the same way; longer maps are sorted with Python's sort, which
-agrees with Go wherever `Less` is consistent on the keys at hand.
+order (`2 < 10 < 12 < 1e3 < 2`): for such keys go-yaml's own output follows Go's random map order, so no one order is
+go-yaml's. Wherever `Less` is consistent on the keys at hand, any sort gives go-yaml's order; Go's sort.Sort takes 12
+elements or fewer by insertion sort, done here the same way, and longer maps are sorted with Python's sort.
 """
 
 from __future__ import annotations
