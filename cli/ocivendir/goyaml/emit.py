@@ -62,7 +62,10 @@ def dump_checked(value: Mapping[str, object] | Sequence[object]) -> bytes:
     go-yaml writes some data it cannot read back as written (a `<<` key is taken for a merge, for one); such a
     document is refused rather than written.
     """
-    data = dump(value)
+    try:
+        data = dump(value)
+    except UnicodeEncodeError:
+        raise EmitError("it holds text that is not Unicode (a lone surrogate)") from None
     try:
         documents = list(load_documents(data))
     except DecodeError as exc:
