@@ -62,10 +62,7 @@ def dump_checked(value: Mapping[str, object] | Sequence[object]) -> bytes:
     go-yaml writes some data it cannot read back as written (a `<<` key is taken for a merge, for one); such a
     document is refused rather than written.
     """
-    try:
-        data = dump(value)
-    except UnicodeEncodeError:
-        raise EmitError("it holds text that is not Unicode (a lone surrogate)") from None
+    data = dump(value)
     try:
         documents = list(load_documents(data))
     except DecodeError as exc:
