@@ -1,10 +1,11 @@
-"""Manifests, indexes and image configs: what ocivendir accepts reads as Go's encoding/json reads it (issue 22.4).
+"""Manifests, indexes, image configs, images.yml: what ocivendir accepts reads as Go reads it (issue 22.4).
 
 tests/golden/goyaml/manifests.jsonl holds 400 seeded random documents whose keys vary in case (`Layers`, `LAYERS`),
 use the two non-ASCII runes Go folds onto ASCII (U+017F, U+212A), repeat, or are unknown, and go-containerregistry's
 reading of each (ParseManifest, ParseIndexManifest, ParseConfigFile: encoding/json, as imgpkg, vendir and crane read
 them; README beside it). ocivendir refuses a document whose keys Go would match otherwise; every document it accepts
-must give what Go gave.
+must give what Go gave. imageslocks.jsonl does the same for images.yml against imgpkg's own reader (go-yaml v2
+strict, then encoding/json).
 """
 
 from __future__ import annotations
@@ -154,3 +155,22 @@ def test_reading_with_repeats_gives_json_loads_values_and_names_each_objects_rep
     assert doc["a"]["c"][0].repeated == {"x"}
     assert doc["d"][0].repeated == doc["e"].repeated == frozenset()
     assert type(jsonread.loads(text)) is dict
+
+
+LOCKS = [json.loads(line) for line in (GOLDEN.parent / "imageslocks.jsonl").read_text().split("\n") if line]
+
+
+def _lock(document: str) -> list[list[object]] | None:
+    try:
+        return [[entry.image, entry.annotations] for entry in parse_images_lock(document.encode()).images]
+    except OcivendirError:
+        return None
+
+
+def test_every_images_lock_accepted_reads_as_imgpkg_reads_it_and_variant_keys_are_refused() -> None:
+    accepted = [(row, ours) for row in LOCKS if (ours := _lock(row["document"])) is not None]
+    assert [row["document"] for row, ours in accepted if ours != row["go"]] == []
+    assert len(accepted) > 50
+    # imgpkg takes `Images:`, long-s or Kelvin spellings and `Image:` beside `image:` (the greatest key winning): refused
+    variants = [row for row in LOCKS if isinstance(row["go"], list) and _lock(row["document"]) is None]
+    assert len(variants) > 50
