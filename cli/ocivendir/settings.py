@@ -317,16 +317,19 @@ def load_policies(settings: Settings) -> PolicySet | None:
     files = [path] if names is None else [os.path.join(path, n) for n in names]
     policies = []
     for name in files:
-        if names is not None and not os.path.isfile(name):
-            continue
-        try:
-            with open(name, encoding="utf-8") as handle:
-                text = handle.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise ConfigError(f"Reading signature policy '{name}': {reason}") from None
-        policies += parse_policies(text, name)
+        if names is None or os.path.isfile(name):
+            policies += parse_policies(_config_text(name, "signature policy"), name)
     return policy_set(policies)
+
+
+def _config_text(path: str, what: str) -> str:
+    """A configuration file's text; a ConfigError naming it when it cannot be read or is not UTF-8."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"Reading {what} '{path}': {reason}") from None
 
 
 def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
@@ -343,12 +346,7 @@ def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
         path = pure(os.path.join(base, "ocivendir", "registries.yaml")) if base else None
         if path is None or not os.path.isfile(path):
             return MirrorPlan(), []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"Reading registry config '{path}': {reason}") from None
+    text = _config_text(path, "registry config")
     from ocivendir.registry.registriesyaml import parse_registries  # noqa: PLC0415 - only when the file exists
 
     return parse_registries(text, path)

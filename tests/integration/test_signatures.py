@@ -366,3 +366,26 @@ def test_verify_relocation_reports_the_signature_status_of_each_bundle(
     assert f"image '{original}' is not allowed by signature policy 'bundles'" in done.stderr
     plain = run_cli("verify-relocation", "-b", mirror, "--cache-dir", cache, "--json")
     assert json.loads(plain.stdout)["result"]["bundles"][0]["signature"] is None
+
+
+def test_signature_content_is_cached_whole_and_an_oversized_signature_blob_is_never_fetched(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, key: Key
+) -> None:
+    repo = f"{repo_prefix}/app"
+    ref, digest = pushed_image(pusher, repo)
+    sign(pusher, repo, digest, key)
+    path = write_policy(tmp_path, policy("p", f"{registry.host}/{repo_prefix}/**", key))
+    assert pull_image(ref, tmp_path / "out", tmp_path / "cache", path).exit_code == 0
+    verified = run_cli("cache", "verify", "--cache-dir", str(tmp_path / "cache"), "--json")
+    assert verified.exit_code == 0, verified.stdout
+    assert json.loads(verified.stdout)["result"]["consistent"] is True
+
+    big_repo = f"{repo_prefix}/big"
+    big_ref, big_digest = pushed_image(pusher, big_repo)
+    sign(pusher, big_repo, big_digest, key, size_skew=2 << 20)
+    mark = registry.mark()
+    done = pull_image(big_ref, tmp_path / "big", tmp_path / "cache", path)
+    assert done.exit_code == 1
+    assert "is not a signature image: over 256 layers or a blob over 1048576 bytes" in done.stderr
+    blob_gets = [r[1] for r in registry.since(mark) if "/blobs/" in r[1] and r[0] == "GET"]
+    assert len(blob_gets) == 1  # the image's own config (fetch_image reads it); no signature blob

@@ -18,7 +18,7 @@ from ocivendir.errors import NotFound, OcivendirError, SignatureError
 from ocivendir.hashing import sha256_hex
 from ocivendir.oci.manifest import Manifest
 from ocivendir.record import record
-from ocivendir.sign.cosign import MAX_PAYLOAD, payload_digest, signature_bytes, signature_tag
+from ocivendir.sign.cosign import MAX_PAYLOAD, MAX_SIGNATURES, payload_digest, signature_bytes, signature_tag
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,12 +72,11 @@ def read_signatures(content: Content, image: FetchedImage) -> Signatures:
         raw, manifest = content.manifest(image.repo, digest)
         if not isinstance(manifest, Manifest):
             return Signatures(problem=f"'{tag}' is an index, not a signature image")
-        layers = [
-            (layer, sig)
-            for layer in manifest.layers
-            if (sig := signature_bytes(layer)) is not None and layer.size <= MAX_PAYLOAD
-        ]
-        content.ensure_blobs(image.repo, [layer for layer, _ in layers])
+        if len(manifest.layers) > MAX_SIGNATURES or any(blob.size > MAX_PAYLOAD for blob in manifest.blobs):
+            return Signatures(problem=f"'{tag}' is not a signature image: over {MAX_SIGNATURES} layers or a blob "
+                                      f"over {MAX_PAYLOAD} bytes")  # fmt: skip
+        layers = [(layer, sig) for layer in manifest.layers if (sig := signature_bytes(layer)) is not None]
+        content.ensure_blobs(image.repo, manifest.blobs)  # the config too: the ref is recorded whole
         pairs = tuple(
             (content.store.read_verified(layer.digest, layer.size, f"signature payload of '{tag}'"), sig)
             for layer, sig in layers

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_PAYLOAD",
+    "MAX_SIGNATURES",
     "SIGNATURE_ANNOTATION",
     "SIMPLE_SIGNING",
     "payload_digest",
@@ -29,7 +30,8 @@ __all__ = [
 
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
-MAX_PAYLOAD = 1 << 20  # a payload is a few hundred bytes; a larger layer is not a signature and is not downloaded
+MAX_PAYLOAD = 1 << 20  # a payload (or the config) is a few hundred bytes: a larger blob is not a signature's
+MAX_SIGNATURES = 256  # signatures one image may carry: a hostile registry cannot make a run fetch more
 
 
 def signature_tag(repo: Repository, digest: Digest) -> Reference:
