@@ -11,6 +11,7 @@ from ocivendir.settings import Flags, load_policies, load_settings
 from ocivendir.sign.glob import compile_glob, glob_matches
 from ocivendir.sign.policy import Identity, parse_policies
 from tests.support.cosign import Key, policy
+from tests.support.fresh import fresh_python
 
 DIGEST = "sha256:5504f2a95018e3d8a52d80d9e1a128c6ea337581808ff9fe96f5628ce2336350"
 
@@ -184,3 +185,21 @@ def test_load_policies_reads_a_file_or_a_directory_skipping_dot_entries(tmp_path
         load_policies(load_settings(Flags(policy=str(directory)), {}))
     with pytest.raises(ConfigError, match="No such file"):
         load_policies(load_settings(Flags(policy=str(tmp_path / "missing.yaml")), {}))
+
+
+def test_reading_a_block_style_policy_loads_neither_re_nor_pyyaml_nor_cryptography(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(policy("p", "registry.example/**", Key.make()))
+    code = (
+        "import sys; from ocivendir.settings import Flags, load_policies, load_settings;"
+        f"found = load_policies(load_settings(Flags(policy={str(path)!r}), {{}}));"
+        f"assert found.matching('registry.example/team/app@{DIGEST}');"
+        "print(sorted(m for m in ('re', 'yaml', 'json', 'cryptography') if m in sys.modules))"
+    )
+    assert fresh_python(code).stdout.strip() == "[]"
+
+
+def test_stars_are_taken_as_policy_controller_replaces_them() -> None:
+    assert compile_glob("a***b").tokens == ("a", "**", "*", "b")
+    assert glob_matches(compile_glob("r.io/a***b"), "r.io/a/x/yb")
+    assert not glob_matches(compile_glob("r.io/a*b"), "r.io/a/b")

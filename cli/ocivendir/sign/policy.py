@@ -10,14 +10,11 @@ but ocivendir does not implement (`spec.policy`, `spec.match`, `source`, `ctlog`
 
 from __future__ import annotations
 
-import re
-
-import yaml
-
 from ocivendir.errors import ConfigError
+from ocivendir.goyaml.load import DecodeError, load_documents
 from ocivendir.hashing import sha256_hex
 from ocivendir.record import field, record
-from ocivendir.sign.glob import compile_glob, glob_matches
+from ocivendir.sign.glob import Glob, compile_glob, glob_matches
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,6 +55,8 @@ class Identity:
 
     def matches(self, issuer: str, subject: str) -> bool:
         """Whether a certificate's OIDC issuer and subject are this identity's."""
+        import re  # noqa: PLC0415 - only for keyless identities
+
         issuer_ok = issuer == self.issuer if self.issuer else bool(re.search(self.issuer_regexp, issuer))
         subject_ok = subject == self.subject if self.subject else bool(re.search(self.subject_regexp, subject))
         return issuer_ok and subject_ok
@@ -86,7 +85,7 @@ class ImagePolicy:
     authorities: tuple[Authority, ...]
     mode: str  # enforce or warn
     digest: str  # sha256 of its name and spec: a verdict reached under it is remembered under this
-    patterns: tuple[re.Pattern[str], ...] = field(default=(), compare=False, repr=False)
+    patterns: tuple[Glob, ...] = field(default=(), compare=False, repr=False)
 
     def matches(self, image: str) -> bool:
         """Whether any of its globs matches an image reference."""
@@ -142,6 +141,8 @@ class _Reader:
         return value
 
     def regexp(self, pattern: str, path: str) -> str:
+        import re  # noqa: PLC0415 - only for keyless identities
+
         try:
             re.compile(pattern)
         except re.error as exc:
@@ -225,18 +226,19 @@ def _policy(reader: _Reader, doc: dict[str, Any]) -> ImagePolicy:
     mode = reader.text(spec, "mode", "spec") or "enforce"
     if mode not in {"enforce", "warn"}:
         raise reader.fail("spec.mode", "expected enforce or warn")
-    import json  # noqa: PLC0415 - only when a policy is read
-
-    canonical = json.dumps({"name": name, "spec": spec}, sort_keys=True, separators=(",", ":"), default=str)
+    canonical = repr((name, spec))  # decoded values (str, bool, int, lists, dicts in document order): deterministic
     return ImagePolicy(name=name, source=reader.source, globs=tuple(globs), authorities=authorities, mode=mode,
                        digest=sha256_hex(canonical.encode()), patterns=patterns)  # fmt: skip
 
 
 def parse_policies(text: str, source: str) -> list[ImagePolicy]:
-    """Every ClusterImagePolicy in a stream of YAML documents (empty documents are skipped)."""
+    """Every ClusterImagePolicy in a stream of YAML documents (empty documents are skipped).
+
+    They are read as Kubernetes reads them (sigs.k8s.io/yaml, go-yaml v2: `goyaml/load.py`).
+    """
     try:
-        documents = list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
-    except yaml.YAMLError as exc:
+        documents = list(load_documents(text))
+    except DecodeError as exc:
         raise ConfigError(f"Reading signature policy '{source}': {exc}") from None
     policies = []
     for number, doc in enumerate(documents, start=1):
