@@ -74,7 +74,7 @@ def _servable() -> bool:
         return False
     patch = _CURRENT[0]
     assert isinstance(patch, pytest.MonkeyPatch)
-    patched = [(getattr(obj, "__name__", ""), name) for obj, name, _ in patch._setattr]  # noqa: SLF001
+    patched = [(getattr(obj, "__name__", ""), name) for obj, name, _ in patch._setattr]
     return patched == [("ocivendir.registry.retry", "_sleep")]
 
 
