@@ -22,6 +22,7 @@ __all__ = [
     "RegistryError",
     "RelocationUndetermined",
     "ResponseTimeout",
+    "SignatureError",
     "SyncError",
     "TLSVerifyError",
     "Transient",
@@ -181,6 +182,12 @@ class CacheError(OcivendirError):
     """The cache directory cannot be used."""
 
     code = "cache-error"
+
+
+class SignatureError(OcivendirError):
+    """An image or bundle about to be extracted is not allowed by a signature policy (`--policy`)."""
+
+    code = "signature-invalid"
 
 
 class SyncError(OcivendirError):

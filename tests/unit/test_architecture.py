@@ -20,6 +20,7 @@ FLOORS: dict[str, int] = {
     "diag": 0, "parallel": 0, "scoped": 0,
     "hashing": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
+    "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "engine.signatures": 3,
     "registry.credentials": 1, "registry.mirrors": 1, "registry.registriesyaml": 1, "registry.challenge": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
@@ -58,6 +59,7 @@ ONLY_IN = {
     "rich": {"output"},
     "platformdirs": {"settings"},
     "fcntl": {"fs.locks"},
+    "cryptography": {"sign.keys"},  # signature checks (`--policy`)
     "concurrent": set(),  # its logging import costs a cold sync a sixth: ocivendir/parallel.py is the thread pool
 }
 STDLIB_SHADOWS = {"secrets", "types", "logging", "json", "io", "os", "sys", "typing", "string", "select", "signal"}

@@ -22,17 +22,19 @@ __all__ = ["HYSTERESIS", "PrunePlan", "list_entries", "prune", "prune_to_budget"
 HYSTERESIS = 0.9
 
 
-def _entry(row: RefRow, size: int, verdict: bool | None) -> CacheEntry:
+def _entry(row: RefRow, size: int, verdict: bool | None, signature: str | None = None) -> CacheEntry:
     shown = None if verdict is None else ("relocated" if verdict else "not-relocated")
     return CacheEntry(ref=row.ref, digest=str(row.manifest_digest), kind=row.kind, size=size, created=row.created,
-                      last_used=row.last_used, verdict=shown)  # fmt: skip
+                      last_used=row.last_used, verdict=shown, signature=signature)  # fmt: skip
 
 
 def list_entries(store: BlobStore, index: CacheIndex, *, sort: str = "last-used",
                  kinds: Iterable[str] = ()) -> CacheLsResult:  # fmt: skip
     """`cache ls`: one entry per ref, most recently used (or largest) first, with unique-byte totals."""
     wanted = set(kinds)
-    entries = [_entry(row, size, verdict) for row, size, verdict in index.listing() if not wanted or row.kind in wanted]
+    signed = index.signature_verdicts()
+    entries = [_entry(row, size, verdict, signed.get(row.ref)) for row, size, verdict in index.listing()
+               if not wanted or row.kind in wanted]  # fmt: skip
     if sort == "size":
         entries.sort(key=lambda e: (-e.size, e.ref))
     return CacheLsResult(

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from _thread import LockType
     from collections.abc import Callable, Iterable, Mapping
 
+    from ocivendir.engine.signatures import SignatureGate
     from ocivendir.registry.client import RegistryClient
     from ocivendir.results import EventSink, ImageStatusValue
 
@@ -136,6 +137,7 @@ class Content:
         self.warnings: list[str] = []
         self._held = ExitStack()
         self._held_refs: set[str] = set()
+        self.signatures: SignatureGate | None = None  # `--policy`: checked before anything is extracted
 
     # --- lifecycle ------------------------------------------------------------------------------------------
 

@@ -155,14 +155,17 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: st
 
 
 def extract_layers(content: Content, image: FetchedImage, dest: str | os.PathLike[str], *, policy: TreePolicy,
-                   indent: int = 0) -> ExtractStats:  # fmt: skip
+                   indent: int = 0, signed: bool = True) -> ExtractStats:  # fmt: skip
     """Apply every layer first to last into `dest` (made by this run), streaming uncached ones as they download.
 
     A layer being streamed is not verified until its download ends, so until then it may only add to, replace in or
     delete from `dest`, within `policy.limits`: on a digest mismatch `dest` is emptied and every layer applied again
     from verified blobs (or the caller discards its stage). A blob that fails its check in the cache is fetched again
-    once.
+    once. With `--policy`, the image must first pass its signature policies (`signed=False`: the caller reports
+    them itself).
     """
+    if signed and content.signatures is not None:  # before a byte is written: `--policy` may refuse the image
+        content.signatures.check(content, image)
     dest = os.fspath(dest)
     for layer in image.manifest.layers:
         layer_compression(layer.media_type)
