@@ -42,7 +42,13 @@ def hostile(tmp_path: Path, names: list[str]) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--help"], ["version"], ["sync", "--no-cache"], ["sync", "--no-cache", "--json"], ["pull", "-i", "x@@", "-o", "o"]],
+    [
+        ["--help"],
+        ["version"],
+        ["sync", "--no-cache"],
+        ["sync", "--no-cache", "--json"],
+        ["pull", "-i", "x@@", "-o", "o"],
+    ],
     ids=" ".join,
 )
 def test_python_m_imports_nothing_of_ours_from_the_working_directory(tmp_path: Path, argv: list[str]) -> None:
