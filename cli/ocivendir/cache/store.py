@@ -18,7 +18,7 @@ from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure
-from ocivendir.fs.remove import remove_file
+from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.swap import atomic_write
 from ocivendir.hashing import new_sha256
 from ocivendir.oci.manifest import sha256_digest
@@ -146,11 +146,11 @@ class BlobStore:
         return os.fdopen(fd, "rb")
 
     def _unlink_planted(self, path: str) -> None:
+        """Remove what is at a blob's path and is no regular file: a link or FIFO, or a directory with its contents."""
         try:
-            if not os.path.isdir(path) or os.path.islink(path):
-                os.unlink(path)
-        except (IsADirectoryError, PermissionError, FileNotFoundError):
-            pass
+            remove_tree(path)  # never follows a link
+        except OSError as exc:
+            _log.debug("cache: cannot remove %s, which is not a blob: %s", path, exc.strerror or exc)
 
     def _new_tmp(self, digest: Digest) -> str:
         """A fresh temp file for a digest, made by this process (O_EXCL): nothing planted is written through."""
@@ -168,7 +168,10 @@ class BlobStore:
             os.fchmod(fd, 0o644)
         finally:
             os.close(fd)
-        os.replace(tmp, self.path(digest))
+        target = self.path(digest)
+        if os.path.isdir(target) and not os.path.islink(target):  # a directory there counts as a missing blob
+            remove_tree(target)
+        os.replace(tmp, target)
 
     def lock_path(self, name: str) -> str:
         """A lock file under `locks/`."""
@@ -320,7 +323,7 @@ class BlobStore:
     def delete(self, digest: Digest) -> None:
         """Remove a blob file (under its lock)."""
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
-            remove_file(self.path(digest))
+            remove_tree(self.path(digest))  # a file, a link, or a directory planted in its place
 
     def write_index_json(self, entries: Iterable[LayoutEntry]) -> None:
         """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry."""
