@@ -28,7 +28,7 @@ from ocivendir.cache.rows import (
     verdict_row,
 )
 from ocivendir.cache.store import LayoutEntry
-from ocivendir.errors import CacheError
+from ocivendir.errors import CacheError, os_reason
 from ocivendir.fs.paths import pure, split
 from ocivendir.oci.reference import Digest
 
@@ -187,7 +187,7 @@ class CacheIndex:
             return self._db
 
     def _unusable(self, exc: Exception) -> CacheError:
-        reason = str(exc)
+        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         if "readonly" in reason.replace(" ", "") or "unable to open" in reason:
             hint = f"make '{self.path}' and its directory writable by this user"
             return CacheError(f"Cannot write cache index '{self.path}': {reason}", hint=hint)
