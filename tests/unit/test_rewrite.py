@@ -12,6 +12,7 @@ from ocivendir.errors import ConfigError
 from ocivendir.oci.reference import Repository
 from ocivendir.registry.registriesyaml import parse_registries
 from ocivendir.registry.rewrite import compile_rewrite
+from tests.support.fresh import fresh_python
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "regexp" / "go-rewrites.json"
 CASES = json.loads(GOLDEN.read_text())
@@ -93,3 +94,17 @@ def test_a_name_shared_by_groups_expands_to_the_first_that_took_part() -> None:
     rule = compile_rewrite(r"^(?P<g>x)?(?P<g>t)eam/(.*)", "${g}-m/$3")
     assert rule.apply("team/app") == "t-m/app"
     assert compile_rewrite(r"^(team)/(.*)", "${01}/$2").apply("team/app") == "/app"  # a leading zero: a name
+
+
+def test_re2_is_loaded_only_for_a_file_with_rewrites() -> None:
+    code = """if True:
+        import sys
+        from ocivendir.registry.registriesyaml import parse_registries
+        from ocivendir.oci.reference import Repository
+        plan, _ = parse_registries("mirrors:\\n  quay.io:\\n    endpoint: ['https://m.example']\\n", "f")
+        assert [e.path for e in plan.endpoints(Repository("quay.io", "team/app"))] == ["team/app", "team/app"]
+        before = "re2" in sys.modules
+        parse_registries("mirrors:\\n  quay.io:\\n    endpoint: ['https://m.example']\\n    rewrite: {'^t': x}\\n", "f")
+        print(before, "re2" in sys.modules)
+    """
+    assert fresh_python(code).stdout.strip() == "False True"

@@ -16,7 +16,10 @@ from ocivendir.errors import ConfigError
 from ocivendir.oci.reference import is_loopback
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.mirrors import HostConfig, Mirror, MirrorPlan, TLSFiles, normal_host
-from ocivendir.registry.rewrite import Rewrite, compile_rewrite
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocivendir.registry.rewrite import Rewrite
 
 __all__ = ["parse_registries"]
 
@@ -102,6 +105,8 @@ def _same_url(a: tuple[str | None, str, str], b: tuple[str | None, str, str]) ->
 
 
 def _rewrites(reader: _Reader, node: yaml.Node, registry: str) -> tuple[Rewrite, ...]:
+    from ocivendir.registry.rewrite import compile_rewrite  # noqa: PLC0415 - RE2 loads only for a file with rewrites
+
     rules = []
     for pattern, target in reader.mapping(node, f"rewrite of mirror '{registry}'"):
         try:
