@@ -66,6 +66,24 @@ def test_a_caller_without_access_sees_what_an_empty_cache_shows(
         assert json.loads(stdout)["status"] == "error"
 
 
+@pytest.mark.parametrize("caller", sorted(NO_ACCESS))
+def test_a_private_tag_cached_for_someone_else_shows_what_an_empty_cache_shows(
+    auth_registry: Registry, repo_prefix: str, tmp_path: Path, caller: str
+) -> None:
+    Pusher(auth_registry).image(f"{repo_prefix}/tagged", make_image({"t.txt": "private tag"}), tag="v1")
+    tag = f"{auth_registry.host}/{repo_prefix}/tagged:v1"
+    shared = tmp_path / "shared"
+    owner = run_cli("pull", "-i", tag, "-o", str(tmp_path / "owner"), "--cache-dir", str(shared),
+                    "--registry-username", USERNAME, "--registry-password", PASSWORD)  # fmt: skip
+    assert owner.exit_code == 0, owner.stderr
+    out = tmp_path / "out"
+    for extra in ((), ("--json",), ("--stale-if-error", "1h")):
+        args = ("pull", "-i", tag, "-o", str(out), *NO_ACCESS[caller], *extra)
+        cached = attempt(auth_registry, shared, out, *args)
+        assert cached == attempt(auth_registry, tmp_path / "empty", out, *args)
+        assert cached[0] == 1
+
+
 def test_vendir_mode_without_access_shows_what_an_empty_cache_shows(
     auth_registry: Registry, private: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
