@@ -390,6 +390,11 @@ class CacheIndex:
         self._memo.forget({_repository(r) for r in refs})
         return [d for (raw,) in orphans if (d := decoded("blobs", raw, digest_value, raw))]
 
+    def needed(self, digest: Digest) -> bool:
+        """True if a ref or a repository's possession record needs the blob now (SQLite itself, never the memo)."""
+        sql = "SELECT 1 FROM blobs WHERE digest = ? UNION ALL SELECT 1 FROM possession WHERE digest = ? LIMIT 1"
+        return bool(self._rows(sql, (str(digest), str(digest))))
+
     def forget_blob(self, digest: Digest) -> list[str]:
         """A blob is gone: drop its row and every ref that needs it; return those refs."""
         rows = self._rows(

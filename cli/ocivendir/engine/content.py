@@ -378,7 +378,7 @@ class Content:
         top = BlobRow(digest=digest, size=len(raw), media_type=manifest.media_type)
         self.index.record_ref(ref, top, kind, rows)
         if known is None:
-            self.store.write_index_json(self.index.layout_entries())
+            self.store.write_index_json(self.index.layout_entries)
 
     def probe_tag(self, ref: Reference) -> ImageStatusValue:
         """Presence of a tag (the locations image), one HEAD; `error` when the network is off."""
