@@ -28,7 +28,7 @@ from ocivendir.cache.rows import (
     verdict_row,
 )
 from ocivendir.cache.store import LayoutEntry
-from ocivendir.errors import CacheError
+from ocivendir.errors import CacheError, os_reason
 from ocivendir.fs.paths import pure, split
 from ocivendir.oci.reference import Digest
 
@@ -190,7 +190,7 @@ class CacheIndex:
             return self._db
 
     def _unusable(self, exc: Exception) -> CacheError:
-        reason = str(exc)
+        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         if "readonly" in reason.replace(" ", "") or "unable to open" in reason:
             hint = f"make '{self.path}' and its directory writable by this user"
             return CacheError(f"Cannot write cache index '{self.path}': {reason}", hint=hint)
@@ -393,6 +393,11 @@ class CacheIndex:
         self._write(statements, repository=None)
         self._memo.forget({_repository(r) for r in refs})
         return [d for (raw,) in orphans if (d := decoded("blobs", raw, digest_value, raw))]
+
+    def needed(self, digest: Digest) -> bool:
+        """True if a ref or a repository's possession record needs the blob now (SQLite itself, never the memo)."""
+        sql = "SELECT 1 FROM blobs WHERE digest = ? UNION ALL SELECT 1 FROM possession WHERE digest = ? LIMIT 1"
+        return bool(self._rows(sql, (str(digest), str(digest))))
 
     def forget_blob(self, digest: Digest) -> list[str]:
         """A blob is gone: drop its row and every ref that needs it; return those refs."""

@@ -60,12 +60,12 @@ class FetchedImage:
 def fetch_image(content: Content, ref: Reference, *, index_message: str | None = None) -> FetchedImage:
     """Resolve and read an image's manifest and config; an index is refused (with `index_message` if given)."""
     digest = content.resolve(ref)
+    content.hold(str(ref.repository.at(digest)))  # before any of its blobs is read: prune then leaves the entry alone
     raw, manifest = content.manifest(ref.repository, digest)
     if isinstance(manifest, Index):
         if index_message:
             raise IndexNotSupported(index_message)
         raise IndexNotSupported("Unable to pull non-images, such as image indexes.", hint=INDEX_HINT)
-    content.hold(str(ref.repository.at(digest)))
     config = content.config(ref.repository, manifest)
     return FetchedImage(repo=ref.repository, digest=digest, raw=raw, manifest=manifest, config=config)
 
