@@ -102,6 +102,8 @@ static void say(const char *text) {
 
 /* ---- where the build lives ----------------------------------------------------------------------------- */
 
+static int via_proc; /* the install directory came from /proc/self/exe */
+
 /* dirname(realpath(own executable)) into dir (PATH_MAX); 0 on success. /proc may be absent (a chroot). */
 static int install_dir(char *dir) {
     char found[PATH_MAX];
@@ -109,6 +111,7 @@ static int install_dir(char *dir) {
 #ifndef OCIVENDIR_TEST_NO_PROC
     n = readlink("/proc/self/exe", found, sizeof(found) - 1);
 #endif
+    via_proc = n > 0;
     if (n > 0) {
         found[n] = '\0';
         if (!realpath(found, dir))
@@ -141,18 +144,14 @@ static int install_dir(char *dir) {
     char *slash = strrchr(dir, '/');
     if (!slash)
         return -1;
-    if (slash == dir)
-        slash[1] = '\0';
-    else
-        *slash = '\0';
+    *slash = '\0'; /* "" for the root directory: paths below are made as dir + "/name" */
     return 0;
 }
 
-/* "<install dir>/ocivendir" into path (PATH_MAX), or exits with a vendir-style error. */
-static void program_path(char *path) { /* exits on failure */
+/* "<install dir>/<name>" into path (PATH_MAX), or exits with a vendir-style error. */
+static void program_path(char *path, const char *name) {
     char dir[PATH_MAX];
-    if (install_dir(dir) != 0 ||
-        snprintf(path, PATH_MAX, "%s%s", dir, strcmp(dir, "/") ? "/ocivendir" : "ocivendir") >= PATH_MAX) {
+    if (install_dir(dir) != 0 || snprintf(path, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX) {
         fprintf(stderr, "%s: Error: ocivendir client: cannot find its own install directory\n", prog);
         exit(1);
     }
@@ -169,7 +168,18 @@ static _Noreturn void run_in_process(const char *reason, int set_off) {
                  reason);
         say(line);
     }
-    program_path(path);
+    program_path(path, "ocivendir");
+    if (!via_proc) {
+        /* Without /proc, PyInstaller's bootloader finds its own executable through argv[0], which names this client:
+         * argv[0] becomes a path that resolves to the program and keeps the name's mode (the build's
+         * modes/vendir and modes/imgpkg link to ../ocivendir), or the program's own path for any other name. */
+        static char alias[PATH_MAX];
+        char name[NAME_MAX + 8];
+        struct stat st;
+        snprintf(name, sizeof(name), "modes/%s", prog);
+        program_path(alias, name);
+        call_argv[0] = *prog && strchr(prog, '.') == NULL && lstat(alias, &st) == 0 ? alias : path;
+    }
     if (set_off && setenv("OCIVENDIR_SERVER", "off", 1) != 0) {
         fprintf(stderr, "%s: Error: ocivendir client: %s\n", prog, strerror(errno));
         exit(1);
@@ -198,7 +208,7 @@ static void close_from_3(void) {
  * ignored: the call runs in-process either way. */
 static void start_server(void) {
     char path[PATH_MAX];
-    program_path(path);
+    program_path(path, "ocivendir");
     pid_t child = fork();
     if (child < 0)
         return;
@@ -217,7 +227,8 @@ static void start_server(void) {
         close_from_3();
         if (chdir("/") != 0)
             _exit(127);
-        char *args[] = {"ocivendir", "server", "start", "--foreground", NULL};
+        /* argv[0] the program's path: PyInstaller's bootloader finds itself through it where /proc is absent */
+        char *args[] = {path, "server", "start", "--foreground", NULL};
         execv(path, args);
         _exit(127);
     }

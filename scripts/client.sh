@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Owns: compiling the native thin client (client/ocivendir-client.c) alone: `scripts/client.sh OUTPUT BUILD_ID
-# [EXTRA_CFLAG...]`. BUILD_ID is 16 lowercase hex digits, the socket name's build (server protocol v1). dist.sh
-# builds dist/ocivendir/vendir with it; the client's tests build their own with a test id. $CC picks the compiler.
+# Owns: the native thin client's build (client/ocivendir-client.c) and the build id it is compiled with.
+#   scripts/client.sh OUTPUT BUILD_ID [EXTRA_CFLAG...]   compiles the client alone into OUTPUT
+#   scripts/client.sh --build-id DIR                     prints the build id of the frozen build in DIR
+# BUILD_ID is 16 lowercase hex digits: the socket name's build (server protocol v1), so a client and a server of
+# different builds never meet. dist.sh builds dist/ocivendir/vendir with the frozen build's id and writes it to
+# dist/ocivendir/BUILD_ID; the client's tests build their own with a test id. $CC picks the compiler.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 
-if [ $# -lt 2 ]; then
-    echo "usage: scripts/client.sh OUTPUT BUILD_ID [EXTRA_CFLAG...]" >&2
+if [ "${1:-}" = --build-id ] && [ $# = 2 ]; then
+    # the first 16 hex digits of a sha256 over every file's name and content and every symlink's target, BUILD_ID
+    # and the client itself excluded (they are written after): any change of the build changes its id
+    cd "$2"
+    { find . -type f ! -path ./BUILD_ID ! -path ./vendir -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum
+      find . -type l ! -path ./vendir -printf 'link %p -> %l\n' | LC_ALL=C sort; } | sha256sum | cut -c1-16
+    exit 0
+fi
+if [ $# -lt 2 ] || [ "${1:0:1}" = - ]; then
+    echo "usage: scripts/client.sh OUTPUT BUILD_ID [EXTRA_CFLAG...] | scripts/client.sh --build-id DIR" >&2
     exit 2
 fi
 output=$1 build=$2

@@ -260,7 +260,7 @@ def test_a_killed_client_closes_the_workers_connection(install: Install) -> None
 
 def _assert_started_detached(install: Install, client_pid: int, env: dict[str, str]) -> None:
     [start] = install.starts(expect=1)
-    assert start["argv"] == ["ocivendir", "server", "start", "--foreground"]
+    assert start["argv"] == [str(install.dir / "ocivendir"), "server", "start", "--foreground"]
     assert start["env"] == [f"{k}={v}" for k, v in env.items()]  # the client's own, before the fallback's switch
     assert start["fds"] == {"0": "/dev/null", "1": "/dev/null", "2": "/dev/null"}
     assert start["ppid"] != client_pid  # not the client's child: nobody needs to reap it but init
@@ -409,17 +409,36 @@ def test_a_bad_switch_value_runs_in_process_and_leaves_the_value_for_the_program
 # ---- the install directory without /proc ---------------------------------------------------------------------
 
 
-def test_without_proc_the_install_directory_comes_from_path_or_argv0(install: Install, binaries: Path,
-                                                                     tmp_path: Path) -> None:  # fmt: skip
+def test_without_proc_the_install_directory_comes_from_path_or_argv0_and_argv0_still_finds_the_program(
+    install: Install, binaries: Path, tmp_path: Path
+) -> None:
+    """Without /proc, PyInstaller's bootloader finds itself through argv[0].
+
+    So argv[0] must resolve to the program, not to the client, and keep its name (the build's modes/<name> links).
+    """
     install.client.write_bytes((binaries / "vendir-noproc").read_bytes())
     elsewhere = tmp_path / "bin"
     elsewhere.mkdir()
     (elsewhere / "vendir").symlink_to(install.client)
+    (elsewhere / "imgpkg").symlink_to(install.client)
+    (install.dir / "modes").mkdir()
+    (install.dir / "modes" / "vendir").symlink_to("../ocivendir")
     off = {"OCIVENDIR_SERVER": "off"}
     by_path = install.run(argv0="vendir", env=install.env(**off, PATH=f"/nonexistent:{elsewhere}:/usr/bin"))
-    by_link = install.run(argv0=str(elsewhere / "vendir"), env=install.env(**off))
-    assert (by_path.returncode, by_link.returncode) == (3, 3)
-    assert sorted(r["argv"][0] for r in install.runs()) == sorted(["vendir", str(elsewhere / "vendir")])
+    assert by_path.returncode == 3
+    by_link = install.run(argv0=str(elsewhere / "imgpkg"), env=install.env(**off))  # no modes/imgpkg here
+    assert by_link.returncode == 3
+    runs = sorted(install.runs(), key=lambda r: r["argv"][0])
+    assert [r["argv"] for r in runs] == [[str(install.dir / "modes" / "vendir"), "sync", "-f", "-"],
+                                         [str(install.dir / "ocivendir"), "sync", "-f", "-"]]  # fmt: skip
     lost = install.run(argv0="vendir", env=install.env(**off, PATH="/nonexistent"))
     assert lost.returncode == 1
     assert lost.stderr == b"vendir: Error: ocivendir client: cannot find its own install directory\n"
+
+
+def test_without_proc_a_server_start_names_the_program_by_its_path(install: Install, binaries: Path) -> None:
+    install.client.write_bytes((binaries / "vendir-noproc").read_bytes())
+    install.server_dir.rmdir()
+    proc = install.popen(argv0=str(install.client))
+    proc.communicate(timeout=30)
+    _assert_started_detached(install, proc.pid, install.env())
