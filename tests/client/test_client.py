@@ -442,3 +442,37 @@ def test_without_proc_a_server_start_names_the_program_by_its_path(install: Inst
     proc = install.popen(argv0=str(install.client))
     proc.communicate(timeout=30)
     _assert_started_detached(install, proc.pid, install.env())
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({"XDG_RUNTIME_DIR": "{tmp}/run"}, "{tmp}/run/ocivendir"),
+    ({"OCIVENDIR_SERVER_DIR": "", "XDG_RUNTIME_DIR": "{tmp}/run", "TMPDIR": "{tmp}/t"}, "{tmp}/run/ocivendir"),
+    ({"XDG_RUNTIME_DIR": "run", "TMPDIR": "{tmp}/t"}, "{tmp}/t/ocivendir-{uid}"),
+    ({"XDG_RUNTIME_DIR": "", "TMPDIR": "{tmp}/t"}, "{tmp}/t/ocivendir-{uid}"),
+    ({"TMPDIR": "t"}, "/tmp/ocivendir-{uid}"),  # noqa: S108 - the protocol's default
+    ({}, "/tmp/ocivendir-{uid}"),  # noqa: S108 - the protocol's default
+])  # fmt: skip
+def test_the_socket_directory_is_resolved_as_the_server_resolves_it(install: Install, tmp_path: Path,
+                                                                    given: dict[str, str], expected: str) -> None:  # fmt: skip
+    def fill(text: str) -> str:
+        return text.format(tmp=tmp_path, uid=os.geteuid())
+
+    env = {"PATH": "/usr/bin:/bin", **{k: fill(v) for k, v in given.items()}}
+    done = install.run(["sync", "--debug"], env=env)
+    assert done.returncode == 3
+    assert done.stderr.startswith(b"vendir: debug: ocivendir server unavailable (%s" % fill(expected).encode())
+
+
+def test_eight_clients_at_once_each_get_their_own_status(install: Install) -> None:
+    def script(call: Call) -> None:
+        assert call.request is not None
+        call.start(1000 + int(call.request.argv[1]))
+        call.finish(int(call.request.argv[1]), stdout=call.request.argv[1].encode())
+
+    with fake_server(install.server_dir, BUILD, script) as server:
+        procs = [install.popen([str(n)]) for n in range(8)]
+        outs = [proc.communicate(timeout=30)[0] for proc in procs]
+        assert len(server.calls) == 8
+    assert [(proc.returncode, out) for proc, out in zip(procs, outs, strict=True)] == [
+        (n, str(n).encode()) for n in range(8)
+    ]
