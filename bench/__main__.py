@@ -19,7 +19,7 @@ from tests.support.builders import Pusher
 from tests.support.registry import Registry
 
 from bench import cache_scale, fleet, fleet_apps, fleet_mirror, machine, pull, report, startup, verify
-from bench.fleet import DIST_TOOL
+from bench.fleet import DIST_SERVER_TOOL, DIST_TOOL, SERVER_TOOL
 from bench.tools import ROOT, Tools, named_vendir
 
 SCENARIOS = ("fleet", "fleet_mirror", "pull", "startup", "cache_scale", "verify_relocation")
@@ -59,15 +59,32 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def _fleet(registry: Registry, tools: Tools, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     apps, artifacts = fleet_apps.publish(Pusher(registry), args.apps)
-    contenders = [fleet.FleetTool("ocivendir", named_vendir(tools.ocivendir, work / "bin"), ocivendir=True)]
+    venv_vendir = named_vendir(tools.ocivendir, work / "bin")
+    contenders = [fleet.FleetTool("ocivendir", venv_vendir, ocivendir=True),
+                  fleet.FleetTool(SERVER_TOOL, venv_vendir, ocivendir=True,
+                                  server_dir=_server_dir("venv"))]  # fmt: skip
     if tools.dist:  # the build kapp-controller's sidecar runs, beside the venv's console script
         contenders.append(fleet.FleetTool(DIST_TOOL, named_vendir(tools.dist, work / "bin-dist"), ocivendir=True))
+        native = tools.dist.parent / "vendir"
+        if native.exists():
+            served = fleet.FleetTool(DIST_SERVER_TOOL, native, ocivendir=True, server_dir=_server_dir("dist"))
+            contenders.append(served)
     if tools.vendir:
         contenders.append(fleet.FleetTool("vendir", tools.vendir, ocivendir=False))
-    section = fleet.scenario(fleet.Fleet(registry, apps, work), contenders, args.rounds, artifacts)
+    try:
+        section = fleet.scenario(fleet.Fleet(registry, apps, work), contenders, args.rounds, artifacts)
+    finally:
+        for contender in contenders:
+            if contender.server_dir:
+                shutil.rmtree(contender.server_dir, ignore_errors=True)
     if not tools.vendir:
         section["tools"]["vendir"] = {"rounds": [], "skipped": tools.skipped["real vendir"]}
     return section
+
+
+def _server_dir(name: str) -> Path:
+    """A fresh socket directory for one server variant (short: a Unix socket's path has 107 bytes at most)."""
+    return Path(tempfile.mkdtemp(prefix=f"ovb-{name}-", dir="/tmp"))
 
 
 def _fleet_mirror(registry: Registry, tools: Tools, work: Path, args: argparse.Namespace) -> dict[str, Any]:

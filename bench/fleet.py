@@ -21,6 +21,7 @@ from tests.support.registry import Registry
 from bench.accesslog import AccessLog, Traffic
 from bench.fleet_apps import CATEGORIES, App
 from bench.measure import Run, percentile, run
+from bench.serverstat import server_cpu_s, stop_servers
 from bench.tools import clean_env
 
 Row = dict[str, Any]  # one JSON object of the report
@@ -44,6 +45,8 @@ VARIANTS = (
 
 
 DIST_TOOL = "ocivendir (dist build)"  # the fleet's name for the dist build, when it is built
+SERVER_TOOL = "ocivendir (server)"  # the venv's console script (the Python client) through a resident server
+DIST_SERVER_TOOL = "ocivendir (dist build, native client + server)"  # what the sidecar runs
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class FleetTool:
     name: str
     program: Path
     ocivendir: bool
+    server_dir: Path | None = None  # through a resident server living here (its CPU and its workers' counted)
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,10 @@ class Fleet:
         env = clean_env(home, VENDIR_CACHE_DIR=str(caches / "apps" / app.name))
         if variant.shared_cache:
             env["OCIVENDIR_CACHE_DIR" if tool.ocivendir else "VENDIR_CACHE_DIR"] = str(caches / "shared")
+        if tool.ocivendir:  # in-process unless the tool is a server variant (`auto` would start one as `vendir`)
+            env["OCIVENDIR_SERVER"] = "on" if tool.server_dir else "off"
+        if tool.server_dir:
+            env["OCIVENDIR_SERVER_DIR"] = str(tool.server_dir)
         return env | dict(variant.env)
 
     def reconcile(self, tool: FleetTool, variant: Variant, app: App) -> Outcome:
@@ -100,13 +108,19 @@ class Fleet:
         """Every App once; the registry's traffic and the processes' figures."""
         mark = self.log.mark() if online else None
         once: Callable[[App], Outcome] = lambda app: self.reconcile(tool, variant, app)  # noqa: E731
+        served_before = server_cpu_s(tool.server_dir) if tool.server_dir else 0.0
         if variant.concurrency > 1:
             with ThreadPoolExecutor(variant.concurrency) as pool:
                 outcomes = list(pool.map(once, self.apps))
         else:
             outcomes = [once(app) for app in self.apps]
         traffic = self.log.since(mark) if mark is not None else Traffic(0, 0, {}, ())
-        return self._record(number, online, outcomes, traffic)
+        row = self._record(number, online, outcomes, traffic)
+        if tool.server_dir:  # the server's own CPU and its workers': the round's share of every process
+            served = server_cpu_s(tool.server_dir) - served_before
+            row["server_cpu_s"] = round(served, 2)
+            row["cpu_s"] = round(row["cpu_s"] + served, 2)
+        return row
 
     def _record(self, number: int, online: bool, outcomes: list[Outcome], traffic: Traffic) -> Row:
         walls = [o.run.wall_s * 1000 for o in outcomes]
@@ -127,6 +141,9 @@ class Fleet:
     def variant(self, tools: Sequence[FleetTool], variant: Variant, online_rounds: int) -> Row:
         """The online rounds (tools interleaved, the first tool alternating), then one round with the registry down."""
         rounds: dict[str, list[Row]] = {tool.name: [] for tool in tools}
+        for tool in tools:  # each variant starts with no server: its first round pays for starting one
+            if tool.server_dir:
+                stop_servers(tool.server_dir)
         for number in range(1, online_rounds + 1):
             for tool in tools if number % 2 else reversed(tools):
                 rounds[tool.name].append(self.round(tool, variant, number, online=True))
@@ -136,6 +153,9 @@ class Fleet:
                 rounds[tool.name].append(self.round(tool, variant, online_rounds + 1, online=False))
         finally:
             self.registry.restart()
+            for tool in tools:
+                if tool.server_dir:
+                    stop_servers(tool.server_dir)
         return {"concurrency": variant.concurrency, "shared_cache": variant.shared_cache,
                 "tools": {name: {"rounds": tool_rounds} for name, tool_rounds in rounds.items()}}  # fmt: skip
 

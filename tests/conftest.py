@@ -15,16 +15,37 @@ import pytest
 from ocivendir.commands import main
 from tests.support import registry as registry_support
 from tests.support.builders import Pusher
+from tests.support.server import ServerPlace, program
 
 _SCRUB = ("OCIVENDIR_", "VENDIR_", "IMGPKG_")
+# `OCIVENDIR_TEST_SERVER=on ./scripts/test.sh` runs every CLI call of the suite through a resident server
+THROUGH_SERVER = os.environ.get("OCIVENDIR_TEST_SERVER") == "on"
+
+
+@pytest.fixture(scope="session")
+def server_place() -> Iterator[ServerPlace]:
+    """The session's server socket directory, where the servers that its calls start live, stopped at its end.
+
+    Calls as `vendir` start one (OCIVENDIR_SERVER's default), and every call under OCIVENDIR_TEST_SERVER=on.
+    """
+    place = ServerPlace()
+    try:
+        yield place
+    finally:
+        place.cleanup()
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, server_place: ServerPlace
+) -> Path:
     home = tmp_path_factory.mktemp("home")
     for name in list(os.environ):
         if name.startswith(_SCRUB) or name.lower() in {"http_proxy", "https_proxy", "no_proxy", "all_proxy"}:
             monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OCIVENDIR_SERVER_DIR", str(server_place.dir))
+    if THROUGH_SERVER:
+        monkeypatch.setenv("OCIVENDIR_SERVER", "on")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
@@ -49,7 +70,12 @@ class CliResult:
 
 
 def run_cli(*args: str, prog: str = "ocivendir", stdin: str | bytes | None = None) -> CliResult:
-    """Run ocivendir's main() in-process with its own stdout/stderr, as a user would see them."""
+    """Run ocivendir's main() in-process with its own stdout/stderr, as a user would see them.
+
+    Under OCIVENDIR_TEST_SERVER=on the same call goes through the Python client to the session's server instead.
+    """
+    if THROUGH_SERVER:
+        return _through_server(args, prog, stdin)
     out, err = io.StringIO(), io.StringIO()
     code = 0
     old_stdin = sys.stdin
@@ -66,6 +92,17 @@ def run_cli(*args: str, prog: str = "ocivendir", stdin: str | bytes | None = Non
     finally:
         sys.stdin = old_stdin
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def _through_server(args: tuple[str, ...], prog: str, stdin: str | bytes | None) -> CliResult:
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    binary = program(Path(tempfile.gettempdir()) / f"ocivendir-test-bin-{os.getuid()}", prog)
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    done = subprocess.run([str(binary), *args], input=data if data is not None else b"", capture_output=True,
+                          check=False, timeout=300)  # fmt: skip
+    return CliResult(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
 @pytest.fixture

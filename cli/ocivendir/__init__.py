@@ -10,7 +10,8 @@ from ocivendir.codepack import install as _install_codepack
 __all__ = ["IMGPKG_COMPAT_VERSION", "VENDIR_COMPAT_VERSION", "__version__"]
 
 __version__ = "0.1.0"
-VENDIR_COMPAT_VERSION = "0.41.0"
+# the vendir kapp-controller v0.53.1 ships in its image (its hack/dependencies.yml pins carvel-dev/vendir v0.41.1)
+VENDIR_COMPAT_VERSION = "0.41.1"
 IMGPKG_COMPAT_VERSION = "0.43.1"
 
 _install_codepack(__path__[0])

@@ -24,6 +24,7 @@ __all__ = [
     "flush_streams",
     "multiline_error",
     "pacify_streams",
+    "rebind_stdio",
     "stderr_is_tty",
     "write_stderr",
     "write_stdout",
@@ -71,6 +72,28 @@ def pacify_streams() -> None:
     """After EPIPE on stdout: the interpreter's last flush of stdout and stderr stays silent (what click does)."""
     sys.stdout = _PacifiedStream(sys.stdout)
     sys.stderr = _PacifiedStream(sys.stderr)
+
+
+def rebind_stdio() -> None:
+    """New sys.stdin/stdout/stderr over descriptors 0, 1 and 2, built as the interpreter builds them at start-up.
+
+    A server's worker calls this once the caller's descriptors are in place: same encoding and error handlers as the
+    interpreter chose, newline `\n`, stdout line-buffered on a terminal, stderr always line-buffered.
+    """
+    import io  # noqa: PLC0415 - loaded at start-up already
+    import os  # noqa: PLC0415 - loaded at start-up already
+
+    streams = []
+    for fd, old in ((0, sys.__stdin__), (1, sys.__stdout__), (2, sys.__stderr__)):
+        encoding = getattr(old, "encoding", None) or "utf-8"
+        errors = getattr(old, "errors", None) or ("backslashreplace" if fd == 2 else "strict")  # noqa: PLR2004
+        binary = open(fd, "rb" if fd == 0 else "wb", closefd=False)  # noqa: SIM115 - the process's own stream
+        line_buffering = fd == 2 or (fd == 1 and os.isatty(fd))  # noqa: PLR2004
+        stream = io.TextIOWrapper(binary, encoding=encoding, errors=errors, newline="\n", line_buffering=line_buffering)
+        stream.mode = "r" if fd == 0 else "w"  # type: ignore[misc] # as the interpreter's own streams say
+        streams.append(stream)
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc] # nothing of the server's stays
 
 
 def flush_streams() -> bool:

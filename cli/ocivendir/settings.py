@@ -27,6 +27,7 @@ __all__ = [
     "Settings",
     "choose",
     "load_registry_plan",
+    "load_server_settings",
     "load_settings",
     "parse_duration",
     "parse_size",
@@ -356,6 +357,7 @@ def _credentials(flags: Flags, env: Mapping[str, str]) -> CredentialRules:
 def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from flags and the environment (os.environ unless given), by `choose`'s rule."""
     env = dict(os.environ if environ is None else environ)
+    _server_switch(env)
     cache_dir, explicit = _cache_dir(flags, env)
     size_text = _text("cache_max_size", flags.cache_max_size, env)
     extract_text = _text("max_extract_size", flags.max_extract_size, env)
@@ -397,3 +399,30 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
             DEFAULT_REGISTRY_CONCURRENCY,
         ),
     )
+
+
+_SERVER_SWITCH = ("on", "off", "auto")
+DEFAULT_SERVER_WORKERS = 8
+
+
+def _server_switch(env: Mapping[str, str]) -> str:
+    """`OCIVENDIR_SERVER` (the client acts on it before Settings exist; a bad value is reported here)."""
+    value = env.get("OCIVENDIR_SERVER") or "auto"
+    if value not in _SERVER_SWITCH:
+        raise UsageError(f"invalid value '{value}' for OCIVENDIR_SERVER: use on, off or auto")
+    return value
+
+
+def load_server_settings(environ: Mapping[str, str] | None = None) -> tuple[float, int]:
+    """The resident server's idle timeout and its bound on concurrent workers.
+
+    `OCIVENDIR_SERVER_IDLE` (a DURATION, default 10m, 0: never) and `OCIVENDIR_SERVER_WORKERS` (default 8).
+    """
+    env = os.environ if environ is None else environ
+    idle = parse_duration(env.get("OCIVENDIR_SERVER_IDLE") or "10m", "OCIVENDIR_SERVER_IDLE")
+    workers = env.get("OCIVENDIR_SERVER_WORKERS") or str(DEFAULT_SERVER_WORKERS)
+    if not workers.isdigit() or not 1 <= int(workers) <= 64:  # noqa: PLR2004 - a sane bound
+        raise UsageError(
+            f"invalid value '{workers}' for OCIVENDIR_SERVER_WORKERS: expected a whole number from 1 to 64"
+        )
+    return idle, int(workers)

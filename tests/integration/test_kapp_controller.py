@@ -67,7 +67,8 @@ class Controller:
         self.runs = 0
 
     def env(self, **extra: str) -> dict[str, str]:
-        keep = {k: v for k, v in os.environ.items() if not k.startswith(("OCIVENDIR_", "VENDIR_", "IMGPKG_"))}
+        keep = {k: v for k, v in os.environ.items()
+                if not k.startswith(("OCIVENDIR_", "VENDIR_", "IMGPKG_")) or k.startswith("OCIVENDIR_SERVER")}  # fmt: skip
         return {**keep, "HOME": str(self.home), "VENDIR_CACHE_DIR": str(self.cache), **extra}
 
     def fetch(self, stdin: str, **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:

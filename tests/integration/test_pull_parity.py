@@ -111,7 +111,8 @@ def test_debug_shows_each_request_and_response_with_headers_and_no_credentials(
     args = ["pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache", "--registry-username", USERNAME,
             "--registry-password", PASSWORD]  # fmt: skip
     args = ["--debug", *args] if flag_position == "before" else [*args, "--debug"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OCIVENDIR_", "IMGPKG_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OCIVENDIR_", "IMGPKG_")) or k.startswith("OCIVENDIR_SERVER")}  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "ocivendir", *args], capture_output=True, text=True, env=env,
                           check=False, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -50,7 +50,7 @@ def test_code_ships_as_bytecode_and_the_symlink_named_vendir_is_vendir(frozen: P
     link.symlink_to(frozen / "ocivendir")
     env = {"PATH": "/nonexistent"}
     as_vendir = subprocess.run([str(link), "version"], capture_output=True, text=True, env=env, check=True)
-    assert as_vendir.stdout.startswith(f"vendir version 0.41.0+ocivendir.{__version__}\n")
+    assert as_vendir.stdout.startswith(f"vendir version 0.41.1+ocivendir.{__version__}\n")
     as_self = subprocess.run([str(frozen / "ocivendir"), "--version"], capture_output=True, text=True, env=env,
                              check=True)  # fmt: skip
     assert as_self.stdout == f"ocivendir {__version__}\n"

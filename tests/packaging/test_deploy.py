@@ -1,7 +1,10 @@
-"""deploy/kapp-controller: the Dockerfile's paths exist in the build, the overlay sets what the sidecar needs.
+"""deploy/kapp-controller: the Dockerfile, sidecar.star (run as Python) and the typed schema in values.yml.
 
-No container runtime here: the Dockerfile is read, its ADDed archive pattern is matched against dist/, and the link
-target is looked up in that archive as ADD would unpack it.
+The Dockerfile's paths exist in the build and its base is the release's image by digest; sidecar.star computes what
+the overlay adds and accepts exactly the sizes ocivendir reads; values.yml types every value.
+
+No container runtime and no ytt here: the Dockerfile is read, its ADDed archive pattern is matched against dist/, and
+the link target is looked up in that archive as ADD would unpack it. test_deploy_render.py renders with a real ytt.
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -16,12 +21,22 @@ from typing import Any
 import pytest
 import yaml
 
+from ocivendir.errors import UsageError
 from ocivendir.settings import parse_size
+from tests.packaging.deploy_recipe import (
+    CONTROLLER,
+    DEPLOY,
+    RELEASE,
+    SIDECAR,
+    container,
+    defaults,
+    readme_commands,
+    release,
+    sidecar_star,
+    values,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy" / "kapp-controller"
-SIDECAR = "kapp-controller-sidecarexec"  # the container names of kapp-controller's config/config/deployment.yml
-CONTROLLER = "kapp-controller"
+DIGEST = "sha256:356e412ccf76d72512909ae4623c8417e71ea58bedfe1b9a62fc5135f4d79102"  # the fixture's stand-in
 
 
 def _instructions() -> list[tuple[str, str]]:
@@ -35,7 +50,15 @@ def _args() -> dict[str, str]:
 
 
 def _substitute(text: str, args: dict[str, str]) -> str:
-    return re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], text)
+    """The Dockerfile's `${NAME}` and `${NAME:?}` (BuildKit stops the build when NAME is unset or empty)."""
+
+    def value(match: re.Match[str]) -> str:
+        name, required = match.groups()
+        if required and not args.get(name):
+            raise ValueError(f"{name}: is not allowed to be unset")
+        return args[name]
+
+    return re.sub(r"\$\{(\w+)(:\?)?\}", value, text)
 
 
 @pytest.mark.dist
@@ -58,31 +81,119 @@ def test_the_added_archive_is_the_build_and_vendir_links_to_its_executable(dist_
     assert "mv /vendir /vendir-real" in run
 
 
-def test_the_image_derives_from_kapp_controllers_release_and_keeps_its_user() -> None:
+def test_the_image_derives_from_the_release_image_by_digest_and_keeps_its_user() -> None:
     instructions = _instructions()
     froms = [value for op, value in instructions if op == "FROM"]
-    assert froms == ["ghcr.io/carvel-dev/kapp-controller:${KAPP_CONTROLLER_VERSION}"]
-    assert "KAPP_CONTROLLER_VERSION" in _args()
+    assert froms == ["${KAPP_CONTROLLER_REPOSITORY}@${KAPP_CONTROLLER_DIGEST:?}"]
+    before_from = instructions[: instructions.index(("FROM", froms[0]))]
+    assert ("ARG", "KAPP_CONTROLLER_DIGEST") in before_from  # no default: no tag that may not exist
+    assert _args()["KAPP_CONTROLLER_REPOSITORY"] == "ghcr.io/carvel-dev/kapp-controller"
+    with pytest.raises(ValueError, match="KAPP_CONTROLLER_DIGEST: is not allowed to be unset"):
+        _substitute(froms[0], _args())
     assert ("ENV", "OCIVENDIR_DELEGATE_VENDIR=/vendir-real") in instructions
     assert [value for op, value in instructions if op == "USER"][-1] == "1000"
 
 
-def _container(document: dict[str, Any], name: str) -> dict[str, Any]:
+def test_the_readmes_digest_command_finds_the_image_the_release_yaml_names(tmp_path: Path) -> None:
+    (command,) = readme_commands("digest=")
+    shutil.copy(RELEASE, tmp_path / "release.yml")
+    bash = shutil.which("bash") or "/bin/bash"
+    done = subprocess.run([bash, "-c", f'{command}\nprintf %s "$digest"'], cwd=tmp_path, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert done.stdout == DIGEST
+    (build,) = readme_commands("docker build")
+    assert '--build-arg KAPP_CONTROLLER_DIGEST="$digest"' in build
+    (base,) = [value for op, value in _instructions() if op == "FROM"]
+    image = _substitute(base, {**_args(), "KAPP_CONTROLLER_DIGEST": done.stdout})
+    deployment = release()[1]
+    assert {container(deployment, name)["image"] for name in (CONTROLLER, SIDECAR)} == {image}
+
+
+def test_the_schema_declares_every_value_with_its_type() -> None:
+    text = (DEPLOY / "values.yml").read_text()
+    assert '\n#@ load("sidecar.star", "valid_size")\n#@data/values-schema\n---\n' in text
+    assert text.startswith("#! Owns: ")
+    assert defaults() == {
+        "image": "registry.example.com/platform/kapp-controller:v0.53.1-ocivendir",
+        "cache_max_size": "2GiB",
+        "shared_cache": True,  # a boolean: ytt refuses the string "false" for it
+        "cache_claim_name": "",
+    }
+    # a byte count may come as a number (--data-value-yaml) or a string: any type, checked by sidecar.star
+    assert re.search(
+        r"#@schema/type any=True\n#@schema/validation \(\"[^\"]+\", valid_size\), not_null=True\ncache_max_size:", text
+    )
+    assert parse_size(defaults()["cache_max_size"], "cache_max_size") == 2 << 30
+
+
+def _env(given: Any) -> dict[str, str]:
+    env = sidecar_star()["sidecar_env"](given)
+    assert all(type(item["value"]) is str for item in env)  # Kubernetes takes no number or boolean
+    return {item["name"]: item["value"] for item in env}
+
+
+@pytest.mark.parametrize(("size", "text"), [("2GiB", "2GiB"), (1073741824, "1073741824"), ("512 MB", "512 MB")])
+def test_the_sidecars_env_values_are_strings_whatever_type_the_size_has(size: object, text: str) -> None:
+    env = _env(values(cache_max_size=size))
+    assert env == {
+        "OCIVENDIR_DELEGATE_VENDIR": "/vendir-real",
+        "OCIVENDIR_CACHE_MAX_SIZE": text,
+        "OCIVENDIR_CACHE_DIR": "/var/cache/ocivendir",
+    }
+    assert list(env)[:2] == ["OCIVENDIR_DELEGATE_VENDIR", "OCIVENDIR_CACHE_MAX_SIZE"]
+
+
+def test_the_shared_cache_is_one_mounted_volume_and_the_dir_that_names_it() -> None:
+    star, given = sidecar_star(), values()
+    (mount,) = star["sidecar_mounts"](given)
+    (volume,) = star["pod_volumes"](given)
+    assert mount == {"name": "ocivendir-cache", "mountPath": _env(given)["OCIVENDIR_CACHE_DIR"]}
+    assert volume == {"name": mount["name"], "emptyDir": {}}
+    claimed = values(cache_claim_name="ocivendir-cache")
+    assert star["pod_volumes"](claimed) == [{"name": "ocivendir-cache",
+                                             "persistentVolumeClaim": {"claimName": "ocivendir-cache"}}]  # fmt: skip
+    assert star["sidecar_mounts"](claimed) == [mount]
+
+
+def test_without_a_shared_cache_no_cache_dir_no_mount_no_volume() -> None:
+    star, given = sidecar_star(), values(shared_cache=False, cache_claim_name="ignored")
+    assert set(_env(given)) == {"OCIVENDIR_DELEGATE_VENDIR", "OCIVENDIR_CACHE_MAX_SIZE"}
+    assert star["sidecar_mounts"](given) == []
+    assert star["pod_volumes"](given) == []
+
+
+SIZES = [
+    "2GiB", "2gib", " 2 GiB ", "512MB", "1Gi", "1g", "1.5g", "1073741824", "0", "10kB", "10 KIB", "7e", "1b",
+    "", " ", "1iB", "1i", "1.", ".5", "1.5.2", "2 G iB", "2GB/s", "1e3", "-1", "+1", "1,5G", "1 024", "0x10", "\uff11",
+    "GiB", "2Gibi", "2 GiB B", "1zb", "2GiBs",
+    1073741824, 0, -5, 1.5, True, False, None, [1], {"size": 1},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("size", SIZES, ids=repr)
+def test_the_schema_accepts_exactly_the_sizes_ocivendir_reads(size: object) -> None:
+    try:
+        parse_size(str(size), "OCIVENDIR_CACHE_MAX_SIZE")
+    except UsageError:
+        readable = False
+    else:
+        readable = True
+    assert sidecar_star()["valid_size"](size) is readable
+
+
+def test_sizes_cover_both_answers() -> None:
+    accepted = [size for size in SIZES if sidecar_star()["valid_size"](size)]
+    assert len(accepted) == 16
+    assert len(SIZES) - len(accepted) == 27
+
+
+def test_the_overlay_takes_what_it_adds_from_sidecar_star() -> None:
+    text = (DEPLOY / "overlay.yml").read_text()
+    assert '#@ load("sidecar.star", "pod_volumes", "sidecar_env", "sidecar_mounts")\n' in text
+    for function, key in [("sidecar_env", "env"), ("sidecar_mounts", "volumeMounts"), ("pod_volumes", "volumes")]:
+        assert re.search(rf"\n( *){key}:\n\1#@ for \w+ in {function}\(data\.values\):\n\1#@overlay/append\n", text)
+    (document,) = yaml.safe_load_all(text)  # ytt annotations are comments
     containers = document["spec"]["template"]["spec"]["containers"]
-    return next(c for c in containers if c["name"] == name)
-
-
-def test_the_overlay_sets_delegation_the_cache_budget_and_mounts_the_cache_volume() -> None:
-    (document,) = yaml.safe_load_all((DEPLOY / "overlay.yml").read_text())  # ytt annotations are comments
-    sidecar = _container(document, SIDECAR)
-    env = {e["name"]: e["value"] for e in sidecar["env"]}
-    assert env["OCIVENDIR_DELEGATE_VENDIR"] == "/vendir-real"
-    assert set(env) == {"OCIVENDIR_DELEGATE_VENDIR", "OCIVENDIR_CACHE_MAX_SIZE", "OCIVENDIR_CACHE_DIR"}
-    (mount,) = sidecar["volumeMounts"]
-    assert mount["mountPath"] == env["OCIVENDIR_CACHE_DIR"]
-    (volume,) = document["spec"]["template"]["spec"]["volumes"]
-    assert volume["name"] == mount["name"]
-    assert _container(document, CONTROLLER)["name"] == CONTROLLER
-    (values,) = yaml.safe_load_all((DEPLOY / "values.yml").read_text())
-    assert set(values) == {"image", "cache_max_size", "shared_cache", "cache_claim_name"}
-    assert parse_size(values["cache_max_size"], "cache_max_size") == 2 << 30
+    assert [c["name"] for c in containers] == [CONTROLLER, SIDECAR]
+    assert set(containers[1]) == {"name", "image", "env", "volumeMounts"}
+    assert set(containers[0]) == {"name", "image"}

@@ -67,13 +67,23 @@ def test_a_wrong_kind_for_a_bool_is_gos_error_with_the_field_path() -> None:
          "Expected to not manage overlapping paths: 'vendor' and 'vendor'"),
         ("minimumRequiredVersion: v0.1.0\n", "Validating minimum version: Must not have prefix 'v' (e.g. '0.8.0')"),
         ("minimumRequiredVersion: 9.0.0\n",
-         "vendir version '0.41.0' does not meet the minimum required version '9.0.0'"),
+         "vendir version '0.41.1' does not meet the minimum required version '9.0.0'"),
+        ("minimumRequiredVersion: 0.41.2\n",
+         "vendir version '0.41.1' does not meet the minimum required version '0.41.2'"),
     ],
 )  # fmt: skip
 def test_validation_uses_vendirs_wording_and_indexes(body: str, message: str) -> None:
     text = error(HEAD + body)
     assert text.startswith("Parsing resource config '-': Unmarshaling config: Validating config: ")
     assert text.endswith(message)
+
+
+@pytest.mark.parametrize("minimum", ["0.41.1", "0.41", "0.41.1-rc.1", "0.40.0"])
+def test_a_minimum_version_up_to_the_vendir_kapp_controller_v0_53_1_ships_is_met(minimum: str) -> None:
+    parse(
+        HEAD
+        + f"minimumRequiredVersion: {minimum}\ndirectories:\n- path: v\n  contents:\n  - path: x\n    manual: {{}}\n"
+    )
 
 
 @pytest.mark.parametrize(

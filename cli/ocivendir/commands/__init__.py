@@ -30,7 +30,7 @@ _MODES = {"vendir": VENDIR_COMPAT_VERSION, "imgpkg": IMGPKG_COMPAT_VERSION}
 
 
 def version_line(prog: str) -> str:
-    """`vendir version 0.41.0+ocivendir.<ver>` in vendir mode (imgpkg's likewise), else `ocivendir <ver>`."""
+    """`vendir version 0.41.1+ocivendir.<ver>` in vendir mode (imgpkg's likewise), else `ocivendir <ver>`."""
     if prog in _MODES:
         return f"{prog} version {_MODES[prog]}+ocivendir.{__version__}"
     return f"ocivendir {__version__}"
@@ -162,6 +162,7 @@ def run() -> NoReturn:
     import gc  # noqa: PLC0415 - built in
 
     gc.set_threshold(_GC_YOUNG, 10, 10)
+    _through_server()
     try:
         main()
     except SystemExit as exc:
@@ -171,6 +172,20 @@ def run() -> NoReturn:
         import os  # noqa: PLC0415 - loaded at start-up already
 
         os._exit(code)
+
+
+def _through_server() -> None:
+    """Hand the call to the resident server when one should serve it (`server/`); return only to run in-process."""
+    from ocivendir.server.place import wanted  # noqa: PLC0415 - os and stat only
+
+    if wanted(sys.argv):
+        from ocivendir.server.client import call_server  # noqa: PLC0415 - socket, only when a server is wanted
+
+        status = call_server(sys.argv)
+        if status is not None:
+            import os  # noqa: PLC0415 - loaded at start-up already
+
+            os._exit(status)
 
 
 def _quick_exit_code(code: object) -> int | None:

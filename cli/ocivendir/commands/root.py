@@ -47,9 +47,17 @@ def imgpkg_cli(ctx: click.Context) -> None:
 
 
 def _register() -> None:
-    from ocivendir.commands import cache, pull, sync, tools, verify, version  # noqa: PLC0415 - avoids an import cycle
+    from ocivendir.commands import cache, pull, server, sync, tools, verify, version  # noqa: PLC0415 - avoids an import cycle
 
-    for command in (cache.cache, pull.pull, sync.sync, tools.tools, verify.verify_relocation, version.version):
+    for command in (
+        cache.cache,
+        pull.pull,
+        server.server,
+        sync.sync,
+        tools.tools,
+        verify.verify_relocation,
+        version.version,
+    ):
         cli.add_command(command)
     for command in (pull.pull, version.version):
         imgpkg_cli.add_command(command)

@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LockBusy", "file_lock", "removable_lock", "target_lock"]
+__all__ = ["LockBusy", "file_lock", "hold_lock", "removable_lock", "target_lock"]
 
 _POLL_SECONDS = 0.02
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -70,6 +70,21 @@ def file_lock(path: str | os.PathLike[str], *, shared: bool = False, timeout: fl
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def hold_lock(path: str) -> int:
+    """An exclusive flock on `path` taken at once, as a descriptor the caller closes to release it; else LockBusy.
+
+    For a lock held for a process's life (the resident server's): a forked child must close the descriptor, or the
+    lock lives on in it.
+    """
+    fd = _open(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LockBusy(path) from None
+    return fd
 
 
 @contextmanager

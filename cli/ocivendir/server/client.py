@@ -1,0 +1,180 @@
+"""Owns: the Python client — hand a call to this build's server, or say it must run in-process.
+
+It runs before the package's heavy imports (`commands.run()`): the mode switch, the directory checks, one connection,
+the request with the caller's stdio and working directory, then the frames. `OCIVENDIR_SERVER` is `on`, `off` or
+`auto` (the default: on only when invoked as `vendir`, kapp-controller's call); any other value runs in-process, which
+reports it. A call falls back to in-process only when the server certainly did not start it (no `P` frame); with
+no server yet, one is started detached first. The native client (`client/`) does the same for the sidecar.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+
+from ocivendir.server.build import build_id
+from ocivendir.server.place import Unusable, check_dir, server_dir, socket_path
+from ocivendir.server.wire import Request, WireError, encode_request, frame, read_frame, send_request
+
+__all__ = ["call_server", "query"]
+
+_FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def call_server(argv: list[str]) -> int | None:
+    """The exit status of the call as the server ran it, or None when it must run in-process (it did not start)."""
+    try:
+        directory = server_dir()
+        check_dir(directory)
+        build = build_id()
+        path = socket_path(directory, build)
+    except FileNotFoundError:
+        _start_server()
+        _fallback(argv, "no server yet; one is starting")
+        return None
+    except (Unusable, OSError) as exc:
+        _fallback(argv, str(exc))
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        return _call(
+            sock, path, Request(op="call", build=build, umask=_umask(), cwd=_cwd(), argv=argv, env=dict(os.environ))
+        )
+    finally:
+        sock.close()
+
+
+def _call(sock: socket.socket, path: str, request: Request) -> int | None:
+    argv = request.argv
+    try:
+        sock.connect(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        _start_server()
+        _fallback(argv, "no server yet; one is starting")
+        return None
+    except OSError as exc:
+        _fallback(argv, f"cannot connect to {path}: {exc.strerror}")
+        return None
+    try:
+        fds = _caller_fds()
+        try:
+            send_request(sock, encode_request(request), fds)
+        finally:
+            os.close(fds[3])
+        got = read_frame(sock)
+    except (OSError, WireError) as exc:
+        _fallback(argv, f"the server did not take the call: {exc}")
+        return None
+    if got is None or got[0] != b"P" or len(got[1]) != 4:  # noqa: PLR2004 - a u32 pid
+        reason = got[1].decode(errors="replace") if got and got[0] == b"R" else "the server did not take the call"
+        _fallback(argv, reason)
+        return None
+    return _wait(sock, argv, struct.unpack(">I", got[1])[0])
+
+
+def _caller_fds() -> list[int]:
+    """Descriptors 0-2 (a closed one is replaced by /dev/null) and one of the working directory."""
+    fds = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+        fds.append(fd)
+    return [*fds, os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def _prog(argv: list[str]) -> str:
+    name = os.path.basename(argv[0]) if argv else ""
+    return name if name in ("vendir", "imgpkg") else "ocivendir"
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
+def _wait(sock: socket.socket, argv: list[str], pid: int) -> int:
+    """Forward signals until the worker reports its status; a worker that ends without one fails the call."""
+    forwarded: list[int] = []
+
+    def forward(signo: int, _frame: object) -> None:
+        forwarded.append(signo)
+        try:
+            sock.sendall(frame(b"S", bytes([signo])))
+        except OSError:
+            pass
+
+    for signo in _FORWARD:
+        signal.signal(signo, forward)
+    try:
+        while (got := read_frame(sock)) is not None:
+            kind, payload = got
+            if kind == b"X" and len(payload) == 4:  # noqa: PLR2004 - a u32 status
+                return int(struct.unpack(">I", payload)[0]) & 0xFF
+    except (OSError, WireError):
+        pass
+    if forwarded:
+        signal.signal(forwarded[-1], signal.SIG_DFL)
+        os.kill(os.getpid(), forwarded[-1])
+    from ocivendir.output import write_stderr  # noqa: PLC0415 - only when a worker died
+
+    write_stderr(
+        f"{_prog(argv)}: Error: ocivendir server: the call ended without an exit status (worker {pid} stopped)\n"
+    )
+    return 1
+
+
+def _fallback(argv: list[str], reason: str) -> None:
+    if "--debug" in argv:
+        from ocivendir.output import write_stderr  # noqa: PLC0415
+
+        write_stderr(f"{_prog(argv)}: debug: ocivendir server unavailable ({reason}); running in-process\n")
+
+
+def _start_server() -> None:
+    from ocivendir.server.spawn import server_argv, spawn_detached  # noqa: PLC0415 - only when no server runs
+
+    try:
+        spawn_detached(server_argv())
+    except OSError:
+        pass  # the call runs in-process anyway
+
+
+def query(op: str) -> dict[str, object] | None:
+    """The answer of this build's server to `status` or `stop` (its facts), or None when no usable server answers."""
+    import json  # noqa: PLC0415 - `server status` and `stop` only
+
+    try:
+        directory = server_dir()
+        check_dir(directory)
+        build = build_id()
+        path = socket_path(directory, build)
+    except (Unusable, OSError):
+        return None
+    request = Request(op=op, build=build, umask=_umask(), cwd=_cwd(), argv=[], env={})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
+        try:
+            sock.connect(path)
+            fds = _caller_fds()
+            try:
+                send_request(sock, encode_request(request), fds)
+            finally:
+                os.close(fds[3])
+            got = read_frame(sock)
+        except (OSError, WireError):
+            return None
+    if got is None or got[0] != b"I":
+        return None
+    answer = json.loads(got[1])
+    return answer if isinstance(answer, dict) else None

@@ -1,0 +1,150 @@
+"""Owns: the bytes between a client and a worker — the request, its four descriptors, and the frames after it.
+
+Request: `OVD1`, the body's length (u32 big-endian), sent with SCM_RIGHTS carrying the caller's stdin, stdout,
+stderr and a descriptor of its working directory; then the body, NUL-terminated strings: op (`call`, `status`,
+`stop`), build id, umask in octal, working directory path, argc, argv..., envc, `KEY=VALUE`... Frames after it: one
+type byte, a u32 big-endian payload length, the payload. Worker to client: `R` refused (the call was not started:
+the client runs it in-process), `P` started (the worker's pid), `X` finished (the exit status; the worker has closed
+its copies of the caller's stdio first), `I` information (JSON, for status and stop). Client to worker: `S`, one
+byte, a signal to deliver. The native client (`client/`) speaks the same; `client/README.md` restates it for C.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+__all__ = [
+    "FRAME_HEADER",
+    "MAGIC",
+    "MAX_BODY",
+    "MAX_FRAME",
+    "Request",
+    "WireError",
+    "decode_body",
+    "encode_request",
+    "frame",
+    "read_exact",
+    "read_frame",
+    "receive_request",
+    "send_request",
+]
+
+MAGIC = b"OVD1"
+MAX_BODY = 4 << 20
+MAX_FRAME = 1 << 16
+FRAME_HEADER = struct.Struct(">cI")
+_HEADER = struct.Struct(">4sI")
+OPS = ("call", "status", "stop")
+_DESCRIPTORS = 4  # stdin, stdout, stderr and the working directory
+_UMASK_MAX = 0o777
+
+
+class Request:
+    """One call as the client made it (a plain class: the Python client's path imports no dataclasses)."""
+
+    __slots__ = ("argv", "build", "cwd", "env", "op", "umask")
+
+    def __init__(self, *, op: str, build: str, umask: int, cwd: str, argv: list[str], env: dict[str, str]) -> None:
+        """Keep the call's parts."""
+        self.op, self.build, self.umask, self.cwd, self.argv, self.env = op, build, umask, cwd, argv, env
+
+
+class WireError(Exception):
+    """The peer broke the protocol or went away; the message says how."""
+
+
+def encode_request(request: Request) -> bytes:
+    """The request's header and body (the descriptors travel with the header)."""
+    parts = [request.op, request.build, f"{request.umask:o}", request.cwd, str(len(request.argv)), *request.argv]
+    parts += [str(len(request.env)), *(f"{key}={value}" for key, value in request.env.items())]
+    body = b"".join(os.fsencode(part) + b"\0" for part in parts)
+    return _HEADER.pack(MAGIC, len(body)) + body
+
+
+def send_request(sock: socket.socket, data: bytes, fds: list[int]) -> None:
+    """Send the header with the descriptors, then the rest of the request."""
+    sent = socket.send_fds(sock, [data[: _HEADER.size]], fds)
+    sock.sendall(data[sent:])
+
+
+def receive_request(sock: socket.socket) -> tuple[Request, list[int]]:
+    """Read one request and its descriptors (closed again when the request is not well formed)."""
+    header, fds, _flags, _addr = socket.recv_fds(sock, _HEADER.size, 4)
+    try:
+        header += read_exact(sock, _HEADER.size - len(header))
+        length = _body_length(header, fds)
+        return decode_body(read_exact(sock, length)), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def _body_length(header: bytes, fds: list[int]) -> int:
+    magic, length = _HEADER.unpack(header)
+    if magic != MAGIC or length > MAX_BODY:
+        raise WireError("not an ocivendir request")
+    if len(fds) != _DESCRIPTORS:
+        raise WireError(f"expected {_DESCRIPTORS} descriptors, got {len(fds)}")
+    return int(length)
+
+
+def decode_body(body: bytes) -> Request:
+    """The request a body describes, or raise WireError."""
+    if not body.endswith(b"\0"):
+        raise WireError("the request body is not NUL-terminated")
+    parts = [os.fsdecode(part) for part in body[:-1].split(b"\0")]
+    try:
+        request = _parts(parts)
+    except (ValueError, IndexError) as exc:
+        raise WireError("a malformed request body") from exc
+    if request.op not in OPS or not 0 <= request.umask <= _UMASK_MAX:
+        raise WireError("a malformed request body")
+    return request
+
+
+def _parts(parts: list[str]) -> Request:
+    op, build, umask, cwd, argc = parts[:5]
+    count = int(argc)
+    argv = parts[5 : 5 + count]
+    envc = int(parts[5 + count])
+    env_parts = parts[6 + count :]
+    if len(argv) != count or len(env_parts) != envc:
+        raise ValueError(argc)
+    env: dict[str, str] = {}
+    for item in env_parts:
+        key, sep, value = item.partition("=")
+        if sep:
+            env.setdefault(key, value)  # getenv() finds the first of a name given twice
+    return Request(op=op, build=build, umask=int(umask, 8), cwd=cwd, argv=argv, env=env)
+
+
+def frame(kind: bytes, payload: bytes = b"") -> bytes:
+    """One frame's bytes."""
+    return FRAME_HEADER.pack(kind, len(payload)) + payload
+
+
+def read_exact(sock: socket.socket, size: int) -> bytes:
+    """Exactly `size` bytes, or raise WireError at EOF."""
+    chunks = []
+    while size > 0:
+        chunk = sock.recv(min(size, 1 << 16))
+        if not chunk:
+            raise WireError("the peer closed the connection")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(sock: socket.socket) -> tuple[bytes, bytes] | None:
+    """The next frame (type, payload), None at a clean EOF; WireError for a truncated or oversized one."""
+    first = sock.recv(FRAME_HEADER.size)
+    if not first:
+        return None
+    head = first + read_exact(sock, FRAME_HEADER.size - len(first))
+    kind, length = FRAME_HEADER.unpack(head)
+    if length > MAX_FRAME:
+        raise WireError("an oversized frame")
+    return kind, read_exact(sock, length)

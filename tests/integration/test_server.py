@@ -1,0 +1,465 @@
+"""The resident server and its Python client: the same call gives the same bytes, whoever runs it.
+
+A call through the server gives exactly the stdout, stderr, exit code and tree of the same call in-process; the
+first call runs in-process and leaves a server behind; anything unexpected in the server's place means in-process;
+signals reach the worker; a kill of client, worker or server never hangs a caller and never costs the target.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ocivendir.server import wire
+from ocivendir.server.build import build_id
+from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
+from tests.support.builders import Pusher, make_image
+from tests.support.faults import silent_server
+from tests.support.registry import Registry
+from tests.support.server import ServerPlace, program
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def place() -> Iterator[ServerPlace]:
+    made = ServerPlace()
+    try:
+        yield made
+    finally:
+        made.cleanup()
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    return tmp_path / "bin"
+
+
+def call(place: ServerPlace, binary: Path, *args: str, stdin: str = "", cwd: Path, server: str = "on",
+         **env: str) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    return subprocess.run([str(binary), *args], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env=place.env(OCIVENDIR_SERVER=server, **env), check=False)  # fmt: skip
+
+
+def tree(root: Path) -> list[tuple[str, int, bytes]]:
+    return sorted((str(p.relative_to(root)), stat.S_IMODE(p.lstat().st_mode), p.read_bytes() if p.is_file() else b"")
+                  for p in root.rglob("*"))  # fmt: skip
+
+
+def kapp_call(place: ServerPlace, vendir: Path, ref: str, work: Path, *, server: str = "on",
+              cache: Path | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    work.mkdir(parents=True)
+    extra = {"VENDIR_CACHE_DIR": str(cache)} if cache else {}
+    return call(place, vendir, "sync", "-f", "-", "--lock-file", "/dev/null", stdin=PLACEHOLDER + config("image", ref),
+                cwd=work, server=server, **extra)  # fmt: skip
+
+
+def served_calls(place: ServerPlace) -> int:
+    return int(place.status().get("calls", -1))  # type: ignore[call-overload]
+
+
+def test_the_first_call_runs_in_process_and_leaves_a_server_that_serves_the_next(
+    place: ServerPlace, registry: Registry, pusher: Pusher, repo_prefix: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a: 1\n"}))
+    vendir = program(bin_dir, "vendir")
+    assert place.status() == {}
+    first = kapp_call(place, vendir, ref, tmp_path / "w1", server="auto", cache=tmp_path / "cache")
+    assert (first.returncode, first.stdout, first.stderr) == (0, lock("image", ref), "")
+    place.wait_for(lambda: place.status() != {})
+    before = served_calls(place)
+    second = kapp_call(place, vendir, ref, tmp_path / "w2", server="auto", cache=tmp_path / "cache")
+    assert (second.returncode, second.stdout, second.stderr) == (0, lock("image", ref), "")
+    assert served_calls(place) == before + 2  # the warm call, then this status query
+    assert tree(tmp_path / "w1") == tree(tmp_path / "w2")
+
+
+@pytest.mark.parametrize("prog", ["vendir", "ocivendir"])
+def test_a_served_call_gives_the_bytes_exit_code_and_tree_of_the_in_process_call(
+    place: ServerPlace, registry: Registry, pusher: Pusher, repo_prefix: str, bin_dir: Path, tmp_path: Path, prog: str
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a: 1\n", "dir/b.txt": "b"}))
+    binary = program(bin_dir, prog)
+    place.start()
+    stdins = [PLACEHOLDER + config("image", ref), "kind: Config\napiVersion: nope\n", "directories: [\n"]
+    for number, stdin in enumerate(stdins):
+        results = {}
+        for server in ("off", "on"):
+            work = tmp_path / f"{server}{number}"
+            work.mkdir()
+            done = call(place, binary, "sync", "-f", "-", "--lock-file", "lock.yml", stdin=stdin, cwd=work,
+                        server=server, OCIVENDIR_CACHE_DIR=str(tmp_path / f"cache-{server}"))  # fmt: skip
+            results[server] = (done.returncode, done.stdout, done.stderr, tree(work))
+        assert results["on"] == results["off"]
+    assert served_calls(place) >= len(stdins) + 1
+
+
+def test_imgpkg_mode_and_usage_errors_match_in_process(place: ServerPlace, bin_dir: Path, tmp_path: Path,
+                                                       registry: Registry) -> None:  # fmt: skip
+    place.start()
+    cases = [("imgpkg", ["pull", "-i", f"{registry.host}/no/such:tag", "-o", "out"]),
+             ("ocivendir", ["pull", "--no-such-flag"]), ("ocivendir", ["version"]), ("vendir", ["version"]),
+             ("ocivendir", ["sync", "--chdir", "/nonexistent"])]  # fmt: skip
+    for prog, args in cases:
+        outcomes = [call(place, program(bin_dir, prog), *args, cwd=tmp_path, server=server) for server in ("off", "on")]
+        assert (outcomes[0].returncode, outcomes[0].stdout, outcomes[0].stderr) == (
+            outcomes[1].returncode, outcomes[1].stdout, outcomes[1].stderr), (prog, args)  # fmt: skip
+
+
+def _eof_after_exit(place: ServerPlace, binary: Path, cwd: Path) -> float:
+    process = subprocess.Popen([str(binary), "version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               cwd=cwd, env=place.env())  # fmt: skip
+    assert process.stdout is not None
+    data = process.stdout.read1(4096)
+    process.wait(30)
+    exited = time.monotonic()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(process.stdout.read()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(5)
+    assert not reader.is_alive(), "stdout never reached EOF after the client exited"
+    assert data.startswith(b"ocivendir ")
+    return time.monotonic() - exited
+
+
+def test_a_reader_of_stdout_sees_eof_as_soon_as_the_client_exits_first_call_included(
+    place: ServerPlace, bin_dir: Path, tmp_path: Path
+) -> None:
+    binary = program(bin_dir, "ocivendir")
+    assert _eof_after_exit(place, binary, tmp_path) < 1.0  # the first call: a server is being started
+    place.wait_for(lambda: place.status() != {})
+    assert _eof_after_exit(place, binary, tmp_path) < 1.0
+
+
+def test_the_worker_works_in_the_callers_directory_with_its_umask_and_environment(
+    place: ServerPlace, registry: Registry, pusher: Pusher, repo_prefix: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    place.start()
+    work = tmp_path / "work"
+    work.mkdir()
+    stream = config("image", ref, secret=None)
+    cache = tmp_path / "callers-cache"
+    done = subprocess.run([str(program(bin_dir, "ocivendir")), "sync", "-f", "-"], input=stream, text=True,
+                          capture_output=True, cwd=work, timeout=60, check=False,
+                          env=place.env(OCIVENDIR_CACHE_DIR=str(cache)),
+                          preexec_fn=lambda: os.umask(0o077))  # the caller's umask  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE((work / "vendir.lock.yml").stat().st_mode) == 0o600
+    assert (work / "0" / "a.yml").read_text() == "a"
+    assert cache.is_dir()
+    assert served_calls(place) >= 2
+
+
+def _stalled(place: ServerPlace, bin_dir: Path, tmp_path: Path, url: str) -> subprocess.Popen[str]:
+    work = tmp_path / f"stalled-{time.monotonic_ns()}"
+    work.mkdir()
+    process = subprocess.Popen([str(program(bin_dir, "vendir")), "sync", "-f", "-", "--lock-file", "/dev/null"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=work, env=place.env(OCIVENDIR_TIMEOUT="60s"))  # fmt: skip
+    assert process.stdin is not None
+    process.stdin.write(config("image", f"{url.removeprefix('http://')}/x/y:v1", secret=None))
+    process.stdin.close()
+    process.stdin = None  # communicate() then only reads
+    return process
+
+
+def _workers(server_pid: int) -> list[int]:
+    children = Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def _wait_worker(place: ServerPlace, server_pid: int) -> int:
+    place.wait_for(lambda: _workers(server_pid) != [])
+    time.sleep(0.3)  # the worker has taken the call and is waiting on the silent registry
+    return _workers(server_pid)[0]
+
+
+@pytest.mark.parametrize(("signo", "outcome"), [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP),
+                                                (signal.SIGINT, 1)])  # fmt: skip
+def test_signals_to_the_client_reach_the_worker(place: ServerPlace, bin_dir: Path, tmp_path: Path, signo: int,
+                                                outcome: int) -> None:  # fmt: skip
+    server_pid = place.start()
+    with silent_server() as silent:
+        process = _stalled(place, bin_dir, tmp_path, silent.url)
+        worker = _wait_worker(place, server_pid)
+        process.send_signal(signo)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == outcome
+    if signo == signal.SIGINT:
+        assert err == "\nvendir: Error: Aborted\n"  # the worker's KeyboardInterrupt, framed as in-process (click's)
+    place.wait_for(lambda: not Path(f"/proc/{worker}").exists() or _workers(server_pid) == [])
+
+
+def test_a_killed_client_stops_its_worker(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:
+    server_pid = place.start()
+    with silent_server() as silent:
+        process = _stalled(place, bin_dir, tmp_path, silent.url)
+        _wait_worker(place, server_pid)
+        process.kill()
+        process.wait(10)
+        place.wait_for(lambda: _workers(server_pid) == [])
+
+
+def test_a_killed_worker_fails_the_call_clearly_and_the_next_call_is_served(
+    place: ServerPlace, bin_dir: Path, tmp_path: Path
+) -> None:
+    server_pid = place.start()
+    with silent_server() as silent:
+        process = _stalled(place, bin_dir, tmp_path, silent.url)
+        os.kill(_wait_worker(place, server_pid), signal.SIGKILL)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 1
+    assert err.startswith("vendir: Error: ocivendir server: the call ended without an exit status (worker ")
+    done = call(place, program(bin_dir, "vendir"), "version", cwd=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.startswith("vendir version ")
+
+
+def test_a_killed_server_leaves_running_calls_alone_and_the_next_call_starts_a_new_one(
+    place: ServerPlace, registry: Registry, pusher: Pusher, repo_prefix: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    server_pid = place.start()
+    with silent_server() as silent:
+        process = _stalled(place, bin_dir, tmp_path, silent.url)
+        worker = _wait_worker(place, server_pid)
+        os.kill(server_pid, signal.SIGKILL)
+        time.sleep(0.2)
+        assert Path(f"/proc/{worker}").exists()  # the call goes on without its server
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == -signal.SIGTERM
+    first = kapp_call(place, program(bin_dir, "vendir"), ref, tmp_path / "after")  # stale socket: in-process
+    assert (first.returncode, first.stdout, first.stderr) == (0, lock("image", ref), "")
+    place.wait_for(lambda: place.status().get("pid") not in ({}, None, server_pid))
+
+
+def test_kills_of_client_or_worker_at_any_moment_leave_the_old_tree_or_the_new_one(
+    place: ServerPlace, registry: Registry, pusher: Pusher, repo_prefix: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    old = pusher.image(f"{repo_prefix}/img", make_image({"version.txt": "old", "pad.bin": "p" * 3_000_000}))
+    new = pusher.image(f"{repo_prefix}/img", make_image({"version.txt": "new", "pad.bin": "q" * 3_000_000}))
+    server_pid = place.start()
+    work = tmp_path / "work"
+    work.mkdir()
+    env = place.env(OCIVENDIR_CACHE_DIR=str(tmp_path / "cache"))
+    vendir = program(bin_dir, "vendir")
+
+    def run(ref: str) -> subprocess.Popen[bytes]:
+        stream = config("image", ref, secret=None).replace('path: "0"', "path: vendor")
+        process = subprocess.Popen([str(vendir), "sync", "-f", "-", "--lock-file", "/dev/null"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work, env=env)  # fmt: skip
+        assert process.stdin is not None
+        process.stdin.write(stream.encode())
+        process.stdin.close()
+        return process
+
+    assert run(old).wait(60) == 0
+    chooser = random.Random(4321)  # noqa: S311 - reproducible kill moments
+    for round_number in range(10):
+        process = run(new if chooser.random() < 0.5 else old)
+        time.sleep(chooser.uniform(0.02, 0.4))
+        victims = [process.pid] if round_number % 2 else [*_workers(server_pid), process.pid]
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.wait(30)
+        place.wait_for(lambda: _workers(server_pid) == [])
+        version = work / "vendor" / "version.txt"
+        if version.exists():
+            assert version.read_text() in {"old", "new"}
+            assert (work / "vendor/pad.bin").stat().st_size == 3_000_000
+        assert run(new).wait(60) == 0
+        assert (work / "vendor/version.txt").read_text() == "new"
+        assert [p.name for p in work.iterdir()] == ["vendor"]
+    assert place.status()["pid"] == server_pid
+
+
+def test_a_stale_socket_file_means_in_process_and_a_new_server(place: ServerPlace, bin_dir: Path,
+                                                                tmp_path: Path) -> None:  # fmt: skip
+    place.dir.chmod(0o700)
+    stale = place.dir / f"server-{build_id()}.sock"
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(str(stale))  # bound, never listening: connect() is refused
+    done = call(place, program(bin_dir, "vendir"), "version", cwd=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.startswith("vendir version ")
+    place.wait_for(lambda: place.status() != {})
+
+
+@pytest.mark.parametrize("damage", ["mode", "owner", "symlink", "file"])
+def test_an_unusable_server_directory_means_in_process_and_no_server(bin_dir: Path, tmp_path: Path,
+                                                                     damage: str) -> None:  # fmt: skip
+    place = ServerPlace()
+    try:
+        real = place.dir
+        if damage == "mode":
+            real.chmod(0o755)
+        elif damage == "owner":
+            if os.geteuid() != 0:
+                pytest.skip("changing a directory's owner needs root")
+            os.chown(real, 65534, 65534)
+        elif damage == "symlink":
+            target = Path(str(real) + "-target")
+            target.mkdir(mode=0o700)
+            real.rmdir()
+            real.symlink_to(target)
+        else:
+            real.rmdir()
+            real.write_text("not a directory")
+        done = call(place, program(bin_dir, "vendir"), "--debug", "version", cwd=tmp_path)
+        assert done.returncode == 0
+        assert done.stdout.startswith("vendir version ")
+        assert "vendir: debug: ocivendir server unavailable (" in done.stderr
+        quiet = call(place, program(bin_dir, "vendir"), "version", cwd=tmp_path)
+        assert quiet.stderr == ""
+        time.sleep(0.5)
+        if real.is_dir() and not real.is_symlink():
+            assert list(real.iterdir()) == []
+    finally:
+        if place.dir.is_symlink() or place.dir.is_file():
+            place.dir.unlink()
+            place.dir.mkdir()
+        place.cleanup()
+
+
+def _raw_request(place: ServerPlace, request: wire.Request, uid: int | None = None) -> bytes:
+    code = (
+        "import os, socket, sys\n"
+        "from ocivendir.server import wire\n"
+        f"if {uid is not None}: os.setuid({uid})\n"
+        f"request = wire.Request(op={request.op!r}, build={request.build!r}, umask=0o22, cwd='/', argv=['vendir'],"
+        " env={})\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        f"s.connect({str(place.dir / f'server-{build_id()}.sock')!r})\n"
+        "fds = [0, 1, 2, os.open('/', os.O_RDONLY)]\n"
+        "try:\n    wire.send_request(s, wire.encode_request(request), fds)\n    got = wire.read_frame(s)\n"
+        "except OSError:\n    got = 'closed'\n"
+        "sys.stdout.write(repr(got))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False,
+                          env=place.env(PYTHONPATH=str(Path(__file__).resolve().parents[2] / "cli")))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.encode()
+
+
+def test_a_request_of_another_build_is_refused_before_it_starts(place: ServerPlace) -> None:
+    place.start()
+    answer = _raw_request(place, wire.Request(op="call", build="0" * 16, umask=0, cwd="/", argv=[], env={}))
+    assert answer.startswith(b"(b'R', b'build 0000000000000000 asked of a server of build ")
+
+
+def test_another_uid_is_refused(place: ServerPlace) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as another uid")
+    place.start()
+    before = served_calls(place)
+    place.dir.chmod(0o711)  # only to let the stranger reach the socket: the peer check is what is tested
+    (place.dir / f"server-{build_id()}.sock").chmod(0o666)
+    answer = _raw_request(place, wire.Request(op="call", build=build_id(), umask=0, cwd="/", argv=[], env={}),
+                          uid=65534)  # fmt: skip
+    assert answer in {b"None", b"'closed'"}  # closed without a word: the stranger runs its call itself
+    place.dir.chmod(0o700)
+    assert served_calls(place) == before + 1  # the stranger's connection got no worker; this query did
+
+
+def test_an_idle_server_ends_and_removes_its_socket(place: ServerPlace) -> None:
+    pid = place.start(OCIVENDIR_SERVER_IDLE="1s")
+    socket_file = place.dir / f"server-{build_id()}.sock"
+    place.wait_for(lambda: not socket_file.exists(), timeout=20)  # (a status query would count as a call)
+    assert place.status() == {}
+    place.wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2])
+
+
+def test_eight_clients_at_once_are_all_served(
+    place: ServerPlace, registry: Registry, pusher: Pusher, repo_prefix: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    refs = [pusher.image(f"{repo_prefix}/img{i}", make_image({"n.txt": str(i)})) for i in range(8)]
+    place.start(OCIVENDIR_SERVER_WORKERS="3")  # more clients than workers: the rest queue
+    vendir = program(bin_dir, "vendir")
+    results: dict[int, subprocess.CompletedProcess[str]] = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(
+        i, kapp_call(place, vendir, refs[i], tmp_path / f"w{i}", cache=tmp_path / f"c{i}"))) for i in range(8)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    for i in range(8):
+        assert (results[i].returncode, results[i].stdout, results[i].stderr) == (0, lock("image", refs[i]), "")
+        assert (tmp_path / f"w{i}/0/n.txt").read_text() == str(i)
+    assert served_calls(place) >= 9
+
+
+def test_the_server_holds_no_callers_descriptor(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:
+    pid = place.start()
+    for _ in range(3):
+        assert call(place, program(bin_dir, "vendir"), "version", cwd=tmp_path).returncode == 0
+    links = sorted(str(fd.readlink()) for fd in Path(f"/proc/{pid}/fd").iterdir())
+    sockets = [link for link in links if link.startswith("socket:")]
+    pipes = [link for link in links if link.startswith("pipe:")]
+    assert links.count("/dev/null") == 3
+    assert len(sockets) == 1  # the listening socket
+    assert len(pipes) == 2  # the signal wake-up pipe
+    files = [link for link in links if link not in {"/dev/null", *sockets, *pipes} and "/codepack." not in link]
+    assert files == [str(place.dir / f"server-{build_id()}.lock")]  # (and the package's own code pack)
+    assert str(Path(f"/proc/{pid}/cwd").readlink()) == "/"
+
+
+def test_status_start_and_stop(place: ServerPlace) -> None:
+    assert place.server("status").returncode == 1
+    assert place.server("status").stdout == "ocivendir server: not running\n"
+    pid = place.start()
+    again = place.server("start", "--json")
+    assert again.returncode == 0
+    assert place.status()["pid"] == pid  # one server per build
+    running = place.server("status")
+    assert running.returncode == 0
+    assert running.stdout.startswith(f"ocivendir server: running (pid {pid}, build {build_id()}, socket ")
+    stopped = place.server("stop")
+    assert stopped.returncode == 0
+    assert place.server("status").returncode == 1
+    place.wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2])
+
+
+def test_two_first_calls_start_one_server(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:
+    processes = [subprocess.Popen([str(program(bin_dir, "vendir")), "version"], stdout=subprocess.PIPE,
+                                  env=place.env(), cwd=tmp_path) for _ in range(4)]  # fmt: skip
+    for process in processes:
+        assert process.wait(30) == 0
+    place.wait_for(lambda: place.status() != {})
+    time.sleep(1.0)  # the losers of the lock have exited by now
+    pid = place.status()["pid"]
+    holders = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _runs_server(int(p.name), place)]
+    assert holders == [str(pid)]
+
+
+def _runs_server(pid: int, place: ServerPlace) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"--foreground" in cmdline and f"OCIVENDIR_SERVER_DIR={place.dir}".encode() in environ.split(b"\0")
+
+
+def test_a_frame_from_the_wire_is_bounded() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(struct.pack(">cI", b"X", wire.MAX_FRAME + 1))
+        with pytest.raises(wire.WireError):
+            wire.read_frame(right)

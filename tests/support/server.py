@@ -1,0 +1,83 @@
+"""A real resident server for tests: its own short socket directory, started and stopped around the tests that use it.
+
+`program(prog)` is this venv's console script under the name a test wants (`vendir`, `imgpkg`, `ocivendir`): the
+mode comes from argv[0], as installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["ServerPlace", "console_script", "program"]
+
+_BIN = Path(sys.executable).parent
+
+
+def console_script() -> Path:
+    """The venv's `ocivendir` console script (the Python client is its first step)."""
+    return _BIN / "ocivendir"
+
+
+def program(directory: Path, prog: str) -> Path:
+    """The console script linked as `prog` in `directory` (argv[0] picks the mode)."""
+    link = directory / prog
+    if not link.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(console_script())
+    return link
+
+
+class ServerPlace:
+    """A socket directory short enough for sun_path, and the environment that points clients and servers at it."""
+
+    def __init__(self) -> None:
+        """Make a fresh 0700 directory under /tmp (pytest's tmp paths can exceed a socket address's 107 bytes)."""
+        self.dir = Path(tempfile.mkdtemp(prefix="ovs-", dir="/tmp"))
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """os.environ plus this place, the switch on, and `extra`."""
+        return {**os.environ, "OCIVENDIR_SERVER_DIR": str(self.dir), "OCIVENDIR_SERVER": "on", **extra}
+
+    def server(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        """`ocivendir server ARGS` against this place."""
+        return subprocess.run([str(console_script()), "server", *args], env=self.env(**env), capture_output=True,
+                              text=True, timeout=60, check=False)  # fmt: skip
+
+    def start(self, **env: str) -> int:
+        """Start a server (daemon) and return its pid."""
+        done = self.server("start", "--json", **env)
+        assert done.returncode == 0, done.stderr
+        return int(self.status()["pid"])
+
+    def status(self) -> dict[str, object]:
+        """`server status --json`'s result ({} when none runs)."""
+        import json  # noqa: PLC0415
+
+        done = self.server("status", "--json")
+        return dict(json.loads(done.stdout)["result"]) if done.stdout else {}
+
+    def wait_for(self, predicate: object, timeout: float = 15.0) -> None:
+        """Poll until `predicate()` is true."""
+        assert callable(predicate)
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, "timed out waiting"
+            time.sleep(0.05)
+
+    def cleanup(self) -> None:
+        """Stop the server if one runs, kill what is left, remove the directory."""
+        facts = self.status()
+        self.server("stop")
+        pid = facts.get("pid")
+        if isinstance(pid, int):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,116 @@
+"""The server's pure parts: where its socket lives, who goes through it, the request's bytes, what it preloads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ocivendir.server import wire
+from ocivendir.server.place import SUN_PATH_MAX, Unusable, check_dir, server_dir, socket_path, wanted
+from tests.support.fresh import fresh_python
+
+# the default places under /tmp and $TMPDIR are what is tested (the directory checks make them safe)
+# ruff: noqa: S108
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"OCIVENDIR_SERVER_DIR": "/run/x", "XDG_RUNTIME_DIR": "/run/user/1"}, "/run/x"),
+        ({"XDG_RUNTIME_DIR": "/run/user/1", "TMPDIR": "/var/tmp"}, "/run/user/1/ocivendir"),
+        ({"XDG_RUNTIME_DIR": "relative", "TMPDIR": "/var/tmp"}, f"/var/tmp/ocivendir-{os.geteuid()}"),
+        ({"TMPDIR": "relative"}, f"/tmp/ocivendir-{os.geteuid()}"),
+        ({"OCIVENDIR_SERVER_DIR": "", "XDG_RUNTIME_DIR": ""}, f"/tmp/ocivendir-{os.geteuid()}"),
+    ],
+)
+def test_the_socket_directory_follows_the_environment(environ: dict[str, str], expected: str) -> None:
+    assert server_dir(environ) == expected
+
+
+def test_a_relative_server_dir_is_unusable() -> None:
+    with pytest.raises(Unusable, match="not an absolute path"):
+        server_dir({"OCIVENDIR_SERVER_DIR": "run/x"})
+
+
+def test_only_a_private_directory_of_our_own_is_usable(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    check_dir(str(private))
+    private.chmod(0o750)
+    with pytest.raises(Unusable, match="mode 0750"):
+        check_dir(str(private))
+    link = tmp_path / "link"
+    link.symlink_to(private)
+    with pytest.raises(Unusable, match="not a directory"):
+        check_dir(str(link))
+    with pytest.raises(FileNotFoundError):
+        check_dir(str(tmp_path / "missing"))
+
+
+def test_a_socket_path_too_long_for_sun_path_is_unusable() -> None:
+    with pytest.raises(Unusable, match="too long"):
+        socket_path("/" + "d" * SUN_PATH_MAX, "0" * 16)
+
+
+@pytest.mark.parametrize(
+    ("argv", "switch", "through"),
+    [
+        (["/usr/bin/vendir", "sync"], None, True),
+        (["vendir", "sync"], "auto", True),
+        (["vendir", "sync"], "off", False),
+        (["ocivendir", "sync"], None, False),
+        (["imgpkg", "pull"], None, False),
+        (["ocivendir", "sync"], "on", True),
+        (["ocivendir", "--json", "server", "status"], "on", False),
+        (["vendir", "sync"], "yes", False),  # a bad value runs in-process, where it is reported
+    ],
+)
+def test_who_goes_through_a_server(argv: list[str], switch: str | None, through: bool) -> None:
+    assert wanted(argv, {} if switch is None else {"OCIVENDIR_SERVER": switch}) is through
+
+
+def test_a_request_reads_back_as_sent() -> None:
+    request = wire.Request(op="call", build="ab" * 8, umask=0o27, cwd="/w", argv=["vendir", "sync", "", "ü"],
+                           env={"A": "1", "B": "x=y", "EMPTY": ""})  # fmt: skip
+    data = wire.encode_request(request)
+    assert data[:4] == wire.MAGIC
+    back = wire.decode_body(data[8:])
+    assert (back.op, back.build, back.umask, back.cwd, back.argv, back.env) == (
+        "call", "ab" * 8, 0o27, "/w", ["vendir", "sync", "", "ü"], {"A": "1", "B": "x=y", "EMPTY": ""})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"call\0b\x0022\0/\0", b"call\0b\0" b"22\0/\x002\0only-one\0", b"call\0b\0" b"22\0/\x000\x002\0A=1\0",
+     b"drop\0b\0" b"22\0/\x000\x000\0", b"call\0b\0" b"9999\0/\x000\x000\0", b"call\0b\0" b"22\0/\0x\x000\0",
+     b"call\0b\0" b"22\0/\x000\x000"],
+)  # fmt: skip
+def test_a_malformed_request_is_refused(body: bytes) -> None:
+    with pytest.raises(wire.WireError):
+        wire.decode_body(body)
+
+
+def test_a_preloaded_server_has_nothing_left_to_import_for_a_call() -> None:
+    code = """
+import os, sys, tempfile
+from ocivendir.server.preload import preload
+missing = preload()
+before = set(sys.modules)
+work = tempfile.mkdtemp()
+os.chdir(work)
+with open("vendir.yml", "w") as f:
+    f.write("apiVersion: vendir.k14s.io/v1alpha1\\nkind: Config\\ndirectories:\\n- path: out\\n  contents:\\n"
+            "  - path: x\\n    inline:\\n      paths:\\n        a.txt: hi\\n")
+from ocivendir.commands import main
+for argv in (["version"], ["sync"], ["sync", "--json"], ["pull", "-b", "bad ref", "-o", "x"], ["cache", "ls"]):
+    try:
+        main(argv, "ocivendir")
+    except SystemExit:
+        pass
+sys.stderr.write(repr((missing, sorted(set(sys.modules) - before))))
+"""
+    done = fresh_python(code)
+    assert done.stderr.rsplit("\n", 1)[-1] == "([], [])"
