@@ -56,10 +56,26 @@ def isolated_env(
 
 
 @pytest.fixture(autouse=True)
-def no_retry_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+def no_retry_sleep(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> list[float]:
     slept: list[float] = []
     monkeypatch.setattr("ocivendir.registry.retry._sleep", slept.append)
+    _CURRENT[:] = [monkeypatch, "no_retry_sleep" in getattr(request.function, "__code__", _NO_CODE).co_varnames]
     return slept
+
+
+_CURRENT: list[object] = []  # the running test's monkeypatch, and whether it reads the recorded sleeps
+_NO_CODE = (lambda: None).__code__
+SERVED_CALLS = {"server": 0, "in-process": 0}
+
+
+def _servable() -> bool:
+    """Whether a call can go through a server: the test patched nothing in this process but the retry sleep."""
+    if len(_CURRENT) != 2 or _CURRENT[1]:  # a test that reads the sleeps counts them in this process
+        return False
+    patch = _CURRENT[0]
+    assert isinstance(patch, pytest.MonkeyPatch)
+    patched = [(getattr(obj, "__name__", ""), name) for obj, name, _ in patch._setattr]  # noqa: SLF001
+    return patched == [("ocivendir.registry.retry", "_sleep")]
 
 
 @dataclass
@@ -72,10 +88,14 @@ class CliResult:
 def run_cli(*args: str, prog: str = "ocivendir", stdin: str | bytes | None = None) -> CliResult:
     """Run ocivendir's main() in-process with its own stdout/stderr, as a user would see them.
 
-    Under OCIVENDIR_TEST_SERVER=on the same call goes through the Python client to the session's server instead.
+    Under OCIVENDIR_TEST_SERVER=on the same call goes through the Python client to the session's server instead,
+    unless the test patched something in this process (a monkeypatch a server's worker cannot see).
     """
     if THROUGH_SERVER:
-        return _through_server(args, prog, stdin)
+        served = _servable()
+        SERVED_CALLS["server" if served else "in-process"] += 1
+        if served:
+            return _through_server(args, prog, stdin)
     out, err = io.StringIO(), io.StringIO()
     code = 0
     old_stdin = sys.stdin
@@ -168,3 +188,10 @@ def repo_prefix(request: pytest.FixtureRequest) -> str:
     """A fresh repository prefix per test."""
     name = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
     return f"t{next(_counter)}-{name}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under OCIVENDIR_TEST_SERVER=on: how many CLI calls the server served, how many stayed in-process."""
+    if THROUGH_SERVER:
+        terminalreporter.write_line(f"CLI calls through the server: {SERVED_CALLS['server']}, in-process (patched "
+                                    f"internals): {SERVED_CALLS['in-process']}")  # fmt: skip

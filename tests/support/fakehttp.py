@@ -198,6 +198,9 @@ class _Connection:
         url = target if "://" in target else f"{self._scheme}://{self._host}{port}{target}"
         self._request = FakeRequest(method, url, dict(headers), body or b"", f"{self._host}:{self._port}")
 
+    def limit(self, _idle: float, _until: float) -> None:
+        """Nothing waits here."""
+
     def getresponse(self) -> RawResponse:
         assert self._request is not None
         answer = self._fake.answer(self._request)

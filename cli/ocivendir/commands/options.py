@@ -59,7 +59,8 @@ _GLOBAL = (
     _opt("--max-extract-size", metavar="SIZE", help="Most one image may expand to, e.g. 4GiB (default), 512Mi."),
     _opt("--relocation-recheck", metavar="DURATION",
          help="Trust a negative relocation verdict this long (default 1h; 0 = every use)."),
-    _opt("--timeout", metavar="DURATION", help="Total network deadline of the run (default 5m)."),
+    _opt("--timeout", metavar="DURATION",
+         help="Total network deadline of the run, every read and redirect (default 5m)."),
     _opt("--concurrency", metavar="N", type=int,
          help="Parallel fetches and presence checks (default 8; 1 = sequential)."),
     _opt("--offline/--no-offline", "offline", default=None,
@@ -97,7 +98,7 @@ _REGISTRY = (
     _opt("--registry-token", "registry_token", help="Bearer token for every registry."),
     _opt("--registry-anon/--no-registry-anon", "registry_anon", default=None, help="Use anonymous access."),
     _opt("--registry-response-header-timeout", "response_header_timeout", metavar="DURATION",
-         help="Wait this long for response headers (default 30s)."),
+         help="Wait at most this long for the whole response head (default 30s)."),
     _opt("--registry-retry-count", "retry_count", type=int, help="Attempts per request (default 5)."),
 )  # fmt: skip
 

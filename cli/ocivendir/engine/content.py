@@ -16,7 +16,7 @@ from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
 from ocivendir.engine import access
-from ocivendir.errors import DigestMismatch, Transient
+from ocivendir.errors import DigestMismatch, RegistryError, Transient, UnsupportedMediaType
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.hashing import sha256_hex
@@ -280,7 +280,12 @@ class Content:
     def manifest(self, repo: Repository, digest: Digest) -> tuple[bytes, Manifest | Index]:
         """A manifest's bytes and parsed form."""
         raw = self.manifest_bytes(repo, digest)
-        return raw, parse_manifest(raw)
+        try:
+            return raw, parse_manifest(raw)
+        except UnsupportedMediaType as exc:  # what the registry served, named: it verified, it is theirs
+            raise UnsupportedMediaType(f"Reading manifest '{repo.at(digest)}': {exc.message}", hint=exc.hint) from None
+        except RegistryError as exc:  # a malformed digest in it
+            raise RegistryError(f"Reading manifest '{repo.at(digest)}': {exc.message}", hint=exc.hint) from None
 
     def config(self, repo: Repository, manifest: Manifest) -> ImageConfig:
         """An image's config (labels)."""

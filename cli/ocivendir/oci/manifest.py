@@ -124,15 +124,37 @@ def _descriptor(raw: Any, where: str) -> Descriptor:  # noqa: ANN401 - raw JSON
     if not isinstance(raw, dict):
         raise UnsupportedMediaType(f"{where}: expected a descriptor object")
     try:
-        size = raw["size"]
-        digest = served_digest(str(raw["digest"]), where)
-        media_type = str(raw.get("mediaType", ""))
+        size, digest_text = raw["size"], raw["digest"]
     except KeyError as exc:
         raise UnsupportedMediaType(f"{where}: descriptor lacks {exc.args[0]!r}") from None
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise UnsupportedMediaType(f"{where}: descriptor has an invalid size")
-    annotations = raw.get("annotations") or {}
+    media_type = _typed(raw, "mediaType", str, "", where)
+    annotations = _typed(raw, "annotations", dict, {}, where)
+    if not isinstance(digest_text, str) or not all(isinstance(value, str) for value in annotations.values()):
+        raise UnsupportedMediaType(f"{where}: descriptor has a digest or an annotation that is not a string")
+    digest = served_digest(digest_text, where)
     return Descriptor(media_type=media_type, digest=digest, size=size, annotations=dict(annotations))
+
+
+def _typed(doc: dict[str, Any], key: str, kind: type, default: Any, where: str) -> Any:  # noqa: ANN401 - raw JSON
+    """`doc[key]` if it holds a `kind` (JSON null or absent: `default`); any other type is refused, as Go refuses it."""
+    value = doc.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        raise UnsupportedMediaType(f"{where}: {key!r} is {_JSON_TYPES[type(value)]}, not {_JSON_TYPES[kind]}")
+    return value
+
+
+_JSON_TYPES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+}
 
 
 def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Index:
@@ -147,13 +169,13 @@ def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Inde
     if not kind:
         kind = OCI_INDEX if "manifests" in doc else OCI_MANIFEST
     if kind in INDEX_TYPES:
-        entries = doc.get("manifests") or []
+        entries = _typed(doc, "manifests", list, [], "index")
         return Index(media_type=kind, manifests=tuple(_descriptor(m, "index entry") for m in entries))
     if kind not in MANIFEST_TYPES:
         raise UnsupportedMediaType(f"unsupported manifest media type '{kind}'")
     if doc.get("schemaVersion") != 2:  # noqa: PLR2004 - the only schema version of both formats
         raise UnsupportedMediaType(f"unsupported manifest schemaVersion {doc.get('schemaVersion')!r}")
-    layers = doc.get("layers") or []
+    layers = _typed(doc, "layers", list, [], "manifest")
     return Manifest(
         media_type=kind,
         config=_descriptor(doc.get("config"), "config"),

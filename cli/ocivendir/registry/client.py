@@ -60,6 +60,11 @@ if TYPE_CHECKING:
 __all__ = ["ClientOptions", "RegistryClient", "Resolved"]
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+# A tag list is bounded where no real repository goes (pages are asked for 1,000 tags; a registry that pages by 100
+# still lists a million tags in 10,000 pages): past a bound, the answer is a hostile or broken registry's, not a list.
+MAX_TAG_PAGES = 10_000
+MAX_TAGS = 1_000_000
+MAX_TAG_LIST_BYTES = 64 << 20  # all pages together; one page is at most the 32 MiB any body read at once may be
 _CHUNK = 1 << 22
 _TARGET_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC  # never write through a link
 _HEAD_REFUSED = frozenset({405, 501})
@@ -229,6 +234,7 @@ class RegistryClient:
         if response.status_code != 401:  # noqa: PLR2004
             return response
         self._stats.challenge()
+        _challenged_elsewhere(response, endpoint, what)
         if auth:
             self._refused(response, endpoint, what)
         challenge = response.headers.get("WWW-Authenticate", "")
@@ -241,6 +247,7 @@ class RegistryClient:
         sent["Authorization"] = header
         response = self._raw(method, endpoint, path, sent, stream=stream, what=what)
         if response.status_code == 401:  # noqa: PLR2004
+            _challenged_elsewhere(response, endpoint, what)
             self._refused(response, endpoint, what)
         return response
 
@@ -308,8 +315,9 @@ class RegistryClient:
 
     @staticmethod
     def _raise_for(response: Response, what: str) -> None:
+        """Anything but a 2xx is an error (a `101 Switching Protocols` too: no answer to a registry request)."""
         status = response.status_code
-        if status < 300:  # noqa: PLR2004
+        if 200 <= status < 300:  # noqa: PLR2004
             return
         detail = _registry_error_text(response)
         error = RegistryClient._error_for(response, what, detail)
@@ -359,7 +367,7 @@ class RegistryClient:
                 digest = served_digest(digest_header, f"{what}: Docker-Content-Digest")
                 if ref.digest is not None and digest != ref.digest:
                     raise DigestMismatch(f"{what}: registry reports {digest}")
-                size = int(response.headers.get("Content-Length") or 0)
+                size = _declared_size(response, endpoint, what)
                 return Resolved(digest=digest, media_type=_content_type(response), size=size)
         response.close()
         return self._resolved_by_get(endpoint, ref, fetch)
@@ -378,7 +386,11 @@ class RegistryClient:
         response = self._send("GET", endpoint, path, {"Accept": ACCEPT_MANIFESTS}, stream=True, what=what)
         self._raise_for(response, what)
         with contextlib.closing(response):
-            raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
+            try:
+                raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
+            except Transient:
+                self._deadline.remaining(what)  # a body cut off by the run's deadline says so
+                raise
         self._stats.received(len(raw))
         actual = sha256_digest(raw)
         expected = ref.digest
@@ -491,18 +503,27 @@ class RegistryClient:
         return self._walker.walk(repo, f"{repo}:tags", lambda endpoint: self._tags_at(endpoint, what))
 
     def _tags_at(self, endpoint: Endpoint, what: str) -> list[str]:
+        """Every page `Link` leads to, within `MAX_TAG_PAGES` pages, `MAX_TAGS` tags and `MAX_TAG_LIST_BYTES`."""
         tags: list[str] = []
         path: str | None = endpoint.api_path("tags/list?n=1000")
         pages: set[str] = set()
+        received = 0
         while path:
             if path in pages:  # a registry whose Link leads in a circle would be walked until the deadline
                 raise RegistryError(f"{what}: the registry's tag pagination goes back to a page it gave ({path})")
+            if len(pages) >= MAX_TAG_PAGES:
+                raise _tags_unbounded(what, endpoint, f"more than {MAX_TAG_PAGES} pages")
             pages.add(path)
             response = self._send("GET", endpoint, path, {"Accept": "application/json"}, stream=False, what=what)
             self._raise_for(response, what)
+            received += len(response.content)
             self._stats.received(len(response.content))
+            if received > MAX_TAG_LIST_BYTES:
+                raise _tags_unbounded(what, endpoint, f"more than {MAX_TAG_LIST_BYTES >> 20} MiB")
             tags.extend(_tag_page(response, what))
-            path = _next_link(response)
+            if len(tags) > MAX_TAGS:
+                raise _tags_unbounded(what, endpoint, f"more than {MAX_TAGS} tags")
+            path = _next_link(response, what)
         return tags
 
 
@@ -540,6 +561,28 @@ class _ShortRead(Exception):
     """The connection ended before the blob's size."""
 
 
+def _challenged_elsewhere(response: Response, endpoint: Endpoint, what: str) -> None:
+    """A 401 from where a redirect led, not from the registry asked: `Unauthorized`, and no credentials go there.
+
+    The registry's credentials (and tokens from its realm) are for the registry alone; a storage host it redirects to
+    that challenges on its own would get them, or a token for them from a realm of its choosing. imgpkg sends nothing
+    there either. Another host or port, or plain HTTP after https, is elsewhere.
+    """
+    if not response.history:
+        return
+    from urllib.parse import urlsplit  # noqa: PLC0415 - only for a redirect that ended in a challenge
+
+    asked, answered = urlsplit(response.history[0].url), urlsplit(response.url)
+    downgrade = asked.scheme.lower() == "https" and answered.scheme.lower() != "https"
+    if answered.netloc.lower() == asked.netloc.lower() and not downgrade:
+        return
+    response.close()
+    raise Unauthorized(
+        f"{what}: {endpoint.name} redirected the request to {answered.netloc}, which asks for credentials; "
+        f"the credentials for {endpoint.name} are never sent to another host"
+    )
+
+
 def _presence(status: int) -> ImageStatusValue:
     if 200 <= status < 300:  # noqa: PLR2004
         return ImageStatus.PRESENT
@@ -552,6 +595,16 @@ def _presence(status: int) -> ImageStatusValue:
 
 def _client_error(status: int) -> bool:
     return 400 <= status < 500 and status != 429  # noqa: PLR2004
+
+
+def _declared_size(response: Response, endpoint: Endpoint, what: str) -> int:
+    """A HEAD answer's `Content-Length` (0 when absent): ASCII digits, at most 18 of them, else a `RegistryError`."""
+    value = response.headers.get("Content-Length", "").strip()
+    if value.isascii() and value.isdigit() and len(value) <= 18:  # noqa: PLR2004 - past 10^18 bytes
+        return int(value)
+    if not value:
+        return 0
+    raise RegistryError(f"{what}: {endpoint.name} sent an invalid Content-Length {_shown(value)!r}")
 
 
 def _content_type(response: Response) -> str:
@@ -584,6 +637,13 @@ def _usable_realm(realm: str) -> bool:
     return parts.scheme.lower() in {"http", "https"} and bool(parts.hostname) and port != 0
 
 
+def _tags_unbounded(what: str, endpoint: Endpoint, past: str) -> RegistryError:
+    return RegistryError(
+        f"{what}: {endpoint.name} sent a tag list of {past}, past what any registry sends; not read further",
+        hint="a hostile or broken registry; pin a tag or a digest instead of tagSelection",
+    )
+
+
 def _tag_page(response: Response, what: str) -> list[str]:
     """The tags of one page: `{"tags": [names…]}` (null or absent: none); any other answer is a RegistryError."""
     try:
@@ -596,12 +656,16 @@ def _tag_page(response: Response, what: str) -> list[str]:
     return listed
 
 
-def _next_link(response: Response) -> str | None:
+def _next_link(response: Response, what: str) -> str | None:
+    """The path (and query) of the next page a `Link` header names; a URL that cannot be read is a RegistryError."""
     link = response.links.get("next", {}).get("url")
     if not link:
         return None
     from urllib.parse import quote, urljoin, urlsplit  # noqa: PLC0415 - only for a tag list's next page
 
-    parts = urlsplit(urljoin(response.url, link))
+    try:
+        parts = urlsplit(urljoin(response.url, link))
+    except ValueError:  # an unclosed IPv6 bracket
+        raise RegistryError(f"{what}: the next page's Link is not a URL: {_shown(link)!r}") from None
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     return quote(target.encode("latin-1"), safe="!#$%&'()*+,/:;=?@[]~")  # the header's own bytes, escaped

@@ -3,7 +3,9 @@
 Connections are kept per origin and proxy and reused (a reused connection the server has meanwhile closed is retried
 once on a new one); an http URL goes through a proxy in absolute form, an https URL through a `CONNECT` tunnel;
 redirects are followed (the `Authorization` header is dropped when the host changes, as Go and requests do); the
-connect timeout covers the TCP and TLS handshakes and the read timeout every wait after. The TLS context is made when
+connect timeout covers the TCP and TLS handshakes and the read timeout every wait after; a response head must have come
+whole within the read timeout of its request being sent, and no read or redirect hop goes past the caller's `until`
+(the run's deadline), however slowly the server trickles. The TLS context is made when
 the first https connection's TCP handshake has succeeded, so neither a plain-HTTP registry nor a refused one ever
 reads the trust store, and `ssl` (with `socket`) is imported only then: a plain connection is a bare `_socket`, and the
 exchange on it is `registry/http11.py`'s. What failed is told apart for the transport: no connection
@@ -16,6 +18,7 @@ import _socket
 import binascii
 from _thread import allocate_lock
 from collections.abc import Callable, Iterator
+from time import monotonic
 
 from ocivendir import jsonread
 from ocivendir.registry.http11 import (
@@ -198,11 +201,16 @@ def _host_header(host: str, port: int, default: int) -> str:
     return name if port == default else f"{name}:{port}"
 
 
-def _open_tunnel(sock: _socket.socket, host: str, port: int, headers: dict[str, str]) -> None:
-    """Ask the proxy on `sock` for a tunnel to `host:port`; anything but 200 is `OSError` (as `http.client` says it)."""
+def _open_tunnel(sock: _socket.socket, host: str, port: int, headers: dict[str, str], timeout: float) -> None:
+    """Ask the proxy on `sock` for a tunnel to `host:port`; anything but 200 is `OSError` (as `http.client` says it).
+
+    The proxy's whole answer must come within `timeout` (the connect timeout), however it is paced.
+    """
     target = _host_header(host, port, -1)
     sock.sendall(request_bytes("CONNECT", target, target, headers, None))
-    answer = read_response(Wire(sock), "CONNECT")
+    wire = Wire(sock)
+    wire.limit(timeout, monotonic() + timeout)
+    answer = read_response(wire, "CONNECT")
     if answer.status != 200:  # noqa: PLR2004
         raise OSError(f"Tunnel connection failed: {answer.status} {answer.reason.strip()}")
 
@@ -231,7 +239,7 @@ class _Connection:
         sock: Any = _dial(self._host, self._port, self._timeout)
         try:
             if self._tunnel is not None:
-                _open_tunnel(sock, *self._tunnel)
+                _open_tunnel(sock, *self._tunnel, self._timeout)
             if self._scheme == "https" and self._tls is speaks_tls:
                 check_speaks_tls(
                     sock, None if ":" in self._host or self._host.replace(".", "").isdigit() else self._host
@@ -269,6 +277,11 @@ class _Connection:
             host = _host_header(self._host, self._port, 443 if self._scheme == "https" else 80)
         self._method = method
         self.sock.sendall(request_bytes(method, target, host, headers or {}, body))
+
+    def limit(self, idle: float, until: float) -> None:
+        """Bound the reads from now on: each wait at most `idle` seconds, none past `until` (`time.monotonic()`)."""
+        assert self._wire is not None  # noqa: S101
+        self._wire.limit(idle, until)
 
     def getresponse(self) -> RawResponse:
         """The response's head; its body stays on the connection for the caller to read."""
@@ -415,12 +428,18 @@ class Agent:
         body: bytes | None = None,
         timeouts: tuple[float, float],
         proxy_for: ProxyChooser,
+        until: float = float("inf"),
     ) -> Response:
-        """Send one request and follow its redirects; the final answer carries the earlier ones in `history`."""
+        """Send one request and follow its redirects; the final answer carries the earlier ones in `history`.
+
+        `timeouts` are the connect and read timeouts; `until` (a `time.monotonic()` value: the run's deadline) bounds
+        every hop and every read of the answers, its body's included: past it, a head not yet read is `HeaderTimeout`
+        and a body not yet read is `BodyBroken`.
+        """
         history: list[Response] = []
         sent = {"User-Agent": self._user_agent, "Accept-Encoding": "identity", **headers}  # bytes as stored: no gzip
         while True:
-            response = self._exchange(method, url, sent, body, timeouts, proxy_for)
+            response = self._exchange(method, url, sent, body, (*timeouts, until), proxy_for)
             location = response.headers.get("Location")
             if response.status_code not in _REDIRECTS or not location or len(history) >= MAX_REDIRECTS:
                 response.history = history
@@ -440,20 +459,26 @@ class Agent:
         url: str,
         headers: dict[str, str],
         body: bytes | None,
-        timeouts: tuple[float, float],
+        bounds: tuple[float, float, float],
         proxy_for: ProxyChooser,
     ) -> Response:
         scheme, host, port, target = _split(url)
         proxy = proxy_for(scheme, host, port) or ""
         key = (scheme, host, port, proxy)
+        connect, read, until = bounds
         for _ in range(2):
-            connection, reused = self._checkout(key, timeouts)
+            left = until - monotonic()
+            if left <= 0:
+                raise HeaderTimeout("the deadline passed before the request was sent")
+            connection, reused = self._checkout(key, (min(connect, left), min(read, left)))
             try:
                 if proxy and scheme == "http":
                     connection.request(method, url, body=body, headers={**headers, **_proxy_parts(proxy)[3]})
                 else:
                     connection.request(method, target, body=body, headers=headers)
+                connection.limit(read, min(monotonic() + read, until))  # the whole head, however it is paced
                 raw = connection.getresponse()
+                connection.limit(read, until)  # the body: each wait, and all of it within the deadline
             except TimeoutError as exc:
                 connection.close()
                 raise HeaderTimeout(str(exc)) from None

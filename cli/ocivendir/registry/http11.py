@@ -10,10 +10,14 @@ a status code that is not three digits, conflicting or invalid `Content-Length` 
 that ends before its length or its last chunk. Folded header lines (obs-fold) are joined with a space, as RFC 9112 asks
 of a client and as Go does; `chunked` wins over a `Content-Length` sent with it (RFC 9112 §6.3) and such a connection is
 not reused. Trailers are read, bounded, and dropped. A body is framed by `Content-Length`, by chunks, or by the
-connection's close; a HEAD, a 204, a 304, a 1xx and a successful CONNECT have none.
+connection's close; a HEAD, a 204, a 304, a 1xx and a successful CONNECT have none. Each read waits at most as long as
+the owner's `Wire.limit` says, and none past its deadline: one byte a second keeps no read waiting, yet cannot stretch
+a head or a body past the time given for all of it.
 """
 
 from __future__ import annotations
+
+from time import monotonic
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +32,9 @@ if TYPE_CHECKING:
 
         def sendall(self, data: bytes, /) -> None:
             """Write all of `data`."""
+
+        def settimeout(self, seconds: float | None, /) -> None:
+            """How long one read or write may wait."""
 
 
 __all__ = [
@@ -99,13 +106,31 @@ class Headers:
 
 
 class Wire:
-    """Buffered reading from a socket: lines up to a limit, and bytes."""
+    """Buffered reading from a socket: lines up to a limit, and bytes, each wait bounded once `limit` was called."""
 
-    __slots__ = ("_buffer", "_sock")
+    __slots__ = ("_buffer", "_idle", "_sock", "_until")
 
     def __init__(self, sock: Socket) -> None:  # noqa: D107
         self._sock = sock
         self._buffer = bytearray()
+        self._idle: float | None = None  # None: the socket's own timeout, as set by its owner
+        self._until = 0.0
+
+    def limit(self, idle: float, until: float) -> None:
+        """From now on no read waits more than `idle` seconds, nor past `until` (a `time.monotonic()` value).
+
+        A server that sends a byte just before each wait would end stays within any per-read timeout: `until` bounds
+        all the reads together (a response head, or everything left of a run), whatever their pace.
+        """
+        self._idle, self._until = idle, until
+
+    def _recv_into(self, view: bytearray | memoryview, size: int) -> int:
+        if self._idle is not None:
+            left = self._until - monotonic()
+            if left <= 0:
+                raise TimeoutError("timed out")
+            self._sock.settimeout(min(self._idle, left))
+        return self._sock.recv_into(view, size)
 
     def line(self, limit: int) -> bytes:
         """The next line with its LF (at the end of the stream, what is left); longer than `limit`, an error."""
@@ -131,13 +156,13 @@ class Wire:
             return data
         buffer = bytearray(size)
         view, got = memoryview(buffer), 0
-        while got < size and (count := self._sock.recv_into(view[got:], size - got)):
+        while got < size and (count := self._recv_into(view[got:], size - got)):
             got += count
         return bytes(view[:got])
 
     def _fill(self, size: int) -> int:
         buffer = bytearray(size)
-        count = self._sock.recv_into(buffer, size)
+        count = self._recv_into(buffer, size)
         self._buffer += memoryview(buffer)[:count]
         return count
 

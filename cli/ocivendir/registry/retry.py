@@ -31,13 +31,13 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²" is a digit to str.isdigit, not to float()
         return float(value)
     import email.utils  # noqa: PLC0415 - an HTTP date is rare: email loads a dozen modules
 
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # not a date; a year past what datetime holds
         return None
     return max(0.0, float(when.timestamp()) - now)
 
@@ -89,6 +89,10 @@ class Deadline:
         """Start counting now."""
         if self.started < 0:
             self.started = self.clock()
+
+    def until(self, what: str) -> float:
+        """When it passes, as a `time.monotonic()` value (what a socket's reads are bounded by); Transient if it has."""
+        return time.monotonic() + self.remaining(what)
 
     def remaining(self, what: str) -> float:
         """Seconds left, or Transient naming the operation if none are."""

@@ -354,6 +354,10 @@ class Transport:
     def _timeout(self, what: str) -> tuple[float, float]:
         return (self._options.connect_timeout, min(self._options.read_timeout, self.deadline.remaining(what)))
 
+    def _past_deadline(self, what: str) -> None:
+        """A wait that ended because the run's deadline passed is that, whatever the wait was for: Transient."""
+        self.deadline.remaining(what)
+
     def send(
         self, method: str, route: Route, path: str, headers: dict[str, str], *, stream: bool, what: str
     ) -> Response:
@@ -368,18 +372,23 @@ class Transport:
         host = route.host
         for scheme in [route.scheme] if route.scheme else self._schemes_for(host):
             url = f"{scheme}://{host}{path}"
-            timeout = self._timeout(what)
+            timeout, until = self._timeout(what), self.deadline.until(what)
             try:
-                response = agent.request(method, url, headers, timeouts=timeout, proxy_for=self._options.proxy.for_url)
+                response = agent.request(
+                    method, url, headers, timeouts=timeout, proxy_for=self._options.proxy.for_url, until=until
+                )
                 if not stream:
                     response.content  # noqa: B018 - read now, so the connection goes back to the pool
             except HeaderTimeout:
                 # connected and asked, but no answer in time: the registry's answer, not a reason to retry
+                self._past_deadline(what)
                 line = f'{method.capitalize()} "{url}": net/http: timeout awaiting response headers'
                 raise ResponseTimeout(f"{what}: {line}", waited=timeout[1]) from None
             except BodyBroken as exc:  # a body read at once that broke off or would not end
+                self._past_deadline(what)
                 raise Transient(f'{what}: {method.capitalize()} "{url}": {exc}') from None
             except ConnectFailed as exc:
+                self._past_deadline(what)
                 message = _tls_message(exc, url)
                 if message is not None:
                     raise TLSVerifyError(f"{what}: {message}") from None
@@ -400,18 +409,21 @@ class Transport:
     ) -> Response:
         """A token endpoint request (a form POST or a GET with the form as query), counted as an auth request."""
         agent = self._agent(route.registry, route.tls)
-        timeouts, chooser = self._timeout(what), self._options.proxy.for_url
+        timeouts, chooser, until = self._timeout(what), self._options.proxy.for_url, self.deadline.until(what)
         try:
             if post:
                 body = form_encode(form).encode()
                 headers = {"Content-Type": "application/x-www-form-urlencoded"}
-                response = agent.request("POST", realm, headers, body=body, timeouts=timeouts, proxy_for=chooser)
+                response = agent.request(
+                    "POST", realm, headers, body=body, timeouts=timeouts, proxy_for=chooser, until=until
+                )
             else:
                 url = f"{realm}{'&' if '?' in realm else '?'}{form_encode(form)}"
                 headers = {"Authorization": basic_auth(*basic)} if basic else {}
-                response = agent.request("GET", url, headers, timeouts=timeouts, proxy_for=chooser)
+                response = agent.request("GET", url, headers, timeouts=timeouts, proxy_for=chooser, until=until)
             response.content  # noqa: B018 - a token answer is small: read it now
         except (ConnectFailed, HeaderTimeout, BodyBroken) as exc:
+            self._past_deadline(what)
             self.counter.connect_error()
             raise Transient(f"{what}: fetching a token from {realm}: {exc}") from None
         self.counter.request(response.request.method, response.status_code, auth=True, endpoint=route.label)
