@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Owns: the whole test job — lint, format check, type check, then the full pytest suite (unit, cli, integration
-# against a real docker-registry the suite starts itself). CI runs exactly this.
+# Owns: the whole test job — lint, format check, type check, the full pytest suite (unit, cli, integration against a
+# real docker-registry the suite starts itself), then the CLI and integration suites again with every CLI call going
+# through a resident server (OCIVENDIR_TEST_SERVER=on: same stdout, stderr, exit codes and trees). CI runs exactly
+# this. Arguments go to the first pytest run only, and skip the second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 .venv/bin/ruff check cli tests bench scripts
 .venv/bin/ruff format --check cli tests bench scripts
 .venv/bin/mypy
-exec .venv/bin/python -m pytest "$@"
+if [ $# -gt 0 ]; then
+    exec .venv/bin/python -m pytest "$@"
+fi
+.venv/bin/python -m pytest
+echo "test: the CLI and integration suites again, every CLI call through a resident server" >&2
+OCIVENDIR_TEST_SERVER=on exec .venv/bin/python -m pytest tests/cli tests/integration -m "not dist" \
+    --ignore tests/integration/test_server.py

@@ -59,22 +59,23 @@ def isolated_env(
 def no_retry_sleep(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> list[float]:
     slept: list[float] = []
     monkeypatch.setattr("ocivendir.registry.retry._sleep", slept.append)
-    _CURRENT[:] = [monkeypatch, "no_retry_sleep" in getattr(request.function, "__code__", _NO_CODE).co_varnames]
+    reads_sleeps = "no_retry_sleep" in getattr(request.function, "__code__", _NO_CODE).co_varnames
+    _CURRENT[:] = [monkeypatch, reads_sleeps or request.node.get_closest_marker("in_process") is not None]
     return slept
 
 
-_CURRENT: list[object] = []  # the running test's monkeypatch, and whether it reads the recorded sleeps
+_CURRENT: list[object] = []  # the running test's monkeypatch, and whether its calls must stay in this process
 _NO_CODE = (lambda: None).__code__
 SERVED_CALLS = {"server": 0, "in-process": 0}
 
 
 def _servable() -> bool:
     """Whether a call can go through a server: the test patched nothing in this process but the retry sleep."""
-    if len(_CURRENT) != 2 or _CURRENT[1]:  # a test that reads the sleeps counts them in this process
+    if len(_CURRENT) != 2 or _CURRENT[1]:  # reads the sleeps it counts here, or marked in_process
         return False
     patch = _CURRENT[0]
     assert isinstance(patch, pytest.MonkeyPatch)
-    patched = [(getattr(obj, "__name__", ""), name) for obj, name, _ in patch._setattr]  # noqa: SLF001
+    patched = [(getattr(obj, "__name__", ""), name) for obj, name, _ in patch._setattr]
     return patched == [("ocivendir.registry.retry", "_sleep")]
 
 

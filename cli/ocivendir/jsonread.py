@@ -40,17 +40,43 @@ class _Context:
     parse_constant = _CONSTANTS.__getitem__
 
 
-def _scanner() -> Callable[[str, int], tuple[object, int]] | None:
+class JSONObject(dict[str, object]):
+    """An object read by `loads(..., repeats=True)`: `repeated` holds the keys it had more than once."""
+
+    __slots__ = ("repeated",)
+
+    repeated: frozenset[str]
+
+
+def _object(pairs: list[tuple[str, object]]) -> JSONObject:
+    """The object_pairs_hook of `repeats=True`: a dict as json makes it (the last value wins), repeats noted."""
+    made = JSONObject(pairs)
+    if len(made) == len(pairs):
+        made.repeated = frozenset()
+    else:
+        seen: set[str] = set()
+        repeated: set[str] = set()
+        for key, _ in pairs:
+            (repeated if key in seen else seen).add(key)
+        made.repeated = frozenset(repeated)
+    return made
+
+
+class _PairsContext(_Context):
+    object_pairs_hook = staticmethod(_object)  # type: ignore[assignment]
+
+
+def _scanner(context: Any) -> Callable[[str, int], tuple[object, int]] | None:  # noqa: ANN401 - a duck-typed decoder
     try:
         from _json import make_scanner  # noqa: PLC0415 - the C accelerator, absent on some interpreters
     except ImportError:  # pragma: no cover - CPython has it
         return None
-    context: Any = _Context()  # duck-typed: make_scanner reads the six attributes of a JSONDecoder
-    scan: Callable[[str, int], tuple[object, int]] = make_scanner(context)
+    scan: Callable[[str, int], tuple[object, int]] = make_scanner(context)  # duck-typed: a JSONDecoder's attributes
     return scan
 
 
-_SCAN = _scanner()
+_SCAN = _scanner(_Context())
+_SCAN_REPEATS = _scanner(_PairsContext())
 
 
 def detect_encoding(data: bytes | bytearray) -> str:
@@ -74,12 +100,16 @@ def _error(message: str, text: str, pos: int) -> ValueError:
     return JSONDecodeError(message, text, pos)
 
 
-def loads(data: str | bytes | bytearray) -> object:
-    """`json.loads(data)`: the same value, or the same exception with the same message."""
-    if _SCAN is None:  # pragma: no cover - CPython has _json
+def loads(data: str | bytes | bytearray, *, repeats: bool = False) -> object:
+    """`json.loads(data)`: the same value, or the same exception with the same message.
+
+    With `repeats`, every object is a JSONObject that says which keys it had more than once.
+    """
+    scan = _SCAN_REPEATS if repeats else _SCAN
+    if scan is None:  # pragma: no cover - CPython has _json
         import json  # noqa: PLC0415 - only without the C scanner
 
-        return json.loads(data)
+        return json.loads(data, object_pairs_hook=_object if repeats else None)
     if isinstance(data, str):
         if data.startswith("\ufeff"):
             raise _error("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
@@ -91,7 +121,7 @@ def loads(data: str | bytes | bytearray) -> object:
         raise TypeError(msg)
     start = len(text) - len(text.lstrip(_WHITESPACE))
     try:
-        value, end = _SCAN(text, start)
+        value, end = scan(text, start)
     except StopIteration as stop:
         raise _error("Expecting value", text, stop.value) from None
     except RecursionError:  # json has no depth limit but the stack's (Go's stops at 10,000 levels): not a crash

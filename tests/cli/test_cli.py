@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,7 +100,8 @@ def test_python_dash_m_runs_and_help_imports_no_network_stack() -> None:
         " if m in sys.modules])))\n"
         "runpy.run_module('ocivendir', run_name='__main__')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    env = {**os.environ, "OCIVENDIR_SERVER": "off"}  # what this process imports, even in a through-server run
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
     assert "Usage: ocivendir" in done.stdout
     assert done.stderr.strip() == "[]"
 

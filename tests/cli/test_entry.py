@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,9 @@ def entry(
 ) -> subprocess.CompletedProcess[str]:
     """The program as the console script starts it (`function` = "main" for what tests call in-process)."""
     probe = f"import sys\n{setup}sys.argv = {argv!r}\nfrom ocivendir.commands import {function}\n{function}()\n"
-    return subprocess.run([sys.executable, "-c", probe], stdout=stdout, stderr=PIPE, text=True, check=False, cwd=cwd)
+    env = {**os.environ, "OCIVENDIR_SERVER": "off"}  # the entry in this process, even in a through-server run
+    return subprocess.run([sys.executable, "-c", probe], stdout=stdout, stderr=PIPE, text=True, check=False, cwd=cwd,
+                          env=env)  # fmt: skip
 
 
 def test_a_run_ends_without_finalizing_the_interpreter_and_its_output_arrives_whole() -> None:

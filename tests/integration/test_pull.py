@@ -303,3 +303,22 @@ def test_the_scheme_that_worked_is_remembered_so_later_runs_make_no_failed_attem
     assert second["result"]["requests"]["connect_errors"] == 0  # type: ignore[index]
     assert second["result"]["requests"]["total"] == 1  # type: ignore[index]
     assert first["result"]["requests"]["connect_errors"] in {0, 1}  # type: ignore[index]  (https tried once at most)
+
+
+def test_a_manifest_whose_keys_go_reads_otherwise_is_refused_and_nothing_is_extracted(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    shown, hidden = make_image({"a.txt": "A"}), make_image({"b.txt": "B"})
+    for blob in [*shown.blobs, *hidden.blobs]:
+        pusher.blob(f"{repo_prefix}/twin", blob)
+    doc, hidden_doc = json.loads(shown.manifest), json.loads(hidden.manifest)
+    # issue 22.4: `layers` read exactly gives a.txt; Go's encoding/json (imgpkg, crane) takes `Layers`, the last match
+    parts = [f'"{key}":{json.dumps(doc[key])}' for key in ("schemaVersion", "mediaType", "config", "layers")]
+    raw = ("{" + ",".join([*parts, f'"Layers":{json.dumps(hidden_doc["layers"])}']) + "}").encode()
+    digest = pusher.manifest(f"{repo_prefix}/twin", "v1", raw)
+    code, doc, stderr = pull("-i", f"{registry.host}/{repo_prefix}/twin@{digest}", "-o", str(tmp_path / "out"),
+                             cache=tmp_path / "cache")  # fmt: skip
+    assert code == 1
+    assert doc["error"]["code"] == "unsupported-media-type"  # type: ignore[index]
+    assert "manifest has the key 'Layers', which Go's encoding/json reads as the field 'layers'" in stderr
+    assert not (tmp_path / "out").exists()

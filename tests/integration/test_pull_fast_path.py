@@ -73,6 +73,7 @@ def _twice(registry: Registry, args: list[str], prog: str, out: Path) -> list[ob
 
 @pytest.mark.parametrize("prog", ["ocivendir", "imgpkg"])
 @pytest.mark.parametrize("case", CASES, ids=[" ".join(c) for c in CASES])
+@pytest.mark.in_process  # it patches the fast path away between its two calls: both must run where the patch is
 def test_a_command_line_gives_through_the_fast_path_what_it_gives_through_click(
     registry: Registry, places: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prog: str,
     case: list[str],

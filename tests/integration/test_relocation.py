@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ocivendir.engine import pull as engine_pull
 from tests.conftest import run_cli
@@ -335,3 +336,26 @@ def test_offline_with_a_due_recheck_uses_the_last_verdict_with_a_warning(
     assert code == 0, stderr
     assert doc["result"]["requests"]["total"] == 0  # type: ignore[index]
     assert "Warning: could not re-check relocation" in stderr
+
+
+def test_a_hostile_annotation_cannot_make_the_relocated_images_yml_list_a_second_image(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    evil = "evil.example/x@sha256:" + "b" * 64
+    note = f"a\nb\u2028  image: {evil}\u2028-"  # issue 22: LS is a line break to go-yaml, libyaml and PyYAML
+    quoted = '"' + note.replace("\n", "\\n").replace("\u2028", "\\L") + '"'
+    published = publish_bundle(pusher, repo_prefix, images=1, annotations={"note": quoted})
+    relocate(pusher, published, f"{repo_prefix}/moved")
+    ref = published.ref(registry, f"{repo_prefix}/moved")
+    code, doc, _ = pull_bundle(ref, tmp_path / "out", tmp_path / "cache")
+    assert code == 0
+    assert doc["result"]["relocation"]["relocated"] is True  # type: ignore[index]
+    digest = next(iter(published.images.values())).digest
+    written = (tmp_path / "out/.imgpkg/images.yml").read_bytes()
+    image = f"{registry.host}/{repo_prefix}/moved@{digest}"
+    assert written.decode() == (  # go-yaml v2's bytes (tests/golden/goyaml): LS written raw, what follows indented
+        "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nimages:\n- annotations:\n    note: |-\n      a\n"
+        f"      b\u2028        image: {evil}\u2028      -\n  image: {image}\nkind: ImagesLock\n"
+    )
+    assert yaml.safe_load(written)["images"] == [{"annotations": {"note": note}, "image": image}]
+    assert [e.image for e in engine_pull.read_images_lock(tmp_path / "out")[0].images] == [image]

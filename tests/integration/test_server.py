@@ -25,7 +25,7 @@ import pytest
 from ocivendir.server import wire
 from ocivendir.server.build import build_id
 from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
-from tests.support.builders import Pusher, make_image
+from tests.support.builders import Pusher, make_image, publish_bundle
 from tests.support.faults import silent_server
 from tests.support.registry import Registry
 from tests.support.server import ServerPlace, program
@@ -463,3 +463,68 @@ def test_a_frame_from_the_wire_is_bounded() -> None:
         left.sendall(struct.pack(">cI", b"X", wire.MAX_FRAME + 1))
         with pytest.raises(wire.WireError):
             wire.read_frame(right)
+
+
+_WARM_CALLS = """
+import json, os, sys
+from ocivendir.server.preload import preload
+missing = preload()
+from ocivendir.commands import main
+calls = json.loads(sys.argv[1])
+found = {}
+for index, (argv, prog, stdin) in enumerate(calls):
+    for attempt in ("cold", "first-warm", "warm"):  # fills the cache, writes the read memo; then what is measured
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            work = os.path.join(os.environ["WORK"], f"{index}-{attempt}")
+            os.makedirs(work)
+            os.chdir(work)
+            before = set(sys.modules)
+            sys.stdin = open(stdin) if stdin else open(os.devnull)
+            sys.stdout = open(os.devnull, "w")
+            try:
+                main(argv, prog)
+            except SystemExit as exc:
+                code = exc.code
+            os.write(write, json.dumps([code, sorted(set(sys.modules) - before)]).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            answer = pipe.read()
+        os.waitpid(pid, 0)
+        found[f"{index}: {prog} {' '.join(argv)} ({attempt})"] = json.loads(answer)
+print(json.dumps({"missing": missing, "calls": found}))
+"""
+
+
+def test_a_preloaded_server_has_nothing_left_to_import_for_warm_calls(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    import json  # noqa: PLC0415
+
+    image = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}), tag="v1")
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    bundle = published.ref(registry, published.bundle_repo)
+    stream = tmp_path / "kapp.yml"
+    stream.write_text(PLACEHOLDER + config("imgpkgBundle", bundle))
+    plain = tmp_path / "vendir.yml"
+    plain.write_text(config("image", image, secret=None))
+    tagged = tmp_path / "tag.yml"
+    tagged.write_text(config("image", f"{registry.host}/{repo_prefix}/img:v1", secret=None))
+    calls = [
+        (["version"], "vendir", None),
+        (["sync", "-f", "-", "--lock-file", "/dev/null"], "vendir", str(stream)),
+        (["sync", "-f", "-", "--lock-file", "/dev/null"], "vendir", str(tagged)),
+        (["sync", "-f", str(plain), "--json"], "ocivendir", None),
+        (["pull", "-b", bundle, "-o", "out"], "ocivendir", None),
+        (["pull", "-b", bundle, "-o", "out"], "imgpkg", None),
+    ]
+    env = {**os.environ, "WORK": str(tmp_path / "work"), "OCIVENDIR_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _WARM_CALLS, json.dumps(calls)], capture_output=True, text=True,
+                          env=env, check=True, timeout=120)  # fmt: skip
+    result = json.loads(done.stdout.splitlines()[-1])
+    warm = {call: found for call, found in result["calls"].items() if call.endswith("(warm)")}
+    assert all(code in (0, None) for code, _ in warm.values()), warm
+    assert {call: imported for call, (_, imported) in warm.items() if imported} == {}

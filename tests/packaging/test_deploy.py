@@ -138,6 +138,7 @@ def test_the_sidecars_env_values_are_strings_whatever_type_the_size_has(size: ob
     assert env == {
         "OCIVENDIR_DELEGATE_VENDIR": "/vendir-real",
         "OCIVENDIR_CACHE_MAX_SIZE": text,
+        "OCIVENDIR_SERVER_IDLE": "0",  # the sidecar's PID 1 reaps no orphan: the server never ends on its own
         "OCIVENDIR_CACHE_DIR": "/var/cache/ocivendir",
     }
     assert list(env)[:2] == ["OCIVENDIR_DELEGATE_VENDIR", "OCIVENDIR_CACHE_MAX_SIZE"]
@@ -157,7 +158,7 @@ def test_the_shared_cache_is_one_mounted_volume_and_the_dir_that_names_it() -> N
 
 def test_without_a_shared_cache_no_cache_dir_no_mount_no_volume() -> None:
     star, given = sidecar_star(), values(shared_cache=False, cache_claim_name="ignored")
-    assert set(_env(given)) == {"OCIVENDIR_DELEGATE_VENDIR", "OCIVENDIR_CACHE_MAX_SIZE"}
+    assert set(_env(given)) == {"OCIVENDIR_DELEGATE_VENDIR", "OCIVENDIR_CACHE_MAX_SIZE", "OCIVENDIR_SERVER_IDLE"}
     assert star["sidecar_mounts"](given) == []
     assert star["pod_volumes"](given) == []
 

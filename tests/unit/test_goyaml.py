@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ocivendir.goyaml import emit as goyaml
+from ocivendir.goyaml.scalars import resolve_plain
 
 
 @pytest.mark.parametrize(
@@ -69,3 +70,59 @@ def test_long_plain_values_fold_past_column_80() -> None:
     assert len(first) > 80
     assert second.startswith("  word")
     assert " ".join(out.replace("\n  ", " ").split()) == "key: " + value
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"k": "a\u2028b"}, "k: 'a\u2028  b'\n"),  # LS is a line break: the text after it is indented
+        ({"k": "x\u2029y\n"}, "k: |\n  x\u2029  y\n"),
+        ({"k": "a\x85b\nc"}, 'k: "a\\Nb\\nc"\n'),  # NEL is no printable character for go-yaml's emitter
+        ({"k": "\u2028lead\nx"}, "k: |2-\n\u2028  lead\n  x\n"),  # a leading break takes the indentation hint
+        ({"k": "x\ry"}, 'k: "x\\ry"\n'),
+        ({"k": "a \u2028b"}, 'k: "a \\Lb"\n'),  # a space before a break: neither quotes nor a block
+        ({"k": "\ufeffa b"}, 'k: "\\uFEFF\\x61\\x20\\x62"\n'),  # go-yaml's is_bom looks at the start of the text
+        ({"k": "\U0001f600"}, 'k: "\\U0001F600"\n'),
+    ],
+)  # fmt: skip
+def test_breaks_and_special_characters_are_written_as_go_yaml_writes_them(value: dict[str, str], expected: str) -> None:
+    assert goyaml.dump(value).decode() == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"a\nb": "c"}, "? |-\n  a\n  b\n: c\n"),
+        ({"k" * 129: "v"}, f"? {'k' * 129}\n: v\n"),  # a simple key is at most 128 bytes
+        ({"é" * 64: "v"}, f"{'é' * 64}: v\n"),
+        ({"é" * 65: "v"}, f"? {'é' * 65}\n: v\n"),
+        ({"\u2028": "v"}, "? '\u2028'\n: v\n"),
+        ({"k": [{"a\nb": ["x"]}]}, "k:\n- ? |-\n    a\n    b\n  : - x\n"),
+    ],
+)  # fmt: skip
+def test_keys_that_span_lines_or_pass_128_bytes_take_the_question_mark_form(
+    value: dict[str, object], expected: str
+) -> None:
+    assert goyaml.dump(value).decode() == expected
+
+
+def test_a_checked_dump_refuses_what_would_read_back_as_other_data() -> None:
+    data = {"k": "a\u2028b", "n": None, "i": 493, "t": True, "l": [{}], "e": []}
+    assert goyaml.dump_checked(data) == goyaml.dump(data)
+    with pytest.raises(goyaml.EmitError, match=r"would not read back: .*map merge"):
+        goyaml.dump_checked({"<<": "x"})  # go-yaml writes `<<: x` plain and reads it as a merge
+    with pytest.raises(goyaml.EmitError, match="other data"):
+        goyaml.dump_checked({"k": True, "<<": {"k": "v"}})  # one key read back, not two
+    with pytest.raises(goyaml.EmitError, match="invalid Unicode character escape"):
+        goyaml.dump_checked({"tag": "v\ud800"})  # a lone surrogate (a JSON answer may carry one) is escaped
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("-10\u0661\u0662", "-10\u0661\u0662"), ("\u0661\u0662", "\u0661\u0662"), ("+-1", "+-1"), ("--1", "--1"),
+     ("0x 1F", "0x 1F"), ("0x1F", 31), ("-0x_1f", -31), ("017", 15), ("08", 8.0), ("+12", 12)],
+)  # fmt: skip
+def test_plain_integers_are_ascii_digits_with_one_sign_as_go_parses_them(text: str, expected: object) -> None:
+    value = resolve_plain(text)  # Python's int() would take other scripts' digits, a second sign and spaces
+    assert (type(value), value) == (type(expected), expected)
+    assert goyaml.dump({"k": text}) == (f"k: {text}\n" if isinstance(expected, str) else f'k: "{text}"\n').encode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from ocivendir.errors import ImagesLockError
 from ocivendir.oci.imageslock import parse_bundle_lock, parse_image_locations, parse_images_lock
@@ -125,3 +126,34 @@ def test_bundle_lock_and_image_locations() -> None:
         f"- image: r.io/xy@sha256:{HEX}\n  isBundle: true\n".encode()
     )
     assert locations[0].is_bundle is True
+
+
+EVIL = "evil.example/x@sha256:" + "b" * 64
+HOSTILE = f"a\nb\u2028  image: {EVIL}\u2028-"  # issue 22: text after LS read as a second image by go-yaml and PyYAML
+
+
+def test_an_annotation_with_other_line_breaks_cannot_add_an_image_to_the_rewrite() -> None:
+    text = f"---\n{HEAD}images:\n- image: r.io/app@sha256:{HEX}\n  annotations:\n    note: {_double(HOSTILE)}\n"
+    lock = parse_images_lock(text.encode())
+    out = rewrite(lock, parse_reference("r.io/relocated").repository)
+    assert out.decode() == (  # what imgpkg (go-yaml v2) writes: LS kept raw, the rest of the line indented
+        "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nimages:\n- annotations:\n    note: |-\n      a\n"
+        f"      b\u2028        image: {EVIL}\u2028      -\n  image: r.io/relocated@sha256:{HEX}\nkind: ImagesLock\n"
+    )
+    again = parse_images_lock(out)
+    assert [e.image for e in again.images] == [f"r.io/relocated@sha256:{HEX}"]
+    assert again.images[0].annotations == {"note": HOSTILE}
+    assert yaml.safe_load(out)["images"] == [
+        {"annotations": {"note": HOSTILE}, "image": f"r.io/relocated@sha256:{HEX}"}
+    ]
+
+
+def _double(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace("\n", "\\n").replace("\u2028", "\\L") + '"'
+
+
+def test_a_rewrite_that_would_read_back_otherwise_is_refused_and_nothing_is_returned() -> None:
+    text = f"---\n{HEAD}images:\n- image: r.io/app@sha256:{HEX}\n  annotations:\n    '<<': x\n"
+    lock = parse_images_lock(text.encode())
+    with pytest.raises(ImagesLockError, match=r"Rewriting images lock for r.io/relocated: it would not read back"):
+        rewrite(lock, parse_reference("r.io/relocated").repository)

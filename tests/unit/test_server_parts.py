@@ -9,7 +9,6 @@ import pytest
 
 from ocivendir.server import wire
 from ocivendir.server.place import SUN_PATH_MAX, Unusable, check_dir, server_dir, socket_path, wanted
-from tests.support.fresh import fresh_python
 
 # the default places under /tmp and $TMPDIR are what is tested (the directory checks make them safe)
 # ruff: noqa: S108
@@ -91,26 +90,3 @@ def test_a_request_reads_back_as_sent() -> None:
 def test_a_malformed_request_is_refused(body: bytes) -> None:
     with pytest.raises(wire.WireError):
         wire.decode_body(body)
-
-
-def test_a_preloaded_server_has_nothing_left_to_import_for_a_call() -> None:
-    code = """
-import os, sys, tempfile
-from ocivendir.server.preload import preload
-missing = preload()
-before = set(sys.modules)
-work = tempfile.mkdtemp()
-os.chdir(work)
-with open("vendir.yml", "w") as f:
-    f.write("apiVersion: vendir.k14s.io/v1alpha1\\nkind: Config\\ndirectories:\\n- path: out\\n  contents:\\n"
-            "  - path: x\\n    inline:\\n      paths:\\n        a.txt: hi\\n")
-from ocivendir.commands import main
-for argv in (["version"], ["sync"], ["sync", "--json"], ["pull", "-b", "bad ref", "-o", "x"], ["cache", "ls"]):
-    try:
-        main(argv, "ocivendir")
-    except SystemExit:
-        pass
-sys.stderr.write(repr((missing, sorted(set(sys.modules) - before))))
-"""
-    done = fresh_python(code)
-    assert done.stderr.rsplit("\n", 1)[-1] == "([], [])"

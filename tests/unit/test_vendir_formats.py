@@ -214,3 +214,12 @@ def test_secret_data_is_decoded_as_go_decodes_it_newlines_included() -> None:
     assert stream.secrets[0].data == {"password": "hello", "username": "user"}  # type: ignore[attr-defined]
     number = error(SECRET.format(value="1234") + HEAD + "directories: []\n")
     assert number.endswith("json: cannot unmarshal number into Go struct field .data.password of type []uint8")
+
+
+def test_a_lock_file_is_read_back_before_it_is_written() -> None:
+    hostile = LockContent(path=".", source_type="image", data={"url": "a\u2028  path: x\u2028", "tag": "t"})
+    lock = LockConfig(directories=(LockDirectory(path="vendor", contents=(hostile,)),))
+    assert parse_lock(lock.dump(), "vendir.lock.yml").directories[0].contents[0].data["url"] == "a\u2028  path: x\u2028"
+    merged = LockContent(path=".", source_type="image", data={"<<": {"url": "x"}})
+    with pytest.raises(SyncError, match="Writing lock config: it would read back as other data than was written"):
+        LockConfig(directories=(LockDirectory(path="vendor", contents=(merged,)),)).dump()

@@ -10,6 +10,7 @@ error naming the field path.
 
 from __future__ import annotations
 
+from ocivendir.gofold import go_fold
 from ocivendir.goyaml import quick
 from ocivendir.goyaml.keys import UnsupportedKeyError
 from ocivendir.goyaml.nodes import ComposeError
@@ -197,11 +198,12 @@ def go_bytes(value: object, path: str) -> bytes:
 
 
 def field(doc: dict[str, Any], name: str) -> Any:  # noqa: ANN401 - decoded YAML
-    """A struct field by Go's JSON rules: every key equal to `name` ignoring case sets it.
+    """A struct field by Go's JSON rules: every key equal to `name` ignoring case (Go's folding) sets it.
 
     sigs.k8s.io/yaml hands encoding/json an object with sorted keys, and each matching key overwrites the field, so
-    the greatest matching key wins (`path` over `Path` over `PATH`, `includepaths` over `includePaths`).
+    the greatest matching key wins (`path` over `Path` over `PATH`, `includepaths` over `includePaths`, and `paths`
+    spelt with a long s, U+017F, over `paths`).
     """
     lowered = name.lower()
-    found = [key for key in doc if key.lower() == lowered]
+    found = [key for key in doc if go_fold(key) == lowered]
     return doc[max(found)] if found else None

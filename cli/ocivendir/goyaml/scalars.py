@@ -48,7 +48,16 @@ def is_float(text: str) -> bool:
     return all_digits(whole) and (not fraction or all_digits(fraction))
 
 
+_BASE_DIGITS = {16: "0123456789abcdefABCDEF", 10: _DIGITS, 8: "01234567", 2: "01"}
+
+
+def _in_base(digits: str, base: int) -> bool:
+    """Only ASCII digits of `base` (Python's int() would also take other scripts' digits, a sign and spaces)."""
+    return bool(digits) and not digits.strip(_BASE_DIGITS[base])
+
+
 def _go_int(text: str) -> int | None:
+    """strconv.ParseInt (or ParseUint) with base 0, as go-yaml v2 calls it, after removing underscores."""
     plain = text.replace("_", "")
     sign = -1 if plain.startswith("-") else 1
     body = plain[1:] if plain[:1] in "+-" else plain
@@ -58,15 +67,14 @@ def _go_int(text: str) -> int | None:
     bases = (("0x", 16), ("0o", 8), ("0b", 2))
     for prefix, base in bases:
         if lowered.startswith(prefix):
-            try:
-                number = sign * int(body[2:], base)
-            except ValueError:
+            if not _in_base(body[2:], base):
                 return None
+            number = sign * int(body[2:], base)
             return number if -_INT64 <= number < 2 * _INT64 else None
-    try:
-        number = sign * int(body, 8 if len(body) > 1 and body.startswith("0") else 10)
-    except ValueError:
+    base = 8 if len(body) > 1 and body.startswith("0") else 10
+    if not _in_base(body, base):
         return None
+    number = sign * int(body, base)
     return number if -_INT64 <= number < 2 * _INT64 else None  # int64 or uint64, else a float (or text)
 
 

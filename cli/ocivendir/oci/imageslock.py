@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ocivendir.errors import BadReference, ImagesLockError
+from ocivendir.goyaml.load import field
 from ocivendir.oci.reference import Reference, parse_reference
 from ocivendir.oci.strictyaml import StrictYAMLError, check_fields, go_string, load_document
 from ocivendir.record import record
@@ -148,14 +149,19 @@ def parse_bundle_lock(raw: bytes) -> BundleLock:
 
 
 def parse_image_locations(raw: bytes) -> tuple[ImageLocation, ...]:
-    """Parse a locations image's `image-locations.yml`; unknown fields are allowed, as in imgpkg."""
+    """Parse a locations image's `image-locations.yml` as imgpkg's yaml.Unmarshal does.
+
+    Unknown fields are allowed; field names match as Go's encoding/json matches them (ignoring case, the greatest
+    matching key winning), so `images` spelt with a long s (U+017F) reads as imgpkg reads it.
+    """
     doc = _load(raw, "image locations")
-    _validate_header(doc, "ImageLocations", "Validating image locations")
-    images = doc.get("images") or []
+    header = {"apiVersion": field(doc, "apiVersion"), "kind": field(doc, "kind")}
+    _validate_header(header, "ImageLocations", "Validating image locations")
+    images = field(doc, "images") or []
     if not isinstance(images, list):
         raise ImagesLockError("Unmarshaling image locations: images is not a list")
     return tuple(
-        ImageLocation(image=go_string(i.get("image"), "image"), is_bundle=i.get("isBundle") is True)
+        ImageLocation(image=go_string(field(i, "image"), "image"), is_bundle=field(i, "isBundle") is True)
         for i in images
         if isinstance(i, dict)
     )

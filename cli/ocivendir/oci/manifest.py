@@ -5,6 +5,7 @@ from __future__ import annotations
 from ocivendir import jsonread
 from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
 from ocivendir.hashing import new_sha256, sha256_hex
+from ocivendir.oci import gokeys
 from ocivendir.oci.reference import Digest, parse_digest
 from ocivendir.record import field, record
 
@@ -160,11 +161,12 @@ _JSON_TYPES = {
 def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Index:
     """Parse manifest bytes; the `mediaType` field wins over the Content-Type the registry sent."""
     try:
-        doc = jsonread.loads(raw)
+        doc = jsonread.loads(raw, repeats=True)
     except ValueError as exc:
         raise UnsupportedMediaType(f"manifest is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise UnsupportedMediaType("manifest is not a JSON object")
+    gokeys.check(doc, gokeys.MANIFEST_OR_INDEX, "manifest")
     kind = str(doc.get("mediaType") or media_type or "")
     if not kind:
         kind = OCI_INDEX if "manifests" in doc else OCI_MANIFEST
@@ -186,9 +188,10 @@ def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Inde
 def parse_config(raw: bytes) -> ImageConfig:
     """Read the labels of an image config."""
     try:
-        doc = jsonread.loads(raw)
+        doc = jsonread.loads(raw, repeats=True)
     except ValueError as exc:
         raise UnsupportedMediaType(f"image config is not valid JSON: {exc}") from None
+    gokeys.check(doc, gokeys.CONFIG_FILE, "image config")
     config = doc.get("config") if isinstance(doc, dict) else None
     labels = config.get("Labels") if isinstance(config, dict) else None
     if not isinstance(labels, dict):

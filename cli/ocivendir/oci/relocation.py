@@ -6,6 +6,7 @@ are done elsewhere and passed in.
 
 from __future__ import annotations
 
+from ocivendir.errors import ImagesLockError
 from ocivendir.goyaml import emit
 from ocivendir.oci.imageslock import API_VERSION, ImagesLock
 from ocivendir.oci.reference import Digest, Reference, Repository
@@ -70,7 +71,11 @@ def evaluate(statuses: Mapping[Digest, ImageStatusValue]) -> RelocationVerdictVa
 
 
 def rewrite(lock: ImagesLock, bundle_repo: Repository) -> bytes:
-    """Imgpkg's all-or-nothing rewrite: every image becomes `<bundle repo>@<digest>`; `---` then sorted keys."""
+    """Imgpkg's all-or-nothing rewrite: every image becomes `<bundle repo>@<digest>`; `---` then sorted keys.
+
+    The bytes are read back before they are returned: a rewrite that would read as other images or annotations
+    (go-yaml cannot write every annotation so that it reads back) is an ImagesLockError, and nothing is written.
+    """
     images: list[dict[str, object]] = []
     for entry in lock.images:
         item: dict[str, object] = {"image": f"{bundle_repo}@{entry.reference.digest}"}
@@ -80,4 +85,7 @@ def rewrite(lock: ImagesLock, bundle_repo: Repository) -> bytes:
     doc: dict[str, object] = {"apiVersion": API_VERSION, "kind": "ImagesLock"}
     if images:
         doc["images"] = images
-    return b"---\n" + emit.dump(doc)
+    try:
+        return b"---\n" + emit.dump_checked(doc)
+    except emit.EmitError as exc:
+        raise ImagesLockError(f"Rewriting images lock for {bundle_repo}: {exc}") from None

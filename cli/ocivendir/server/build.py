@@ -2,15 +2,17 @@
 
 A client and a server of different builds never meet: the id is part of the socket's name. The self-contained build
 reads it from `BUILD_ID` next to its executable (written by `scripts/dist.sh`, which compiles the same id into the
-native client); an installed or editable package hashes its version, the interpreter and the size and mtime of each of
-its modules (about 150 stat calls, a millisecond).
+native client); an installed or editable package checksums its version, the interpreter and the size and mtime of each
+of its modules (about 150 stat calls, a millisecond). An identity, not a secret (who may use a server is the socket
+directory's and SO_PEERCRED's business), so two CRC-32s do, from `zlib`: `hashlib` would load OpenSSL on every call of
+the Python client (4 ms, a third of an interpreter's start-up).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
+import zlib
 
 from ocivendir import __version__
 
@@ -29,20 +31,20 @@ def build_id() -> str:
             text = ""
         if len(text) == _LENGTH and all(c in "0123456789abcdef" for c in text):
             return text
-    digest = hashlib.sha256(f"{__version__}\0{sys.version}\0{sys.executable}\0".encode())
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    _hash_tree(digest, package, "")
-    return digest.hexdigest()[:_LENGTH]
+    parts = [f"{__version__}\0{sys.version}\0{sys.executable}\0"]
+    _describe_tree(parts, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+    described = "".join(parts).encode()
+    return f"{zlib.crc32(described):08x}{zlib.adler32(described):08x}"
 
 
-def _hash_tree(digest: hashlib._Hash, top: str, relative: str) -> None:
+def _describe_tree(parts: list[str], top: str, relative: str) -> None:
     with os.scandir(os.path.join(top, relative)) as entries:
         found = sorted(entries, key=lambda entry: entry.name)
     for entry in found:
         name = os.path.join(relative, entry.name)
         if entry.is_dir(follow_symlinks=False):
             if entry.name != "__pycache__":
-                _hash_tree(digest, top, name)
+                _describe_tree(parts, top, name)
         elif entry.name.endswith(".py"):
             info = entry.stat(follow_symlinks=False)
-            digest.update(f"{name}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+            parts.append(f"{name}\0{info.st_size}\0{info.st_mtime_ns}\0")

@@ -10,6 +10,7 @@ import posixpath
 
 from ocivendir import VENDIR_COMPAT_VERSION
 from ocivendir.errors import ConfigError
+from ocivendir.gofold import go_fold
 from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, go_bool, go_bytes, go_int, go_string_field, load_documents
 from ocivendir.goyaml.load import field as get
@@ -209,7 +210,7 @@ def _source(value: dict[str, Any], path: str) -> tuple[list[str], dict[str, dict
     sources: dict[str, dict[str, Any]] = {}
     for name in SOURCE_TYPES:
         raw = get(value, name)
-        if raw is None and not any(k.lower() == name.lower() for k in value):
+        if raw is None and not any(go_fold(k) == name.lower() for k in value):
             continue
         found.append(name)
         if name in _SCHEMAS:
@@ -235,7 +236,7 @@ def _content(value: Any, path: str) -> tuple[Content, list[str]]:  # noqa: ANN40
         exclude_paths=tuple(common["excludePaths"] or ()),
         ignore_paths=tuple(common["ignorePaths"] or ()),
         legal_paths=None
-        if legal is None and not any(k.lower() == "legalpaths" for k in value)
+        if legal is None and not any(go_fold(k) == "legalpaths" for k in value)
         else tuple(common["legalPaths"] or ()),
         new_root_path=common["newRootPath"] or "",
         permissions=common["permissions"],

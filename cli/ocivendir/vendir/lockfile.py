@@ -5,7 +5,7 @@ The model, its byte-exact YAML (through goyaml), reading with vendir's messages,
 
 from __future__ import annotations
 
-from ocivendir.errors import ConfigError
+from ocivendir.errors import ConfigError, SyncError
 from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, load_documents
 from ocivendir.goyaml.load import field as get
@@ -51,7 +51,7 @@ class LockConfig:
     directories: tuple[LockDirectory, ...] = ()
 
     def dump(self) -> bytes:
-        """The exact bytes vendir writes (and prints on stdout)."""
+        """The exact bytes vendir writes (and prints on stdout), read back first: other data read is a SyncError."""
         doc = {
             "apiVersion": API_VERSION,
             "kind": "LockConfig",
@@ -60,7 +60,10 @@ class LockConfig:
             ]
             or None,
         }
-        return emit.dump(doc)
+        try:
+            return emit.dump_checked(doc)
+        except emit.EmitError as exc:
+            raise SyncError(f"Writing lock config: {exc}") from None
 
     def find(self, directory: str, content: str) -> LockContent:
         """The entry for `(dir.path, content.path)`, with vendir's `--locked` messages."""
