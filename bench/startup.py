@@ -20,7 +20,7 @@ from tests.support.registry import Registry
 
 from bench.accesslog import AccessLog
 from bench.fleet_apps import App
-from bench.measure import Run, repeat, run
+from bench.measure import SUB_SECOND_REPS, Run, Stat, repeat, run
 from bench.serverstat import server_cpu_s, server_pids, stop_servers
 from bench.tools import Tools, clean_env, named_vendir
 
@@ -40,61 +40,93 @@ def _programs(tools: Tools) -> dict[str, Path]:
     return programs
 
 
-def _warm_sync(registry: Registry, label: str, program: Path, app: App, work: Path, reps: int) -> dict[str, Any]:
-    """The kapp-controller call once to fill the cache, then measured warm; the registry's traffic while warm.
+class _Warm:
+    """One program's warm kapp-controller sync: its environment, its server (if any), its measured runs."""
 
-    Through a server, the server's CPU and its workers' over the measured calls is added per call (read once around
-    them: /proc counts clock ticks), and the server is stopped afterwards.
-    """
-    counter = itertools.count()
-    home, cache = work / "home", work / "caches" / label.replace(" ", "_")
-    home.mkdir(parents=True, exist_ok=True)
-    server_dir = Path(tempfile.mkdtemp(prefix="ovb-startup-", dir="/tmp")) if label in SERVED else None
-    env = clean_env(home, VENDIR_CACHE_DIR=str(cache), OCIVENDIR_SERVER="on" if server_dir else "off")
-    if server_dir:
-        env["OCIVENDIR_SERVER_DIR"] = str(server_dir)
-    try:
-        return _measure_warm(registry, label, program, app, work, reps, counter, env, server_dir)
-    finally:
-        if server_dir:
-            stop_servers(server_dir)
-            shutil.rmtree(server_dir, ignore_errors=True)
+    def __init__(self, label: str, program: Path, app: App, work: Path) -> None:
+        """Prepare the program's cache, home and, through a server, a socket directory of its own."""
+        self.label, self.app, self.work = label, app, work
+        self.counter = itertools.count()
+        home, cache = work / "home", work / "caches" / label.replace(" ", "_")
+        home.mkdir(parents=True, exist_ok=True)
+        self.server_dir = Path(tempfile.mkdtemp(prefix="ovb-startup-", dir="/tmp")) if label in SERVED else None
+        self.env = clean_env(home, VENDIR_CACHE_DIR=str(cache), OCIVENDIR_SERVER="on" if self.server_dir else "off")
+        if self.server_dir:
+            self.env["OCIVENDIR_SERVER_DIR"] = str(self.server_dir)
+        self.argv = [str(named_vendir(program, work / "bin" / label.replace(" ", "_"))), "sync", "-f", "-",
+                     "--lock-file", "/dev/null"]  # fmt: skip
+        self.runs: list[Run] = []
+        self.server_cpu = 0.0
 
-
-def _measure_warm(registry: Registry, label: str, program: Path, app: App, work: Path, reps: int,
-                  counter: itertools.count[int], env: dict[str, str],
-                  server_dir: Path | None) -> dict[str, Any]:  # fmt: skip
-    argv = [str(named_vendir(program, work / "bin" / label.replace(" ", "_"))), "sync", "-f", "-", "--lock-file",
-            "/dev/null"]  # fmt: skip
-
-    def once() -> Run:
-        cwd = work / f"reconcile{next(counter)}"
+    def once(self) -> Run:
+        """One reconcile in a fresh directory."""
+        cwd = self.work / f"reconcile-{self.label.replace(' ', '_')}-{next(self.counter)}"
         cwd.mkdir()
         try:
-            return run(argv, env=env, cwd=cwd, stdin=app.stdin)
+            done = run(self.argv, env=self.env, cwd=cwd, stdin=self.app.stdin)
         finally:
             shutil.rmtree(cwd, ignore_errors=True)
+        if done.code != 0:
+            raise RuntimeError(f"{self.label}: the warm sync failed: {done.stderr[-2000:]}")
+        return done
 
-    first = once()
-    if first.code != 0:
-        raise RuntimeError(f"{label}: first sync failed: {first.stderr[-2000:]}")
-    if server_dir:  # the first call ran in-process and started the server: wait until it serves
-        deadline = time.monotonic() + 30
-        while not server_pids(server_dir) or not any(server_dir.glob("server-*.sock")):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{label}: the server did not start")
-            time.sleep(0.05)
-        once()
-    log = AccessLog(registry)
-    mark = log.mark()
-    served_before = server_cpu_s(server_dir) if server_dir else 0.0
-    repeated = repeat(once, reps)
-    row = {"what": "warm digest-pinned sync", "tool": label, **repeated.as_dict(), "requests": log.since(mark).requests}
-    if server_dir:
-        per_call = (server_cpu_s(server_dir) - served_before) / len(repeated.runs)
-        row["server_cpu_s_per_call"] = round(per_call, 5)
-        row["cpu_total_s"] = round(repeated.cpu_s.median + per_call, 5)
-    return row
+    def warm_up(self) -> None:
+        """Fill the cache (and the read memo); through a server, wait until the server the first call started serves."""
+        self.once()
+        if self.server_dir:
+            deadline = time.monotonic() + 30
+            while not server_pids(self.server_dir) or not any(self.server_dir.glob("server-*.sock")):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.label}: the server did not start")
+                time.sleep(0.05)
+        self.once()
+
+    def measure(self) -> None:
+        """One measured call, with the server's CPU and its worker's over it (/proc ticks; their sum is exact)."""
+        before = server_cpu_s(self.server_dir) if self.server_dir else 0.0
+        self.runs.append(self.once())
+        if self.server_dir:
+            self.server_cpu += server_cpu_s(self.server_dir) - before
+
+    def row(self, requests: int) -> dict[str, Any]:
+        """The figures: medians over the runs; through a server, its CPU per call added to the client's.
+
+        `requests` is the registry's count over every program's measured calls (all warm: 0 is expected).
+        """
+        cpu = Stat.of([r.cpu_s for r in self.runs])
+        wall = Stat.of([r.wall_s for r in self.runs])
+        row = {"what": "warm digest-pinned sync", "tool": self.label, "wall_s": wall.as_dict(),
+               "cpu_s": cpu.as_dict(), "max_rss_kib": Stat.of([float(r.rss_kib) for r in self.runs]).as_dict(0),
+               "requests": requests}  # fmt: skip
+        if self.server_dir:
+            per_call = self.server_cpu / len(self.runs)
+            row["server_cpu_s_per_call"] = round(per_call, 5)
+            row["cpu_total_s"] = round(cpu.median + per_call, 5)
+        return row
+
+    def close(self) -> None:
+        """Stop this program's server."""
+        if self.server_dir:
+            stop_servers(self.server_dir)
+            shutil.rmtree(self.server_dir, ignore_errors=True)
+
+
+def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: Path, reps: int) -> list[dict[str, Any]]:
+    """Every program's warm sync, interleaved call by call (machine noise hits all alike); the registry's traffic."""
+    warm = [_Warm(label, program, app, work) for label, program in programs.items()]
+    try:
+        for one in warm:
+            one.warm_up()
+        log = AccessLog(registry)
+        mark = log.mark()
+        for _ in range(max(reps, SUB_SECOND_REPS * 4)):  # at least 20 interleaved calls each
+            for one in warm:
+                one.measure()
+        requests = log.since(mark).requests
+        return [one.row(requests) for one in warm]
+    finally:
+        for one in warm:
+            one.close()
 
 
 def scenario(registry: Registry, tools: Tools, work: Path, reps: int) -> dict[str, Any]:
@@ -112,6 +144,6 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int) -> dict[st
             continue  # `version` through a server is the warm sync's floor; the warm sync is what is compared
         version = functools.partial(run, [str(program), "version"], env=env)
         rows.append({"what": "version", "tool": label, **repeat(version, reps).as_dict()})
-    rows += [_warm_sync(registry, label, program, app, work, reps) for label, program in programs.items()]
+    rows += _warm_syncs(registry, programs, app, work, reps)
     skipped = {name: why for name, why in tools.skipped.items() if name in {"dist build", "real vendir"}}
     return {"rows": rows, "skipped": skipped}
