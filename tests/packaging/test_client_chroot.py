@@ -24,7 +24,7 @@ pytestmark = pytest.mark.dist
 
 UID = 1000
 OPENSHIFT_UID = 1000660000  # an arbitrary UID with no passwd entry, as OpenShift runs the sidecar
-INLINE = ("apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: \"0\"\n  contents:\n  - path: .\n"
+INLINE = ('apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: "0"\n  contents:\n  - path: .\n'
           "    inline:\n      paths:\n        values.yml: 'replicas: 2'\n")  # fmt: skip
 
 
@@ -39,7 +39,7 @@ def _enter(root: Path, uid: int, cwd: str) -> Callable[[], None]:
     return enter
 
 
-def _vendir(root: Path, *args: str, uid: int = UID, cwd: str = "/tmp", stdin: str = "",
+def _vendir(root: Path, *args: str, uid: int = UID, cwd: str = "/tmp", stdin: str = "",  # noqa: S108 - the root's own
             **env: str) -> tuple[int, str, str]:  # fmt: skip
     """`vendir ARGS` as kapp-controller runs it: found on PATH=/, argv[0] `vendir`."""
     process = subprocess.Popen(["vendir", *args], executable="/vendir", stdout=subprocess.PIPE,  # noqa: S607 - in the root
