@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,7 @@ def no_retry_sleep(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureReque
     return slept
 
 
+_SESSION_BIN = Path(tempfile.mkdtemp(prefix="ocivendir-test-bin-"))  # this checkout's console script, by mode name
 _CURRENT: list[object] = []  # the running test's monkeypatch, and whether its calls must stay in this process
 _NO_CODE = (lambda: None).__code__
 SERVED_CALLS = {"server": 0, "in-process": 0}
@@ -117,9 +119,8 @@ def run_cli(*args: str, prog: str = "ocivendir", stdin: str | bytes | None = Non
 
 def _through_server(args: tuple[str, ...], prog: str, stdin: str | bytes | None) -> CliResult:
     import subprocess  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
 
-    binary = program(Path(tempfile.gettempdir()) / f"ocivendir-test-bin-{os.getuid()}", prog)
+    binary = program(_SESSION_BIN, prog)
     data = stdin.encode() if isinstance(stdin, str) else stdin
     done = subprocess.run([str(binary), *args], input=data if data is not None else b"", capture_output=True,
                           check=False, timeout=300)  # fmt: skip
@@ -196,3 +197,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if THROUGH_SERVER:
         terminalreporter.write_line(f"CLI calls through the server: {SERVED_CALLS['server']}, in-process (patched "
                                     f"internals): {SERVED_CALLS['in-process']}")  # fmt: skip
+
+
+def pytest_sessionfinish() -> None:
+    """The session's program links go with it."""
+    import shutil  # noqa: PLC0415
+
+    shutil.rmtree(_SESSION_BIN, ignore_errors=True)

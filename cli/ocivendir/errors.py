@@ -22,6 +22,7 @@ __all__ = [
     "RegistryError",
     "RelocationUndetermined",
     "ResponseTimeout",
+    "SignatureError",
     "SyncError",
     "TLSVerifyError",
     "Transient",
@@ -29,6 +30,7 @@ __all__ = [
     "UnsafeArchive",
     "UnsupportedMediaType",
     "UsageError",
+    "os_reason",
 ]
 
 
@@ -183,7 +185,27 @@ class CacheError(OcivendirError):
     code = "cache-error"
 
 
+class SignatureError(OcivendirError):
+    """An image or bundle about to be extracted is not allowed by a signature policy (`--policy`)."""
+
+    code = "signature-invalid"
+
+
 class SyncError(OcivendirError):
     """A sync failure that wraps a lower error with vendir's frames."""
 
     code = "sync-failed"
+
+
+def os_reason(exc: OSError) -> str:
+    """An OSError as one clear line — the path(s) it names, then what went wrong — never Python's `[Errno N] …`.
+
+    `'/cache/blobs/sha256/ab…': is a directory`: the system's text in lower case, as Go prints it; a rename names
+    both paths (`'a' -> 'b': …`). An OSError raised with a message of its own is that message.
+    """
+    if not exc.strerror:
+        return str(exc.args[0]) if len(exc.args) == 1 else str(exc) or type(exc).__name__
+    names = [n.decode(errors="replace") if isinstance(n, bytes) else str(n) for n in (exc.filename, exc.filename2)
+             if n is not None]  # fmt: skip
+    where = " -> ".join(f"'{name}'" for name in names)
+    return f"{where}: {exc.strerror.lower()}" if where else exc.strerror.lower()

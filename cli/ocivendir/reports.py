@@ -45,6 +45,7 @@ class BundleReport:
     images: tuple[ImageReport, ...]
     nested: tuple[BundleReport, ...] = ()
     error: str | None = None
+    signature: str | None = None  # with --policy: verified, unmatched, warned (a warn policy failed) or failed
 
 
 @record
@@ -67,6 +68,7 @@ class CacheEntry:
     created: float
     last_used: float
     verdict: str | None
+    signature: str | None = None  # the signature verdict remembered for it (`--policy`), if any
 
 
 @record

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from ocivendir.registry.mirrors import MirrorPlan
     from ocivendir.registry.proxy import ProxyConfig
+    from ocivendir.sign.policy import PolicySet
 
 __all__ = [
     "DEFAULT_CACHE_MAX_SIZE",
@@ -26,6 +27,7 @@ __all__ = [
     "Flags",
     "Settings",
     "choose",
+    "load_policies",
     "load_registry_plan",
     "load_server_settings",
     "load_settings",
@@ -51,6 +53,7 @@ OPTION_ENV: Mapping[str, tuple[str, ...]] = _MappingProxy({
     "stale_if_error": ("OCIVENDIR_STALE_IF_ERROR",),
     "registry_config": ("OCIVENDIR_REGISTRY_CONFIG",),
     "registry_concurrency": ("OCIVENDIR_REGISTRY_CONCURRENCY",),
+    "policy": ("OCIVENDIR_POLICY",),
     "color": ("NO_COLOR",),
     "delegate_vendir": ("OCIVENDIR_DELEGATE_VENDIR",),
     "insecure_hosts": ("OCIVENDIR_INSECURE_REGISTRIES",),
@@ -149,6 +152,7 @@ class Flags:
     registry_password: str | None = field(default=None, repr=False)
     registry_token: str | None = field(default=None, repr=False)
     registry_anon: bool | None = None
+    policy: str | None = None
 
 
 @record
@@ -181,6 +185,7 @@ class Settings:
     registry_concurrency: int = DEFAULT_REGISTRY_CONCURRENCY
     delegate_vendir: str | None = None
     home: str | None = None  # HOME, as Go's os.UserHomeDir reads it: `pull -o` never replaces it
+    policy: str | None = None  # --policy / OCIVENDIR_POLICY: a file or directory of ClusterImagePolicy documents
 
     @property
     def proxy(self) -> ProxyConfig:
@@ -289,6 +294,44 @@ def _registry_config(flags: Flags, environ: Mapping[str, str]) -> str | None:
     return absolute(os.path.expanduser(given)) if given else None
 
 
+def _policy_path(flags: Flags, environ: Mapping[str, str]) -> str | None:
+    given = _text("policy", flags.policy, environ)
+    return absolute(os.path.expanduser(given)) if given else None
+
+
+def load_policies(settings: Settings) -> PolicySet | None:
+    """The signature policies of `--policy` / OCIVENDIR_POLICY (None when neither is set).
+
+    A file holds one or more YAML documents; a directory (a mounted ConfigMap) holds such files, read in name order;
+    names starting with `.` (a ConfigMap's `..data` links) are skipped. A path that cannot be read is a ConfigError.
+    """
+    path = settings.policy
+    if path is None:
+        return None
+    from ocivendir.sign.policy import parse_policies, policy_set  # noqa: PLC0415 - only with a policy
+
+    try:
+        names = sorted(n for n in os.listdir(path) if not n.startswith(".")) if os.path.isdir(path) else None
+    except OSError as exc:
+        raise ConfigError(f"Reading signature policy '{path}': {exc.strerror}") from None
+    files = [path] if names is None else [os.path.join(path, n) for n in names]
+    policies = []
+    for name in files:
+        if names is None or os.path.isfile(name):
+            policies += parse_policies(_config_text(name, "signature policy"), name)
+    return policy_set(policies)
+
+
+def _config_text(path: str, what: str) -> str:
+    """A configuration file's text; a ConfigError naming it when it cannot be read or is not UTF-8."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"Reading {what} '{path}': {reason}") from None
+
+
 def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
     """registries.yaml: `--registry-config`, else OCIVENDIR_REGISTRY_CONFIG, else `<user config dir>/registries.yaml`.
 
@@ -303,12 +346,7 @@ def load_registry_plan(settings: Settings) -> tuple[MirrorPlan, list[str]]:
         path = pure(os.path.join(base, "ocivendir", "registries.yaml")) if base else None
         if path is None or not os.path.isfile(path):
             return MirrorPlan(), []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"Reading registry config '{path}': {reason}") from None
+    text = _config_text(path, "registry config")
     from ocivendir.registry.registriesyaml import parse_registries  # noqa: PLC0415 - only when the file exists
 
     return parse_registries(text, path)
@@ -391,6 +429,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         delegate_vendir=pure(delegate) if delegate else None,
         home=pure(env["HOME"]) if env.get("HOME") else None,
         registry_config=_registry_config(flags, env),
+        policy=_policy_path(flags, env),
         registry_concurrency=_count(
             "registry_concurrency",
             flags.registry_concurrency,

@@ -7,8 +7,10 @@ import socket
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
-from tests.support.builders import Pusher, make_image
+from tests.support.builders import Pusher, make_image, sha
 from tests.support.registry import Registry
 
 
@@ -149,3 +151,34 @@ def test_a_corrupt_cached_config_heals_in_the_same_run(
     assert (tmp_path / "two/a.txt").read_text() == "a"
     assert [p for m, p, _ in registry.since(mark) if m == "GET"] == [f"/v2/{repo_prefix}/img/blobs/{config}"]
     assert run_cli("cache", "verify", "--cache-dir", str(cache)).exit_code == 0
+
+
+@pytest.mark.parametrize("blob", ["manifest", "config", "layer"])
+@pytest.mark.parametrize("planted", ["empty", "full"])
+def test_a_directory_in_place_of_a_cached_blob_counts_as_missing_and_is_fetched_again(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, blob: str, planted: str
+) -> None:
+    image = make_image({"a.txt": "a" * 3000})
+    ref = pusher.image(f"{repo_prefix}/img", image)
+    cache = tmp_path / "cache"
+    assert pull(ref, tmp_path / "one", cache)[0] == 0
+    data = {"manifest": image.manifest, "config": image.config, "layer": image.layers[0]}[blob]
+    path = cache / "blobs/sha256" / sha(data).split(":")[1]
+    path.unlink()
+    path.mkdir()  # issue 22.10: [Errno 21] at every pull until `cache verify --repair`
+    if planted == "full":
+        (path / "inner").mkdir()
+        (path / "inner/file").write_text("junk")
+    code, doc, stderr = pull(ref, tmp_path / "offline", cache, "--offline")
+    assert (code, doc["error"]["code"]) == (1, "offline")  # missing, as the README says: never an errno
+    assert "Errno" not in doc["error"]["message"]
+    for attempt in ("two", "three"):
+        code, doc, stderr = pull(ref, tmp_path / attempt, cache)
+        assert code == 0, stderr
+        assert "Errno" not in stderr
+        assert (tmp_path / attempt / "a.txt").read_text() == "a" * 3000
+        assert path.is_file()
+        assert path.read_bytes() == data
+        assert doc["status"] == "ok"
+    report = run_cli("cache", "verify", "--cache-dir", str(cache), "--json")
+    assert report.exit_code == 0, report.stdout

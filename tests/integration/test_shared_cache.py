@@ -84,7 +84,7 @@ def test_a_caller_without_credentials_is_refused_and_gets_nothing(
     assert code == 1
     assert "requires authentication" in stderr or "cannot read" in stderr or "does not let" in stderr
     assert not (tmp_path / "anon").exists()
-    assert [m for m, _ in manifest_requests(auth_registry, mark)] == ["HEAD"]  # one probe, no content
+    assert manifest_requests(auth_registry, mark) == [("GET", 401)]  # as with an empty cache: refused, no content
 
 
 def test_a_bad_secret_is_refused(auth_registry: Registry, private: tuple[str, Path], tmp_path: Path) -> None:
@@ -94,10 +94,10 @@ def test_a_bad_secret_is_refused(auth_registry: Registry, private: tuple[str, Pa
     assert code == 1
     assert "not-the-pass-7" not in stderr
     assert not (tmp_path / "wrong").exists()
-    assert all(m == "HEAD" and s == 401 for m, s in manifest_requests(auth_registry, mark))
+    assert all(m == "GET" and s == 401 for m, s in manifest_requests(auth_registry, mark))
 
 
-def test_another_valid_user_proves_access_with_one_head_then_is_served_with_zero_requests(
+def test_another_valid_user_proves_access_with_one_manifest_get_then_is_served_with_zero_requests(
     auth_registry: Registry, private: tuple[str, Path], tmp_path: Path
 ) -> None:
     ref, cache = private
@@ -105,8 +105,7 @@ def test_another_valid_user_proves_access_with_one_head_then_is_served_with_zero
     code, stderr = pull_as(ref, tmp_path / "second", cache, SECOND_USER, SECOND_PASSWORD)
     assert code == 0, stderr
     assert (tmp_path / "second/secret.txt").read_text() == "s3cret"
-    assert [r for r in manifest_requests(auth_registry, mark) if r[1] == 200] == [("HEAD", 200)]
-    assert not [m for m, _ in manifest_requests(auth_registry, mark) if m == "GET"]
+    assert [r for r in manifest_requests(auth_registry, mark) if r[1] == 200] == [("GET", 200)]  # no blob
     mark = auth_registry.mark()
     assert pull_as(ref, tmp_path / "second-again", cache, SECOND_USER, SECOND_PASSWORD)[0] == 0
     assert auth_registry.since(mark) == []

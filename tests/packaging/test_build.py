@@ -56,12 +56,31 @@ def test_code_ships_as_bytecode_and_the_symlink_named_vendir_is_vendir(frozen: P
     assert as_self.stdout == f"ocivendir {__version__}\n"
 
 
+def test_the_build_carries_re2_for_registries_yaml_rewrites_and_its_cpp_runtime(frozen: Path, tmp_path: Path) -> None:
+    names = {p.name for p in elfcheck.check(frozen).elf_files}
+    assert any(n.startswith("_re2.") for n in names)
+    assert "libstdc++.so.6" in names  # RE2 is C++: its runtime travels in the build (glibc 2.36 for arc4random)
+    config = tmp_path / "registries.yaml"
+    config.write_text(
+        'mirrors:\n  "127.0.0.1:1":\n    endpoint: ["http://127.0.0.1:2"]\n    rewrite:\n      "(?=x)": y\n'
+    )
+    done = subprocess.run([str(frozen / "ocivendir"), "pull", "-i", "127.0.0.1:1/a/b:v1", "-o", str(tmp_path / "out"),
+                           "--no-cache", "--registry-config", str(config)], capture_output=True, text=True,
+                          check=False, env={"PATH": "/nonexistent"})  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"ocivendir: Error: {config}:5: invalid rewrite pattern '(?=x)' for mirror '127.0.0.1:1': "
+        "invalid perl operator: (?=\n"
+    )
+
+
 def test_start_up_runs_no_runtime_hook_that_imports_setuptools_multiprocessing_inspect_or_pkgutil(frozen: Path) -> None:
     from PyInstaller.archive.readers import CArchiveReader  # noqa: PLC0415 - installed by scripts/dist.sh
 
     entries = set(CArchiveReader(str(frozen / "ocivendir")).toc)
     hooks = {name for name in entries if name.startswith(("pyi_rth_", "rth_"))}
-    assert hooks == {"pyi_rth_skip", "rth_environ"}  # scripts/dist/hooks replaces those of inspect and pkgutil
+    # scripts/dist/hooks replaces those of inspect and pkgutil; cryptography's only points OpenSSL at its modules
+    assert hooks == {"pyi_rth_skip", "rth_environ", "pyi_rth_cryptography_openssl"}
 
 
 def test_the_tarball_is_the_build_directory(dist_dir: Path, frozen: Path) -> None:
@@ -96,7 +115,7 @@ def test_wheel_and_sdist_install_in_a_fresh_venv_with_runtime_dependencies_only(
     listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
                             check=True).stdout.lower()  # fmt: skip
     installed = {line.split("==")[0] for line in listed.splitlines()}
-    assert {"ocivendir", "click", "pyyaml", "rich", "platformdirs"} <= installed
+    assert {"ocivendir", "click", "pyyaml", "rich", "platformdirs", "google-re2"} <= installed
     assert not installed & {
         "oras",
         "requests",

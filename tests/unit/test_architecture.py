@@ -20,7 +20,8 @@ FLOORS: dict[str, int] = {
     "diag": 0, "parallel": 0, "scoped": 0,
     "hashing": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
-    "registry.credentials": 1, "registry.mirrors": 1, "registry.registriesyaml": 1, "registry.challenge": 1,
+    "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "engine.signatures": 3,
+    "registry.credentials": 1, "registry.mirrors": 1, "registry.rewrite": 1, "registry.registriesyaml": 1, "registry.challenge": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
     "registry.truststore": 2,
@@ -39,7 +40,7 @@ FLOORS: dict[str, int] = {
     "server": 4, "server.place": 4, "server.build": 4, "server.wire": 4, "server.client": 4, "server.spawn": 4,
     "server.daemon": 4, "server.worker": 4, "server.preload": 4,
 }  # fmt: skip
-PURE_THIRD_PARTY = {"yaml"}
+PURE_THIRD_PARTY = {"yaml", "re2"}
 NEWER_STDLIB = {"_sha2"}  # standard modules of later Pythons (3.12 renamed _sha256 to _sha2)
 ONLY_IN = {
     "requests": set(),  # the transport is our own (registry/connections.py, http11.py): requests is not a dependency
@@ -58,6 +59,8 @@ ONLY_IN = {
     "rich": {"output"},
     "platformdirs": {"settings"},
     "fcntl": {"fs.locks"},
+    "cryptography": {"sign.keys"},  # signature checks (`--policy`)
+    "re2": {"registry.rewrite"},  # Go's regexp for registries.yaml rewrites, in one place
     "concurrent": set(),  # its logging import costs a cold sync a sixth: ocivendir/parallel.py is the thread pool
 }
 STDLIB_SHADOWS = {"secrets", "types", "logging", "json", "io", "os", "sys", "typing", "string", "select", "signal"}

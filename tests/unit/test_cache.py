@@ -12,9 +12,9 @@ import pytest
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.prune import PrunePlan, list_entries, prune, prune_to_budget
 from ocivendir.cache.repair import verify
-from ocivendir.cache.store import BlobStore
+from ocivendir.cache.store import BlobStore, LayoutEntry
 from ocivendir.errors import DigestMismatch
-from ocivendir.fs.locks import file_lock
+from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.oci.reference import Digest
 
 
@@ -148,6 +148,47 @@ def test_prune_skips_an_entry_in_use_by_a_running_sync(cache: tuple[BlobStore, C
     assert result.removed == ()
     assert result.skipped_in_use == (ref,)
     assert prune(store, index, PrunePlan(everything=True)).removed[0].ref == ref
+
+
+def test_prune_keeps_a_blob_that_a_run_fetched_again_after_its_rows_went(
+    cache: tuple[BlobStore, CacheIndex], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, index = cache
+    layer = b"again" * 100
+    add(cache, "r.io/app", [layer])
+    removed = index.remove_refs
+
+    def racing(refs: list[str]) -> list[Digest]:
+        orphans = removed(refs)
+        index.possess("r.io/app", [digest_of(layer)])  # a sync fetched it again, under the blob's lock, in between
+        return orphans
+
+    monkeypatch.setattr(index, "remove_refs", racing)
+    result = prune(store, index, PrunePlan(everything=True))
+    assert len(result.removed) == 1
+    assert store.has(digest_of(layer))  # the run that recorded it will use it: never deleted under it
+    manifests = [p for p in Path(store.blobs).iterdir() if p.name != digest_of(layer).hex]
+    assert manifests == []  # the rest of the entry went
+
+
+def test_index_json_lists_what_the_index_holds_when_its_lock_is_taken(cache: tuple[BlobStore, CacheIndex]) -> None:
+    store, index = cache
+    add(cache, "r.io/one", [b"1" * 10])
+    asked_under_lock = []
+
+    def entries() -> list[LayoutEntry]:
+        try:
+            with file_lock(store.lock_path("index-json"), timeout=0):
+                asked_under_lock.append(False)
+        except LockBusy:
+            asked_under_lock.append(True)
+        return index.layout_entries()
+
+    store.write_index_json(entries)
+    assert asked_under_lock == [True]
+    names = [m["annotations"]["org.opencontainers.image.ref.name"] for m in
+             json.loads((Path(store.root) / "index.json").read_text())["manifests"]]  # fmt: skip
+    assert [n.split("@")[0] for n in names] == ["r.io/one"]
 
 
 def test_the_automatic_budget_prunes_to_ninety_percent_only_once_exceeded(

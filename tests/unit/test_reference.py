@@ -57,6 +57,25 @@ def test_invalid_references_are_refused_naming_the_reference(text: str) -> None:
     assert text.strip() in str(caught.value) or "digest" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("user:hunter2@r.io/team/app:v1", "<credentials>@r.io/team/app:v1"),
+        ("user:hunter2@r.io:5000/team/app", "<credentials>@r.io:5000/team/app"),
+        (f"user@r.io/app@sha256:{HEX}", f"<credentials>@r.io/app@sha256:{HEX}"),
+        ("https://user:hunter2@r.io/app", "https://<credentials>@r.io/app"),
+    ],
+)
+def test_credentials_in_a_reference_are_a_reference_error_that_never_shows_them(text: str, shown: str) -> None:
+    with pytest.raises(BadReference) as caught:
+        parse_reference(text)
+    assert caught.value.message.startswith(f"could not parse reference: {shown}")
+    assert "digest" not in caught.value.message  # was: "unsupported digest algorithm"
+    assert "hunter2" not in str(caught.value)
+    assert caught.value.exit_code == 2
+    assert parse_reference(f"nginx@sha256:{HEX}").digest is not None  # an `@` after the name is still a digest
+
+
 def test_digest_rules() -> None:
     assert str(parse_digest(f"sha256:{HEX}")) == f"sha256:{HEX}"
     assert parse_digest(f"sha256:{HEX}").tag_form == f"sha256-{HEX}"

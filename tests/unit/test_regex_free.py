@@ -16,6 +16,7 @@ from ocivendir.goyaml.load import split_documents
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.credentials import env_host_name
 from ocivendir.registry.mirrors import Mirror, MirrorPlan
+from ocivendir.registry.rewrite import compile_rewrite
 from ocivendir.settings import parse_duration
 from tests.support.fresh import fresh_python
 
@@ -143,14 +144,14 @@ def test_connections_error_texts_and_a_plan_without_rewrites_import_neither_re_n
         from ocivendir.oci.reference import parse_reference
         plan = MirrorPlan(mirrors={"*": Mirror(urls=(("https", "m.io", "/v2"),))})
         assert [e.host for e in plan.endpoints(parse_reference("r.io/a/b:1").repository)] == ["m.io", "r.io"]
-        print(sorted(m for m in ("re", "json") if m in sys.modules))
+        print(sorted(m for m in ("re", "json", "re2") if m in sys.modules))
     """
     done = fresh_python(code)
     assert done.stdout.strip() == "[]"
 
 
 def test_a_mirror_rewrite_still_applies_go_templates_and_checks_the_repository_name() -> None:
-    rewrites = ((re.compile(r"^team/(.*)$"), "mirror/${1}"), (re.compile(r"^(.*)$"), "UPPER/$1"))
+    rewrites = (compile_rewrite(r"^team/(.*)$", "mirror/${1}"), compile_rewrite(r"^(.*)$", "UPPER/$1"))
     plan = MirrorPlan(mirrors={"*": Mirror(urls=(("https", "m.io", "/v2"),), rewrites=rewrites)})
     paths = [e.path for e in plan.endpoints(parse_reference("r.io/team/app:1").repository)]
     assert paths == ["mirror/app", "team/app"]

@@ -28,7 +28,7 @@ from ocivendir.cache.rows import (
     verdict_row,
 )
 from ocivendir.cache.store import LayoutEntry
-from ocivendir.errors import CacheError
+from ocivendir.errors import CacheError, os_reason
 from ocivendir.fs.paths import pure, split
 from ocivendir.oci.reference import Digest
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict", "repair_hint"]
 
 # 2: the file carries it as `PRAGMA user_version` too, so that opening a current index skips the schema script
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # a ref's last_used is written again only once it is this old: a warm run (kapp-controller syncs every App every
 # 30 s or more) writes nothing, and least-recently-used order keeps a ten-minute grain
 TOUCH_INTERVAL = 600.0
@@ -66,6 +66,8 @@ CREATE TABLE IF NOT EXISTS schemes(host TEXT PRIMARY KEY, scheme TEXT NOT NULL, 
 CREATE TABLE IF NOT EXISTS tags(ref TEXT PRIMARY KEY, digest TEXT NOT NULL, resolved_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS grants(manifest_digest TEXT NOT NULL, repository TEXT NOT NULL, principal TEXT NOT NULL,
     granted_at REAL NOT NULL, PRIMARY KEY(manifest_digest, repository, principal));
+CREATE TABLE IF NOT EXISTS signatures(ref TEXT NOT NULL, policy TEXT NOT NULL, root TEXT NOT NULL,
+    verdict TEXT NOT NULL, checked_at REAL NOT NULL, PRIMARY KEY(ref, policy, root));
 CREATE TABLE IF NOT EXISTS possession(repository TEXT NOT NULL, digest TEXT NOT NULL, fetched_at REAL NOT NULL,
     PRIMARY KEY(repository, digest));
 """
@@ -82,6 +84,7 @@ _PUT_VERDICT = (
     "INSERT OR REPLACE INTO verdicts(bundle_ref, relocated, method, locations_digest, missing_json, checked_at) "
     "VALUES (?,?,?,?,?,?)"
 )
+_FORGET_SIGNATURES = "DELETE FROM signatures WHERE ref = ?"
 _REF_COLUMNS = "SELECT ref, manifest_digest, kind, media_type, size, created, last_used FROM refs"
 _LISTING = (
     "SELECT r.ref, r.manifest_digest, r.kind, r.media_type, r.size, r.created, r.last_used, "
@@ -187,7 +190,7 @@ class CacheIndex:
             return self._db
 
     def _unusable(self, exc: Exception) -> CacheError:
-        reason = str(exc)
+        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         if "readonly" in reason.replace(" ", "") or "unable to open" in reason:
             hint = f"make '{self.path}' and its directory writable by this user"
             return CacheError(f"Cannot write cache index '{self.path}': {reason}", hint=hint)
@@ -375,7 +378,8 @@ class CacheIndex:
     def remove_refs(self, refs: Iterable[str]) -> list[Digest]:
         """Drop refs (and their verdicts); return the blobs no remaining ref needs, whose rows are deleted too."""
         refs = list(refs)
-        self._write((("DELETE FROM refs WHERE ref = ?", (r,)) for r in refs), repository=None)
+        removals = [(sql, (r,)) for r in refs for sql in ("DELETE FROM refs WHERE ref = ?", _FORGET_SIGNATURES)]
+        self._write(removals, repository=None)
         orphans = self._rows(
             "SELECT digest FROM blobs WHERE digest NOT IN ("
             " SELECT e.blob_digest FROM edges e JOIN refs r ON r.manifest_digest = e.manifest_digest)"
@@ -389,6 +393,11 @@ class CacheIndex:
         self._write(statements, repository=None)
         self._memo.forget({_repository(r) for r in refs})
         return [d for (raw,) in orphans if (d := decoded("blobs", raw, digest_value, raw))]
+
+    def needed(self, digest: Digest) -> bool:
+        """True if a ref or a repository's possession record needs the blob now (SQLite itself, never the memo)."""
+        sql = "SELECT 1 FROM blobs WHERE digest = ? UNION ALL SELECT 1 FROM possession WHERE digest = ? LIMIT 1"
+        return bool(self._rows(sql, (str(digest), str(digest))))
 
     def forget_blob(self, digest: Digest) -> list[str]:
         """A blob is gone: drop its row and every ref that needs it; return those refs."""
@@ -488,6 +497,24 @@ class CacheIndex:
         """Record a tag's answer (used only by --stale-if-error, whose age limit is measured from it)."""
         sql = "INSERT OR REPLACE INTO tags(ref, digest, resolved_at) VALUES (?,?,?)"
         self._write([(sql, (ref, str(digest), self.now))], repository=_repository(ref))
+
+    def signature_verdict(self, ref: str, policy: str, root: str) -> str | None:
+        """The signature verdict remembered for a digest ref under a policy digest and a trusted root's digest."""
+        sql = "SELECT verdict FROM signatures WHERE ref = ? AND policy = ? AND root = ?"
+        rows = self._asked(
+            _repository(ref), f"signature {ref} {policy} {root}", 1, lambda: self._rows(sql, (ref, policy, root))
+        )
+        return str(rows[0][0]) if rows and isinstance(rows[0][0], str) else None
+
+    def signature_verdicts(self) -> dict[str, str]:
+        """The latest signature verdict remembered for each ref (for `cache ls`)."""
+        rows = self._rows("SELECT ref, verdict FROM signatures ORDER BY checked_at")
+        return {str(ref): str(verdict) for ref, verdict in rows}
+
+    def put_signature_verdict(self, ref: str, policy: str, root: str, verdict: str) -> None:
+        """Remember a signature verdict reached now."""
+        sql = "INSERT OR REPLACE INTO signatures(ref, policy, root, verdict, checked_at) VALUES (?,?,?,?,?)"
+        self._write([(sql, (ref, policy, root, verdict, self.now))], repository=_repository(ref))
 
     def tag(self, ref: str) -> tuple[Digest, float] | None:
         """The last recorded answer for a tag and when it was given."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ocivendir.cache.index import CacheIndex, RefRow
 from ocivendir.cache.store import BlobStore
@@ -17,22 +17,28 @@ from ocivendir.hashing import sha256_hex
 from ocivendir.record import record
 from ocivendir.reports import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocivendir.oci.reference import Digest
+
 __all__ = ["HYSTERESIS", "PrunePlan", "list_entries", "prune", "prune_to_budget"]
 
 HYSTERESIS = 0.9
 
 
-def _entry(row: RefRow, size: int, verdict: bool | None) -> CacheEntry:
+def _entry(row: RefRow, size: int, verdict: bool | None, signature: str | None = None) -> CacheEntry:
     shown = None if verdict is None else ("relocated" if verdict else "not-relocated")
     return CacheEntry(ref=row.ref, digest=str(row.manifest_digest), kind=row.kind, size=size, created=row.created,
-                      last_used=row.last_used, verdict=shown)  # fmt: skip
+                      last_used=row.last_used, verdict=shown, signature=signature)  # fmt: skip
 
 
 def list_entries(store: BlobStore, index: CacheIndex, *, sort: str = "last-used",
                  kinds: Iterable[str] = ()) -> CacheLsResult:  # fmt: skip
     """`cache ls`: one entry per ref, most recently used (or largest) first, with unique-byte totals."""
     wanted = set(kinds)
-    entries = [_entry(row, size, verdict) for row, size, verdict in index.listing() if not wanted or row.kind in wanted]
+    signed = index.signature_verdicts()
+    entries = [_entry(row, size, verdict, signed.get(row.ref)) for row, size, verdict in index.listing()
+               if not wanted or row.kind in wanted]  # fmt: skip
     if sort == "size":
         entries.sort(key=lambda e: (-e.size, e.ref))
     return CacheLsResult(
@@ -106,6 +112,10 @@ def _exclusive(store: BlobStore, ref: str) -> Iterator[bool]:
         yield False
 
 
+def _needed(index: CacheIndex, digest: Digest) -> Callable[[], bool]:
+    return lambda: index.needed(digest)
+
+
 def prune(store: BlobStore, index: CacheIndex, plan: PrunePlan) -> CachePruneResult:
     """Remove the planned refs not in use, then the blobs nothing needs any more."""
     removed: list[CacheEntry] = []
@@ -125,10 +135,11 @@ def prune(store: BlobStore, index: CacheIndex, plan: PrunePlan) -> CachePruneRes
                 blob = store.path(digest)
                 with contextlib.suppress(FileNotFoundError):
                     freed += os.stat(blob).st_size
-                store.delete(digest)
+                # a run may have fetched it again since its rows went: that run's possession record keeps it
+                store.delete(digest, keep=_needed(index, digest))
             removed.append(_entry(row, size, verdict))
     if removed:
-        store.write_index_json(index.layout_entries())
+        store.write_index_json(index.layout_entries)
     return CachePruneResult(removed=tuple(removed), skipped_in_use=tuple(skipped), bytes_freed=freed, dry_run=False)
 
 

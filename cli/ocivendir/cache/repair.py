@@ -53,7 +53,7 @@ def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False, exclusi
         refs = index.forget_blob(blob.digest)
         repairs.append(f"removed blob {blob.digest}: {problem}" + (f"; dropped {', '.join(refs)}" if refs else ""))
     if repairs and repair:
-        store.write_index_json(index.layout_entries())
+        store.write_index_json(index.layout_entries)
     if exclusive:
         repairs += tidy(store, index, repair=repair)
     return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=repair or not repairs, repair=repair)
@@ -116,7 +116,7 @@ def rebuild_index(store: BlobStore, index: CacheIndex) -> list[str]:
         top = BlobRow(digest=digest, size=present[digest], media_type=manifest.media_type)
         index.record_ref(ref, top, _kind(store, manifest), rows)
         restored.append(ref)
-    store.write_index_json(index.layout_entries())
+    store.write_index_json(index.layout_entries)
     return [f"rebuilt index.db from {len(present)} blobs: {len(restored)} refs restored"]
 
 

@@ -42,7 +42,7 @@ __all__ = [
 
 _log = diag.logger("ocivendir.cache")
 
-KINDS = frozenset({"image", "bundle", "locations"})
+KINDS = frozenset({"image", "bundle", "locations", "signature"})
 SCHEMES = frozenset({"https", "http"})
 _METHODS = frozenset({"locations", "probes"})
 # RFC 6838 type/subtype names (restricted-name characters), with an optional +suffix

@@ -18,7 +18,7 @@ from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure
-from ocivendir.fs.remove import remove_file
+from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.swap import atomic_write
 from ocivendir.hashing import new_sha256
 from ocivendir.oci.manifest import sha256_digest
@@ -112,7 +112,7 @@ class BlobStore:
             if not os.path.exists(os.path.join(self.root, "oci-layout")):
                 atomic_write(os.path.join(self.root, "oci-layout"), LAYOUT_MARKER, mode=0o644)
             if not os.path.exists(os.path.join(self.root, "index.json")):
-                self.write_index_json(())
+                self.write_index_json(lambda: ())
         except OSError as exc:
             raise CacheError(f"Cannot use cache directory '{self.root}': {exc.strerror or exc}") from None
 
@@ -146,11 +146,11 @@ class BlobStore:
         return os.fdopen(fd, "rb")
 
     def _unlink_planted(self, path: str) -> None:
+        """Remove what is at a blob's path and is no regular file: a link or FIFO, or a directory with its contents."""
         try:
-            if not os.path.isdir(path) or os.path.islink(path):
-                os.unlink(path)
-        except (IsADirectoryError, PermissionError, FileNotFoundError):
-            pass
+            remove_tree(path)  # never follows a link
+        except OSError as exc:
+            _log.debug("cache: cannot remove %s, which is not a blob: %s", path, exc.strerror or exc)
 
     def _new_tmp(self, digest: Digest) -> str:
         """A fresh temp file for a digest, made by this process (O_EXCL): nothing planted is written through."""
@@ -168,7 +168,10 @@ class BlobStore:
             os.fchmod(fd, 0o644)
         finally:
             os.close(fd)
-        os.replace(tmp, self.path(digest))
+        target = self.path(digest)
+        if os.path.isdir(target) and not os.path.islink(target):  # a directory there counts as a missing blob
+            remove_tree(target)
+        os.replace(tmp, target)
 
     def lock_path(self, name: str) -> str:
         """A lock file under `locks/`."""
@@ -317,26 +320,32 @@ class BlobStore:
                 hasher.update(chunk)
         return None if hasher.hexdigest() == digest.hex else "corrupt (sha256 differs)"
 
-    def delete(self, digest: Digest) -> None:
-        """Remove a blob file (under its lock)."""
+    def delete(self, digest: Digest, keep: Callable[[], bool] | None = None) -> None:
+        """Remove a blob file (under its lock), unless `keep()`, asked under the lock, says it is needed again."""
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
-            remove_file(self.path(digest))
+            if keep is not None and keep():
+                return
+            remove_tree(self.path(digest))  # a file, a link, or a directory planted in its place
 
-    def write_index_json(self, entries: Iterable[LayoutEntry]) -> None:
-        """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry."""
-        manifests = [
-            {
-                "mediaType": _LAYOUT_TYPES.get(e.media_type, e.media_type),
-                "digest": str(e.digest),
-                "size": e.size,
-                "annotations": {"org.opencontainers.image.ref.name": e.ref},
-            }
-            for e in sorted(entries, key=lambda e: e.ref)
-        ]
-        doc = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
+    def write_index_json(self, entries: Callable[[], Iterable[LayoutEntry]]) -> None:
+        """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry.
+
+        `entries()` is asked under the lock, so of two processes writing at once the later one writes what the index
+        holds then (a list read before the lock could be older than the file the other one just wrote).
+        """
         import json  # noqa: PLC0415 - index.json is written on a cold run only; json imports re
 
         with file_lock(self.lock_path("index-json")):
+            manifests = [
+                {
+                    "mediaType": _LAYOUT_TYPES.get(e.media_type, e.media_type),
+                    "digest": str(e.digest),
+                    "size": e.size,
+                    "annotations": {"org.opencontainers.image.ref.name": e.ref},
+                }
+                for e in sorted(entries(), key=lambda e: e.ref)
+            ]
+            doc = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
             atomic_write(os.path.join(self.root, "index.json"), json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
 
 

@@ -97,7 +97,7 @@ def _layout(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
         found.append(f"{'rewrote' if repair else 'would rewrite'} {listed}: broken or out of date")
         if repair:
             remove_tree(listed)
-            store.write_index_json(index.layout_entries())
+            store.write_index_json(index.layout_entries)
     return found
 
 

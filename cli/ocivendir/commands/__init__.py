@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
-from ocivendir.errors import OcivendirError
+from ocivendir.errors import OcivendirError, os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
     except KeyboardInterrupt as exc:
         sys.exit(_fail(state, exc, "interrupted", "Interrupted", None, 130))
     except OSError as exc:
-        sys.exit(_fail(state, exc, "os-error", str(exc), None, 1))
+        sys.exit(_fail(state, exc, "os-error", os_reason(exc), None, 1))
     except Exception as exc:  # noqa: BLE001 - the one place every failure becomes a message and an exit code
         hint = "run again with --debug for a traceback"
         sys.exit(_fail(state, exc, "internal-error", f"{type(exc).__name__}: {exc}", hint, 1))

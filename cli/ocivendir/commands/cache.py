@@ -85,12 +85,12 @@ def cache() -> None:
 @cache.command("ls")
 @click.option("--sort", type=click.Choice(["last-used", "size"]), default="last-used", show_default=True,
               help="Order of the rows (descending).")  # fmt: skip
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(["image", "bundle", "locations"]),
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["image", "bundle", "locations", "signature"]),
               help="Only entries of this kind (repeatable).")  # fmt: skip
 @global_options
 @click.pass_context
 def ls(ctx: click.Context, sort: str, kinds: tuple[str, ...]) -> None:
-    """List cached refs: ref, digest, kind, size, created, last used, relocation verdict; then totals.
+    """List cached refs: ref, digest, kind, size, created, last used, relocation and signature verdicts; then totals.
 
     It reads the index only, never the blob tree.
 
@@ -104,9 +104,9 @@ def ls(ctx: click.Context, sort: str, kinds: tuple[str, ...]) -> None:
     with _opened(ctx) as (run, store, index, _):
         result = list_entries(store, index, sort=sort, kinds=kinds)
     output = run.output
-    rows = [[e.ref, e.digest[7:19], e.kind, _human(e.size), _when(e.created), _when(e.last_used), e.verdict or "-"]
-            for e in result.entries]  # fmt: skip
-    output.table(["REF", "DIGEST", "KIND", "SIZE", "CREATED", "LAST USED", "VERDICT"], rows)
+    rows = [[e.ref, e.digest[7:19], e.kind, _human(e.size), _when(e.created), _when(e.last_used), e.verdict or "-",
+             e.signature or "-"] for e in result.entries]  # fmt: skip
+    output.table(["REF", "DIGEST", "KIND", "SIZE", "CREATED", "LAST USED", "VERDICT", "SIGNATURE"], rows)
     output.block(f"{result.totals.entries} entries, {_human(result.totals.bytes)} on disk in {result.root}\n")
     output.envelope("cache ls", "ok", result)
 

@@ -71,6 +71,8 @@ _GLOBAL = (
          help="registries.yaml: mirrors, per-host auth and TLS (default: ~/.config/ocivendir/registries.yaml)."),
     _opt("--registry-concurrency", metavar="N", type=int,
          help="Concurrent requests per registry endpoint (default 4; registries.yaml may set it per host)."),
+    _opt("--policy", metavar="PATH",
+         help="Signature policies (ClusterImagePolicy YAML, a file or a directory): verify before extracting."),
     _opt("--json", "json_output", is_flag=True, default=None, help="Print one JSON envelope on stdout."),
     _opt("-q", "--quiet", is_flag=True, default=None, help="No progress output (warnings and errors still)."),
     _opt("-v", "--verbose", is_flag=True, default=None,

@@ -22,7 +22,7 @@ from ocivendir.record import fields, record
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import WarningEvent
 from ocivendir.scoped import ExitStack, contextmanager
-from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings, parse_duration
+from ocivendir.settings import Flags, Settings, load_policies, load_registry_plan, load_settings, parse_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -225,6 +225,7 @@ def _throwaway_store(target: str | None) -> BlobStore:
 def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str]]:
     """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
     settings = run.settings
+    policies = load_policies(settings)  # a bad policy fails before anything is opened
     opened = open_cache(settings)
     with ExitStack() as stack:
         if opened is not None:
@@ -239,6 +240,10 @@ def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str
                           stale_if_error=settings.stale_if_error,
                           extract_limits=ExtractLimits(max_bytes=settings.max_extract_size),
                           principal=_principal(run, store) if index is not None else None)  # fmt: skip
+        if policies is not None:
+            from ocivendir.engine.signatures import SignatureGate  # noqa: PLC0415 - only with --policy
+
+            content.signatures = SignatureGate(policies)
         try:
             yield content, lock_dir
             if index is not None and content.counters.stored_new:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ocivendir.errors import ConfigError, UsageError
+from ocivendir.errors import ConfigError, UsageError, os_reason
 from ocivendir.record import record
 
 TYPE_CHECKING = False
@@ -40,7 +40,7 @@ def read_inputs(files: list[str], stdin: Any) -> list[tuple[str, bytes]]:  # noq
             try:
                 inputs.append(("-", getattr(stdin, "buffer", stdin).read()))
             except OSError as exc:
-                raise ConfigError(f"Reading config from stdin: {exc}") from None
+                raise ConfigError(f"Reading config from stdin: {os_reason(exc)}") from None
             continue
         try:
             with open(name, "rb") as handle:

@@ -17,6 +17,11 @@ __all__ = ["verify_relocation"]
 
 
 def _summary(report: BundleReport) -> str:
+    signed = f" (signature: {report.signature})" if report.signature else ""
+    return _relocation(report) + signed
+
+
+def _relocation(report: BundleReport) -> str:
     from ocivendir.results import ImageStatus  # noqa: PLC0415 - `--help` stays light
 
     if report.error:
@@ -65,7 +70,8 @@ def verify_relocation(ctx: click.Context, bundles: tuple[str, ...], files: tuple
     """Check that every image of a bundle lives in the bundle's own repository (as `imgpkg copy` leaves it).
 
     Exit 0 when every bundle is fully relocated, 3 when one is not, 1 when a verdict cannot be reached (registry
-    unreachable, auth failure on the bundle, not a bundle). It always asks the registry and records what it learns.
+    unreachable, auth failure on the bundle, not a bundle) or, with --policy, a signature policy refuses a bundle
+    (each summary then ends with its signature status). It always asks the registry and records what it learns.
 
     \b
     Examples:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from _thread import LockType
     from collections.abc import Callable, Iterable, Mapping
 
+    from ocivendir.engine.signatures import SignatureGate
     from ocivendir.registry.client import RegistryClient
     from ocivendir.results import EventSink, ImageStatusValue
 
@@ -136,6 +137,7 @@ class Content:
         self.warnings: list[str] = []
         self._held = ExitStack()
         self._held_refs: set[str] = set()
+        self.signatures: SignatureGate | None = None  # `--policy`: checked before anything is extracted
 
     # --- lifecycle ------------------------------------------------------------------------------------------
 
@@ -237,14 +239,18 @@ class Content:
         return digest
 
     def manifest_bytes(self, repo: Repository, digest: Digest) -> bytes:
-        """A manifest's verified bytes from the cache when `repo` served them before, else fetched from `repo`."""
-        if self.store.has(digest) and self.holds(repo, digest):
+        """A manifest's verified bytes from the cache when this caller may have them there, else fetched from `repo`.
+
+        A caller not known to read the manifest in `repo` (`engine/access.py`) is served exactly as if it were not
+        cached: it fetches it with its own credentials, and a refusal is the registry's own error (or, with
+        `--offline`, the uncached content's), so it never learns that someone else's private digest is cached.
+        """
+        if self.store.has(digest) and access.granted(self, repo, digest):
             try:
                 data = self.store.read_verified(digest, None, f"Reading manifest '{repo}@{digest}'")
             except DigestMismatch as exc:
                 self._drop_corrupt(digest, str(exc))
             else:
-                access.admit(self, repo, digest)
                 self.counters.hit()
                 return data
 
@@ -252,14 +258,13 @@ class Content:
             raw = self.client().get_manifest(repo.at(digest))[0]
             if sha256_digest(raw) == digest:  # admit_fetched refuses anything else
                 self._possess(repo, (digest,))
+                access.record(self, repo, digest)  # under the digest's lock: a process waiting on it reuses these
             return raw
 
-        raw, fetched = self.store.admit_fetched(digest, fetch, lambda: self.holds(repo, digest))
+        raw, fetched = self.store.admit_fetched(digest, fetch, lambda: access.granted(self, repo, digest))
         if fetched:
-            access.record(self, repo, digest)
             self.counters.fetch(len(raw))
         else:
-            access.admit(self, repo, digest)
             self.counters.hit()
         return raw
 
@@ -380,7 +385,7 @@ class Content:
         top = BlobRow(digest=digest, size=len(raw), media_type=manifest.media_type)
         self.index.record_ref(ref, top, kind, rows)
         if known is None:
-            self.store.write_index_json(self.index.layout_entries())
+            self.store.write_index_json(self.index.layout_entries)
 
     def probe_tag(self, ref: Reference) -> ImageStatusValue:
         """Presence of a tag (the locations image), one HEAD; `error` when the network is off."""

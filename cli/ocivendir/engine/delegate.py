@@ -9,7 +9,7 @@ import base64
 import os
 from typing import TYPE_CHECKING, Any
 
-from ocivendir.errors import SyncError
+from ocivendir.errors import SyncError, os_reason
 from ocivendir.fs.paths import split
 from ocivendir.fs.swap import remove_tree
 from ocivendir.goyaml import emit
@@ -80,7 +80,7 @@ def delegate_content(vendir: str, config: ContentConfig, context: FetchContext, 
             lock = parse_lock(handle.read(), lock_path)
         entry = lock.find("out", ".")
     except OSError as exc:
-        raise SyncError(f"Running {vendir}: {exc}") from None
+        raise SyncError(f"Running {vendir}: {os_reason(exc)}") from None
     finally:
         remove_tree(scratch)
     return LockContent(path=config.path, source_type=entry.source_type, data=entry.data,

@@ -60,12 +60,12 @@ class FetchedImage:
 def fetch_image(content: Content, ref: Reference, *, index_message: str | None = None) -> FetchedImage:
     """Resolve and read an image's manifest and config; an index is refused (with `index_message` if given)."""
     digest = content.resolve(ref)
+    content.hold(str(ref.repository.at(digest)))  # before any of its blobs is read: prune then leaves the entry alone
     raw, manifest = content.manifest(ref.repository, digest)
     if isinstance(manifest, Index):
         if index_message:
             raise IndexNotSupported(index_message)
         raise IndexNotSupported("Unable to pull non-images, such as image indexes.", hint=INDEX_HINT)
-    content.hold(str(ref.repository.at(digest)))
     config = content.config(ref.repository, manifest)
     return FetchedImage(repo=ref.repository, digest=digest, raw=raw, manifest=manifest, config=config)
 
@@ -155,14 +155,17 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: st
 
 
 def extract_layers(content: Content, image: FetchedImage, dest: str | os.PathLike[str], *, policy: TreePolicy,
-                   indent: int = 0) -> ExtractStats:  # fmt: skip
+                   indent: int = 0, signed: bool = True) -> ExtractStats:  # fmt: skip
     """Apply every layer first to last into `dest` (made by this run), streaming uncached ones as they download.
 
     A layer being streamed is not verified until its download ends, so until then it may only add to, replace in or
     delete from `dest`, within `policy.limits`: on a digest mismatch `dest` is emptied and every layer applied again
     from verified blobs (or the caller discards its stage). A blob that fails its check in the cache is fetched again
-    once.
+    once. With `--policy`, the image must first pass its signature policies (`signed=False`: the caller reports
+    them itself).
     """
+    if signed and content.signatures is not None:  # before a byte is written: `--policy` may refuse the image
+        content.signatures.check(content, image)
     dest = os.fspath(dest)
     for layer in image.manifest.layers:
         layer_compression(layer.media_type)

@@ -11,10 +11,10 @@ import os
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import extract_layers, fetch_image
 from ocivendir.engine.pull import BundlePuller, PullOptions, PullTally
-from ocivendir.errors import ConfigError, IndexNotSupported, NotABundle, SyncError
+from ocivendir.errors import ConfigError, IndexNotSupported, NotABundle, SyncError, os_reason
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.paths import pure, scoped_path, split
-from ocivendir.oci.reference import parse_reference, vendir_tag
+from ocivendir.oci.reference import parse_reference, vendir_tag, without_credentials
 from ocivendir.record import record
 from ocivendir.registry.credentials import CredentialRules, secret_rules
 from ocivendir.results import LogEvent
@@ -96,10 +96,14 @@ def _tag(ctx: FetchContext, pulled_url: str) -> dict[str, Any]:
 
 
 def _target(config: ContentConfig, ctx: FetchContext, key: str, empty: str) -> tuple[Content, str]:
-    """The content's client view and the reference to pull (after tagSelection), or vendir's empty-field error."""
+    """The content's client view and the reference to pull (after tagSelection), or vendir's empty-field error.
+
+    An empty or missing `url`/`image` (`image: {}`) is found from the config alone: a ConfigError (exit 2), with
+    vendir's words.
+    """
     url = str(config.source.get(key) or "")
     if not url:
-        raise SyncError(empty)
+        raise ConfigError(empty)
     view = _oci_view(ctx, config.source, url)
     return view, _selected(view, url, config.source)
 
@@ -186,7 +190,9 @@ def fetch_directory_source(config: ContentConfig, ctx: FetchContext, dest: str) 
     try:
         _copy_tree(source, dest, link=False)
     except OSError as exc:
-        raise SyncError(f"Copying another directory contents into directory '{config.path}': {exc}") from None
+        raise SyncError(
+            f"Copying another directory contents into directory '{config.path}': {os_reason(exc)}"
+        ) from None
     return {}
 
 
@@ -198,7 +204,7 @@ def fetch_manual_source(config: ContentConfig, ctx: FetchContext, dest: str) -> 
         _copy_tree(ctx.existing, dest, link=True)
     except OSError as exc:
         where = f"{ctx.directory_path}/{config.path}"
-        raise SyncError(f"Moving directory '{where}' to staging dir: {exc}") from None
+        raise SyncError(f"Moving directory '{where}' to staging dir: {os_reason(exc)}") from None
     return {}
 
 
@@ -223,7 +229,7 @@ def describe(config: ContentConfig) -> str:
     """The human description vendir prints: `(image from <url>)`, `(inline)`, and so on."""
     spec = config.source
     if config.source_type in {"image", "imgpkgBundle"}:
-        url = str(spec.get("url") or spec.get("image") or "")
+        url = without_credentials(str(spec.get("url") or spec.get("image") or ""))
         if spec.get("tagSelection"):
             import json  # noqa: PLC0415 - only for a tag selection; json imports re
 

@@ -13,7 +13,7 @@ import stat
 from ocivendir.engine.content import Content
 from ocivendir.engine.placement import check_placement
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
-from ocivendir.errors import ConfigError, OcivendirError, SyncError
+from ocivendir.errors import ConfigError, OcivendirError, SyncError, os_reason
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in, unswap
@@ -224,7 +224,7 @@ def _resolve_strict(path: str) -> str:
     try:
         return os.path.realpath(path, strict=True)
     except OSError as exc:
-        reason = f"Symlink loop from {exc.filename!r}" if exc.errno == errno.ELOOP else str(exc)
+        reason = f"Symlink loop from {exc.filename!r}" if exc.errno == errno.ELOOP else os_reason(exc)
         raise SyncError(f"Unable to resolve symlink: {reason}") from None
 
 
@@ -258,7 +258,7 @@ class _Syncer:
         try:
             shutil.copytree(task.existing, task.dest, symlinks=True, dirs_exist_ok=True)
         except OSError as exc:
-            msg = f"Lazy content missing. Run sync with --lazy=false to fix. '{task.directory.path}': {exc}"
+            msg = f"Lazy content missing. Run sync with --lazy=false to fix. '{task.directory.path}': {os_reason(exc)}"
             raise SyncError(msg) from None
         return entry
 

@@ -42,7 +42,8 @@ def _lock_of(content: Content, image: FetchedImage, options: VerifyOptions) -> I
     scratch = os.path.join(content.store.tmp, f"verify-{os.urandom(6).hex()}")
     os.makedirs(scratch)
     try:
-        extract_layers(content, image, scratch, policy=TreePolicy(umask=options.umask, limits=content.extract_limits))
+        extract_layers(content, image, scratch, policy=TreePolicy(umask=options.umask, limits=content.extract_limits),
+                       signed=False)  # fmt: skip
         lock, _ = read_images_lock(scratch)
     finally:
         remove_tree(scratch)
@@ -68,6 +69,7 @@ def _report(content: Content, ref: Reference, options: VerifyOptions, seen: set[
         ImageReport(image=p.image, digest=str(p.digest), status=statuses.get(p.digest, ImageStatus.UNCHECKED))
         for p in probes
     )
+    signature = _signature(content, image)
     denied = [r.image for r in images if r.status is ImageStatus.DENIED]
     if denied:
         content.warn(f"access denied to {', '.join(denied)} in {image.repo}")
@@ -75,7 +77,17 @@ def _report(content: Content, ref: Reference, options: VerifyOptions, seen: set[
     if options.recursive:
         nested = _nested(content, image, lock, verdict is RelocationVerdict.RELOCATED, options, seen)
     return BundleReport(ref=image.ref, digest=str(image.digest), repository=str(image.repo), method=method,
-                        verdict=verdict, images=images, nested=nested)  # fmt: skip
+                        verdict=verdict, images=images, nested=nested, signature=signature)  # fmt: skip
+
+
+def _signature(content: Content, image: FetchedImage) -> str | None:
+    """With `--policy`: the bundle's signature verdict (verified, unmatched, warned, failed); each failure warned."""
+    if content.signatures is None:
+        return None
+    verdict, failed = content.signatures.verdict(content, image)
+    for outcome in failed:
+        content.warn(outcome.describe(image.ref))
+    return verdict
 
 
 def _nested(content: Content, image: FetchedImage, lock: ImagesLock, relocated: bool, options: VerifyOptions,
@@ -131,9 +143,9 @@ def _all(reports: tuple[BundleReport, ...]) -> list[BundleReport]:
 
 
 def exit_code(result: VerifyRelocationResult) -> int:
-    """1 if any verdict could not be determined, else 3 if any bundle is not relocated, else 0."""
+    """1 if a verdict could not be reached or a signature policy refuses a bundle, 3 if a bundle is not relocated."""
     verdicts = {r.verdict for r in _all(result.bundles)}
-    if RelocationVerdict.UNDETERMINED in verdicts:
+    if RelocationVerdict.UNDETERMINED in verdicts or any(r.signature == "failed" for r in _all(result.bundles)):
         return 1
     if RelocationVerdict.NOT_RELOCATED in verdicts:
         return 3

@@ -150,6 +150,12 @@ def replace_target(
             raise UnsafePath(f"resolves to '{target}', which {reason}")
     if directory_only and os.path.lexists(placement) and not os.path.isdir(placement):
         raise UnsafePath(f"is '{placement}', which exists and is not a directory")
+    if directory_only:  # the nearest existing ancestor must be a directory too, or nothing can be made below it
+        above = split(placement)[0]
+        while not os.path.lexists(above) and split(above)[0] != above:
+            above = split(above)[0]
+        if not os.path.isdir(above):
+            raise UnsafePath(f"is '{placement}', below '{above}', which is not a directory")
     return placement
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "parse_digest",
     "parse_reference",
     "vendir_tag",
+    "without_credentials",
 ]
 
 DEFAULT_REGISTRY = "index.docker.io"
@@ -167,11 +168,17 @@ def _check_repository(repo: str, original: str) -> None:
 
 def parse_reference(text: str) -> Reference:
     """Parse a reference the way go-containerregistry's weak validation does, or raise BadReference."""
-    original = text
+    original = without_credentials(text)  # what messages show: never a password someone wrote into it
     if not text or text != text.strip() or "://" in text:
         raise BadReference(f"could not parse reference: {original}")
     digest: Digest | None = None
     if "@" in text:
+        if original != text:
+            raise BadReference(
+                f"could not parse reference: {original}: a reference holds no credentials",
+                hint="give them as --registry-username/--registry-password, IMGPKG_REGISTRY_* variables, a Secret "
+                "or the docker config",
+            )
         text, _, digest_text = text.partition("@")
         if "@" in digest_text:
             raise BadReference(f"could not parse reference: {original}")
@@ -188,6 +195,15 @@ def parse_reference(text: str) -> Reference:
     if registry == DEFAULT_REGISTRY and "/" not in repo:
         repo = f"library/{repo}"
     return Reference(repository=Repository(registry, repo), tag=None if digest else tag, digest=digest)
+
+
+def without_credentials(text: str) -> str:
+    """`text` with the user info of `user:password@host/repo` shown as `<credentials>` (a reference holds none)."""
+    scheme, sep, after = text.rpartition("://")
+    user, at, rest = after.partition("@")
+    if at and "/" not in user and "/" in rest:  # an `@` before the first `/`: not a digest, which ends a reference
+        return f"{scheme}{sep}<credentials>@{rest}"
+    return text
 
 
 def _digest_suffix(text: str) -> bool:

@@ -6,7 +6,7 @@ import binascii
 import os
 
 from ocivendir import diag, jsonread
-from ocivendir.errors import ConfigError
+from ocivendir.errors import ConfigError, os_reason
 from ocivendir.record import record, replace
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
 
@@ -102,7 +102,8 @@ def _from_helper(helper: str, registry: str) -> Credential | None:
             [program, "get"], input=server, capture_output=True, text=True, timeout=_HELPER_TIMEOUT, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigError(f"Running credential helper docker-credential-{helper}: {exc}") from None
+        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
+        raise ConfigError(f"Running credential helper docker-credential-{helper}: {reason}") from None
     if done.returncode != 0:
         if "credentials not found" in done.stdout + done.stderr:
             return None

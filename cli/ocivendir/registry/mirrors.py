@@ -9,7 +9,7 @@ files, and ocivendir's `concurrency` cap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from ocivendir.oci.reference import DEFAULT_REGISTRY, Repository
 from ocivendir.record import field, record
@@ -17,23 +17,12 @@ from ocivendir.registry.credentials import Credential
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import re
+    from ocivendir.registry.rewrite import Rewrite
 
 __all__ = ["WILDCARD", "Endpoint", "HostConfig", "Mirror", "MirrorPlan", "TLSFiles", "normal_host"]
 
 WILDCARD = "*"
 _DOCKER_HUB = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
-_PATTERNS: list[re.Pattern[str]] = []  # a repository name, a Go template group: compiled at the first rewrite
-
-
-def _patterns() -> list[re.Pattern[str]]:
-    """`[repository name, template group]`; `re` loads only for a plan with rewrites (a tag's HEAD needs none)."""
-    if not _PATTERNS:
-        import re  # noqa: PLC0415
-
-        _PATTERNS.append(re.compile(r"[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"))
-        _PATTERNS.append(re.compile(r"\$(\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))"))
-    return _PATTERNS
 
 
 @record
@@ -85,7 +74,7 @@ class Mirror:
     """A registry's mirror endpoints (scheme, host, API root) and its path rewrite rules, in file order."""
 
     urls: tuple[tuple[str | None, str, str], ...]  # (scheme, host, root)
-    rewrites: tuple[tuple[re.Pattern[str], str], ...] = ()
+    rewrites: tuple[Rewrite, ...] = ()  # registry/rewrite.py: Go's regexp (RE2) and ReplaceAllString
 
 
 @record
@@ -111,7 +100,11 @@ class MirrorPlan:
         mirror = self.mirrors.get(normal_host(repo.registry)) or self.mirrors.get(WILDCARD)
         if mirror is None:
             return (origin,)
-        path = _rewrite(mirror.rewrites, repo.path)
+        path = repo.path
+        if mirror.rewrites:
+            from ocivendir.registry.rewrite import rewrite_path  # noqa: PLC0415 - RE2 loads only for rewrites
+
+            path = rewrite_path(mirror.rewrites, repo.path)
         found = []
         for scheme, host, root in mirror.urls:
             if normal_host(host) == normal_host(repo.registry) and root == "/v2" and scheme in {None, "https"}:
@@ -134,31 +127,3 @@ def normal_host(host: str) -> str:
     """A host as the plan keys it: lower case, Docker Hub's names as one."""
     lowered = host.lower()
     return DEFAULT_REGISTRY if lowered in _DOCKER_HUB else lowered
-
-
-def _go_template(template: str) -> Callable[[re.Match[str]], str]:
-    """Go's regexp.Expand: `$1`, `${1}`, `$name`, `${name}`, `$$`; an unknown group is empty."""
-
-    def expand(match: re.Match[str]) -> str:
-        def one(ref: re.Match[str]) -> str:
-            if ref.group(1) == "$":
-                return "$"
-            name = ref.group(2) or ref.group(3)
-            try:
-                value = match.group(int(name) if name.isdigit() else name)
-            except IndexError:  # no such group: Go expands it to nothing
-                return ""
-            return value or ""
-
-        return _patterns()[1].sub(one, template)
-
-    return expand
-
-
-def _rewrite(rewrites: tuple[tuple[re.Pattern[str], str], ...], path: str) -> str:
-    """The first rule (in file order) that changes the path and gives a valid repository name wins."""
-    for pattern, template in rewrites:
-        changed = pattern.sub(_go_template(template), path)
-        if changed != path and _patterns()[0].fullmatch(changed):
-            return changed
-    return path

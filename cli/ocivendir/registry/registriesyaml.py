@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from urllib.parse import urlsplit
 
 import yaml
@@ -17,6 +16,10 @@ from ocivendir.errors import ConfigError
 from ocivendir.oci.reference import is_loopback
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.mirrors import HostConfig, Mirror, MirrorPlan, TLSFiles, normal_host
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocivendir.registry.rewrite import Rewrite
 
 __all__ = ["parse_registries"]
 
@@ -101,14 +104,16 @@ def _same_url(a: tuple[str | None, str, str], b: tuple[str | None, str, str]) ->
     return (a[0] or "https", a[1].lower(), a[2]) == (b[0] or "https", b[1].lower(), b[2])
 
 
-def _rewrites(reader: _Reader, node: yaml.Node, registry: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+def _rewrites(reader: _Reader, node: yaml.Node, registry: str) -> tuple[Rewrite, ...]:
+    from ocivendir.registry.rewrite import compile_rewrite  # noqa: PLC0415 - RE2 loads only for a file with rewrites
+
     rules = []
     for pattern, target in reader.mapping(node, f"rewrite of mirror '{registry}'"):
         try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
+            rule = compile_rewrite(pattern, reader.scalar(target, f"rewrite '{pattern}'"))
+        except ValueError as exc:  # Go's regexp (RE2) refuses it, as containerd would
             raise reader.fail(node, f"invalid rewrite pattern '{pattern}' for mirror '{registry}': {exc}") from None
-        rules.append((compiled, reader.scalar(target, f"rewrite '{pattern}'")))
+        rules.append(rule)
     return tuple(rules)
 
 

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from ocivendir import __version__, diag
-from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient
+from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient, os_reason
 from ocivendir.fs.paths import pure
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.record import field, record
@@ -204,7 +204,7 @@ def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None =
         try:
             context.load_cert_chain(tls.cert_file, tls.key_file)
         except (OSError, ssl.SSLError) as exc:
-            raise TLSVerifyError(f"Loading client certificate '{tls.cert_file}': {exc}") from None
+            raise TLSVerifyError(f"Loading client certificate '{tls.cert_file}': {_file_reason(exc)}") from None
     if not verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -214,8 +214,15 @@ def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None =
         try:
             context.load_verify_locations(cafile=str(extra))
         except (OSError, ssl.SSLError) as exc:
-            raise TLSVerifyError(f"Loading CA certificate '{extra}': {exc}") from None
+            raise TLSVerifyError(f"Loading CA certificate '{extra}': {_file_reason(exc)}") from None
     return context
+
+
+def _file_reason(exc: OSError) -> str:
+    """Why a certificate or key file could not be loaded: OpenSSL's words, or the file's error without `[Errno N]`."""
+    import ssl  # noqa: PLC0415 - loaded already: the caller holds an SSLContext
+
+    return str(exc) if isinstance(exc, ssl.SSLError) else os_reason(exc)
 
 
 def _never(_host: str, _port: int) -> bool:

@@ -1,0 +1,182 @@
+"""Owns: the signature gate — is an image or bundle about to be extracted allowed by the signature policies?
+
+Every policy whose globs match the image's digest reference (`registry/repo@sha256:<hex>`, what policy-controller
+matches once a tag is resolved) must pass; a policy passes when one of its authorities does. A key authority passes
+when one of cosign's signatures of the image (`sign/cosign.py`, fetched from the image's own repository through
+`Content`: verified against their digests, cached and possessed like any content) verifies with its key and its
+payload names the manifest digest. An `enforce` failure is a SignatureError (exit 1) raised before the caller
+extracts anything; a `warn` failure is a warning. A pass is remembered in the cache index per (digest reference,
+the matching policies' digests, trusted root), so a warm run checks nothing and asks nothing; failures are never
+remembered, so a signature pushed later is found on the next run.
+"""
+
+from __future__ import annotations
+
+from _thread import allocate_lock
+
+from ocivendir.errors import NotFound, OcivendirError, SignatureError
+from ocivendir.hashing import sha256_hex
+from ocivendir.oci.manifest import Manifest
+from ocivendir.record import record
+from ocivendir.sign.cosign import MAX_PAYLOAD, MAX_SIGNATURES, payload_digest, signature_bytes, signature_tag
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ocivendir.engine.content import Content
+    from ocivendir.engine.image import FetchedImage
+    from ocivendir.sign.keys import PublicKey
+    from ocivendir.sign.policy import Authority, ImagePolicy, PolicySet
+
+__all__ = ["FAILED", "UNMATCHED", "VERIFIED", "WARNED", "PolicyOutcome", "SignatureGate", "Signatures"]
+
+VERIFIED = "verified"  # every matching policy passed
+UNMATCHED = "unmatched"  # no policy matches the image
+WARNED = "warned"  # a warn policy failed, no enforce policy did
+FAILED = "failed"  # an enforce policy failed
+
+
+@record
+class Signatures:
+    """The cosign signatures found for an image: (payload, signature) pairs, or why none could be read."""
+
+    pairs: tuple[tuple[bytes, bytes], ...] = ()
+    problem: str = ""
+
+
+@record
+class PolicyOutcome:
+    """One matching policy's answer for an image: passed, or the reason each authority gave."""
+
+    policy: ImagePolicy
+    passed: bool
+    reasons: tuple[str, ...] = ()
+
+    def describe(self, ref: str) -> str:
+        """The failure, naming the image, the policy and its file, and each authority's reason."""
+        why = "; ".join(self.reasons)
+        return f"image '{ref}' is not allowed by signature policy '{self.policy.name}' ({self.policy.source}): {why}"
+
+
+def verdict_key(policies: tuple[ImagePolicy, ...]) -> str:
+    """What a remembered verdict depends on: the digests of the policies that match (any edit re-verifies)."""
+    return sha256_hex("\n".join(sorted(policy.digest for policy in policies)).encode())
+
+
+def read_signatures(content: Content, image: FetchedImage) -> Signatures:
+    """Cosign's signatures of an image, from `<repo>:sha256-<hex>.sig` (none when the tag does not exist)."""
+    tag = signature_tag(image.repo, image.digest)
+    try:
+        digest = content.resolve(tag)
+        raw, manifest = content.manifest(image.repo, digest)
+        if not isinstance(manifest, Manifest):
+            return Signatures(problem=f"'{tag}' is an index, not a signature image")
+        if len(manifest.layers) > MAX_SIGNATURES or any(blob.size > MAX_PAYLOAD for blob in manifest.blobs):
+            return Signatures(problem=f"'{tag}' is not a signature image: over {MAX_SIGNATURES} layers or a blob "
+                                      f"over {MAX_PAYLOAD} bytes")  # fmt: skip
+        layers = [(layer, sig) for layer in manifest.layers if (sig := signature_bytes(layer)) is not None]
+        content.ensure_blobs(image.repo, manifest.blobs)  # the config too: the ref is recorded whole
+        pairs = tuple(
+            (content.store.read_verified(layer.digest, layer.size, f"signature payload of '{tag}'"), sig)
+            for layer, sig in layers
+        )
+        content.record(image.repo, digest, raw, manifest, "signature")
+    except NotFound:
+        return Signatures(problem=f"no signatures (no '{tag}' in the registry)")
+    except OcivendirError as exc:
+        return Signatures(problem=f"its signatures could not be read: {exc}")
+    return Signatures(pairs=pairs)
+
+
+class SignatureGate:
+    """The run's policies, the keys they name (loaded on first use) and this run's answers."""
+
+    def __init__(self, policies: PolicySet) -> None:
+        """A gate for a set of policies (a run without `--policy` has no gate)."""
+        self.policies = policies
+        self._keys: dict[tuple[str, str], PublicKey] = {}
+        self._lock = allocate_lock()
+
+    def check(self, content: Content, image: FetchedImage) -> None:
+        """Raise SignatureError unless every matching enforce policy passes; warn for each failing warn policy."""
+        _, failed = self.verdict(content, image)
+        for outcome in failed:
+            if outcome.policy.mode == "warn":
+                content.warn(f"{outcome.describe(image.ref)} (mode: warn, so it is used anyway)")
+        enforced = [outcome for outcome in failed if outcome.policy.mode == "enforce"]
+        if enforced:
+            raise SignatureError("; ".join(outcome.describe(image.ref) for outcome in enforced))
+
+    def verdict(self, content: Content, image: FetchedImage) -> tuple[str, list[PolicyOutcome]]:
+        """VERIFIED, UNMATCHED, WARNED or FAILED, with the failed policies' outcomes; a pass is remembered."""
+        matched = self.policies.matching(image.ref)
+        if not matched:
+            return UNMATCHED, []
+        key = verdict_key(matched)
+        index = content.index
+        if index is not None and index.signature_verdict(image.ref, key, "") == VERIFIED:
+            return VERIFIED, []
+        failed = [outcome for outcome in self.evaluate(content, image, matched) if not outcome.passed]
+        if not failed:
+            if index is not None:
+                index.put_signature_verdict(image.ref, key, "", VERIFIED)
+            return VERIFIED, []
+        return (FAILED if any(o.policy.mode == "enforce" for o in failed) else WARNED), failed
+
+    def evaluate(self, content: Content, image: FetchedImage, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:
+        """Each policy's outcome; the signatures are read once, and only if an authority needs them."""
+        found: list[Signatures] = []
+
+        def signatures() -> Signatures:
+            if not found:
+                found.append(read_signatures(content, image))
+            return found[0]
+
+        outcomes = []
+        for policy in policies:
+            reasons = []
+            for authority in policy.authorities:
+                reason = self._authority(policy, authority, str(image.digest), signatures)
+                if reason is None:
+                    outcomes.append(PolicyOutcome(policy=policy, passed=True))
+                    break
+                reasons.append(f"authority '{authority.name}': {reason}")
+            else:
+                outcomes.append(PolicyOutcome(policy=policy, passed=False, reasons=tuple(reasons)))
+        return outcomes
+
+    def _authority(
+        self, policy: ImagePolicy, authority: Authority, digest: str, signatures: Callable[[], Signatures]
+    ) -> str | None:
+        """None when the authority vouches for the image, else why not."""
+        if authority.kind == "static":
+            return None if authority.action == "pass" else (authority.message or "static action is fail")
+        found = signatures()
+        if found.problem:
+            return found.problem
+        if not found.pairs:
+            return "the signature image holds no cosign signature"
+        from ocivendir.sign.keys import signature_verifies  # noqa: PLC0415 - cryptography only when verifying
+
+        key = self._key(policy, authority)
+        other = None
+        for payload, signature in found.pairs:
+            if signature_verifies(key, signature, payload, authority.hash_algorithm):
+                named = payload_digest(payload)
+                if named == digest:
+                    return None
+                other = named or "no digest"
+        if other is not None:
+            return f"a signature verifies, but its payload names {other}, not {digest}"
+        return f"no signature verifies with its key ({len(found.pairs)} checked)"
+
+    def _key(self, policy: ImagePolicy, authority: Authority) -> PublicKey:
+        from ocivendir.sign.keys import load_public_key  # noqa: PLC0415 - cryptography only when verifying
+
+        with self._lock:
+            name = (policy.name, authority.name)
+            if name not in self._keys:
+                where = f"signature policy '{policy.name}' ({policy.source}), authority '{authority.name}'"
+                self._keys[name] = load_public_key(authority.key_pem, where)
+            return self._keys[name]

@@ -1,0 +1,1 @@
+"""Owns: signature policies and their verification — Sigstore policy-controller's ClusterImagePolicy and cosign."""

@@ -1,0 +1,205 @@
+"""Signature policies: policy-controller's glob table, ClusterImagePolicy parsing and its errors, loading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ocivendir.errors import ConfigError
+from ocivendir.settings import Flags, load_policies, load_settings
+from ocivendir.sign.glob import compile_glob, glob_matches
+from ocivendir.sign.policy import Identity, parse_policies
+from tests.support.cosign import Key, policy
+from tests.support.fresh import fresh_python
+
+DIGEST = "sha256:5504f2a95018e3d8a52d80d9e1a128c6ea337581808ff9fe96f5628ce2336350"
+
+# policy-controller's pkg/apis/glob/glob_test.go, case for case
+GLOB_CASES = [
+    ("foo", "index.docker.io/library/foo:latest", True),
+    ("foo", "index.docker.io/library/foo:*", True),
+    ("foo", "index.docker.io/library/*", True),
+    ("foo", "index.docker.io/library/*:latest", True),
+    ("foo", "index.docker.io/*/*", True),
+    ("foo", "index.docker.io/**", True),
+    ("foo", "index.docker.**", True),
+    ("foo", "inde**", True),
+    ("foo", "**", True),
+    ("foo", "foo", True),
+    ("foo", "foo*", True),
+    ("foo", "foo**", True),
+    ("myuser/myapp", "index.docker.io/myuser/myapp:latest", True),
+    ("myuser/myapp", "index.docker.io/myuser/myapp:*", True),
+    ("myuser/myapp", "index.docker.io/myuser/*", True),
+    ("myuser/myapp", "index.docker.io/myuser/*:latest", True),
+    ("myuser/myapp", "index.docker.io/*/*", True),
+    ("myuser/myapp", "index.docker.io/**", True),
+    ("myuser/myapp", "index.docker.**", True),
+    ("myuser/myapp", "inde**", True),
+    ("myuser/myapp", "**", True),
+    ("myuser/myapp", "myuser/myapp", True),
+    ("myuser/myapp", "myuser/myapp*", True),
+    ("myuser/myapp", "myuser/myapp**", True),
+    ("ghcr.io/foo/bar", "ghcr.io/*/*", True),
+    ("ghcr.io/foo/bar", "ghcr.io/**", True),
+    ("ghcr.io/foo", "ghcr.io/*/*", False),
+    ("ghcr.io/foo", "ghcr.io/**", True),
+    ("ghcr.io/foo", "ghc**", True),
+    ("ghcr.io/foo", "**", True),
+    ("ghcr.io/foo", "*/**", True),
+    ("ghcr.io/foo", "ghcr.io/foo*", True),
+    ("ghcr.io/foo", "ghcr.io/foo**", True),
+    ("prefix-ghcr.io/foo", "ghcr.io/foo", False),
+    ("ghcr.io/foo-suffix", "ghcr.io/foo", False),
+    ("ghcrxio/foo", "ghcr.io/**", False),
+    ("invalid&name", "**", False),
+    ("foo", "*", True),
+    ("myuser/myapp", "*/*", True),
+    (f"ghcr.io/foo@{DIGEST}", f"ghcr.io/foo@{DIGEST}", True),
+]
+
+
+@pytest.mark.parametrize(("image", "glob", "expected"), GLOB_CASES)
+def test_globs_match_as_policy_controller_matches_them(image: str, glob: str, expected: bool) -> None:
+    assert glob_matches(compile_glob(glob), image) is expected
+
+
+@pytest.mark.parametrize("glob", [".+", "[a-z]*", "a b", ""])
+def test_invalid_globs_are_refused(glob: str) -> None:
+    with pytest.raises(ValueError, match="invalid glob"):
+        compile_glob(glob)
+
+
+def doc(spec: str, name: str = "p") -> str:
+    return (
+        f"apiVersion: policy.sigstore.dev/v1beta1\nkind: ClusterImagePolicy\nmetadata: {{name: {name}}}\nspec: {spec}\n"
+    )
+
+
+def test_a_policy_is_parsed_with_defaults_and_a_digest_that_follows_its_spec() -> None:
+    key = Key.make()
+    (parsed,) = parse_policies(policy("p", "registry.example/**", key), "f.yaml")
+    assert parsed.name == "p"
+    assert parsed.mode == "enforce"
+    assert parsed.globs == ("registry.example/**",)
+    assert [(a.name, a.kind, a.hash_algorithm) for a in parsed.authorities] == [("key-0", "key", "sha256")]
+    assert parsed.matches(f"registry.example/team/app@{DIGEST}")
+    assert not parsed.matches(f"other.example/app@{DIGEST}")
+    (same,) = parse_policies(policy("p", "registry.example/**", key), "g.yaml")
+    (warn,) = parse_policies(policy("p", "registry.example/**", key, mode="warn"), "f.yaml")
+    assert same.digest == parsed.digest
+    assert warn.digest != parsed.digest
+
+
+def test_documents_several_and_empty_ones_and_static_authorities() -> None:
+    text = "---\n" + doc("{images: [{glob: '**'}], authorities: [{static: {action: fail, message: nope}}]}") + "---\n"
+    text += doc("{images: [{glob: '**'}], authorities: [{name: ok, static: {action: pass}}]}", "q")
+    first, second = parse_policies(text, "f.yaml")
+    assert (first.authorities[0].kind, first.authorities[0].action, first.authorities[0].message) == (
+        "static",
+        "fail",
+        "nope",
+    )
+    assert (second.name, second.authorities[0].name) == ("q", "ok")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}}], policy: {type: cue}}",
+         "spec.policy: this field is not supported by ocivendir"),
+        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}}], match: []}",
+         "spec.match: this field is not supported"),
+        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}, source: [{oci: x}]}]}",
+         "spec.authorities[0].source: this field is not supported"),
+        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}, attestations: []}]}",
+         "spec.authorities[0].attestations: this field is not supported"),
+        ("{images: [{glob: '**'}], authorities: [{key: {secretRef: {name: k}}}]}",
+         "spec.authorities[0].key.secretRef: this field is not supported"),
+        ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i, subject: s}]}}]}",
+         "spec.authorities[0].keyless: keyless verification is not supported"),
+        ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i}]}}]}",
+         "expected exactly one of subject and subjectRegExp"),
+        ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i, subjectRegExp: '('}]}}]}",
+         "subjectRegExp: invalid regular expression"),
+        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}, key: {data: x}}]}",
+         "expected exactly one of key, keyless and static"),
+        ("{images: [{glob: '**'}], authorities: [{key: {data: not-pem}}]}", "key.data: expected a PEM public key"),
+        ("{images: [{glob: '**'}], authorities: [{static: {action: maybe}}]}", "static.action: expected pass or fail"),
+        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}, signatureFormat: bundle}]}",
+         "signatureFormat: only simplesigning is supported"),
+        ("{images: [{glob: '[a-z]'}], authorities: [{static: {action: pass}}]}", "spec.images: invalid glob"),
+        ("{images: [], authorities: [{static: {action: pass}}]}", "spec.images: expected a non-empty list"),
+        ("{images: [{glob: '**'}]}", "spec.authorities: missing field"),
+        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}}], mode: audit}",
+         "spec.mode: expected enforce or warn"),
+        ("{images: [{glob: '**', regex: x}], authorities: [{static: {action: pass}}]}",
+         "spec.images[0].regex: unknown field"),
+    ],
+)  # fmt: skip
+def test_unsupported_and_malformed_fields_are_errors_naming_the_field(spec: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_policies(doc(spec), "f.yaml")
+    assert caught.value.message.startswith("Reading signature policy 'f.yaml' (policy 'p'): ")
+    assert message in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_kind_api_version_and_name_are_required() -> None:
+    with pytest.raises(ConfigError, match=r"\(document 1\): kind: expected ClusterImagePolicy"):
+        parse_policies("apiVersion: policy.sigstore.dev/v1beta1\nkind: ImagePolicy\n", "f.yaml")
+    with pytest.raises(ConfigError, match=r"\(document 2\): metadata.name: missing field"):
+        parse_policies(
+            doc("{images: [{glob: a}], authorities: [{static: {action: pass}}]}")
+            + "---\napiVersion: policy.sigstore.dev/v1beta1\nkind: ClusterImagePolicy\n",
+            "f",
+        )
+
+
+def test_identities_match_exactly_or_by_searched_regexp() -> None:
+    exact = Identity(issuer="https://issuer", subject="me@example.com")
+    assert exact.matches("https://issuer", "me@example.com")
+    assert not exact.matches("https://issuer", "me@example.org")
+    pattern = Identity(issuer_regexp="^https://token\\.", subject_regexp="@example\\.com$")
+    assert pattern.matches("https://token.actions", "ci@example.com")
+    assert not pattern.matches("https://other", "ci@example.com")
+
+
+def test_load_policies_reads_a_file_or_a_directory_skipping_dot_entries(tmp_path: Path) -> None:
+    key = Key.make()
+    directory = tmp_path / "cm"
+    (directory / "..2026_12_04").mkdir(parents=True)
+    (directory / "..2026_12_04" / "a.yaml").write_text(policy("a", "**", key))
+    (directory / "a.yaml").write_text(policy("a", "**", key))
+    (directory / "b.yaml").write_text(policy("b", "**", key) + "---\n")
+    loaded = load_policies(load_settings(Flags(policy=str(directory)), {}))
+    assert loaded is not None
+    assert [p.name for p in loaded.policies] == ["a", "b"]
+    assert load_policies(load_settings(Flags(), {})) is None
+    from_env = load_policies(load_settings(Flags(), {"OCIVENDIR_POLICY": str(directory / "b.yaml")}))
+    assert from_env is not None
+    assert [p.name for p in from_env.policies] == ["b"]
+    (directory / "c.yaml").write_text(policy("a", "**", key))
+    with pytest.raises(ConfigError, match="policy 'a' is also defined in"):
+        load_policies(load_settings(Flags(policy=str(directory)), {}))
+    with pytest.raises(ConfigError, match="No such file"):
+        load_policies(load_settings(Flags(policy=str(tmp_path / "missing.yaml")), {}))
+
+
+def test_reading_a_block_style_policy_loads_neither_re_nor_pyyaml_nor_cryptography(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(policy("p", "registry.example/**", Key.make()))
+    code = (
+        "import sys; from ocivendir.settings import Flags, load_policies, load_settings;"
+        f"found = load_policies(load_settings(Flags(policy={str(path)!r}), {{}}));"
+        f"assert found.matching('registry.example/team/app@{DIGEST}');"
+        "print(sorted(m for m in ('re', 'yaml', 'json', 'cryptography') if m in sys.modules))"
+    )
+    assert fresh_python(code).stdout.strip() == "[]"
+
+
+def test_stars_are_taken_as_policy_controller_replaces_them() -> None:
+    assert compile_glob("a***b").tokens == ("a", "**", "*", "b")
+    assert glob_matches(compile_glob("r.io/a***b"), "r.io/a/x/yb")
+    assert not glob_matches(compile_glob("r.io/a*b"), "r.io/a/b")
