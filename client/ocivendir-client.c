@@ -250,7 +250,7 @@ static enum dir_state socket_dir(char *dir, size_t size, char *reason) {
     int w;
     if (env && *env) {
         if (!absolute(env)) {
-            snprintf(reason, REASON_MAX, "OCIVENDIR_SERVER_DIR is not an absolute path");
+            snprintf(reason, REASON_MAX, "OCIVENDIR_SERVER_DIR is not an absolute path: %.300s", env);
             return DIR_UNUSABLE;
         }
         w = snprintf(dir, size, "%s", env);
@@ -266,8 +266,10 @@ static enum dir_state socket_dir(char *dir, size_t size, char *reason) {
     }
     struct stat st;
     if (lstat(dir, &st) != 0) {
-        snprintf(reason, REASON_MAX, "%.300s: %s", dir, strerror(errno));
-        return errno == ENOENT ? DIR_MISSING : DIR_UNUSABLE;
+        int err = errno;
+        snprintf(reason, REASON_MAX, err == ENOENT ? "no server yet (%.300s: %s); one is starting" : "%.300s: %s", dir,
+                 strerror(err));
+        return err == ENOENT ? DIR_MISSING : DIR_UNUSABLE;
     }
     if (S_ISLNK(st.st_mode))
         snprintf(reason, REASON_MAX, "%.300s is a symbolic link", dir);
@@ -368,7 +370,7 @@ static int send_request(int sock, int argc, char **argv, char *reason) {
     close(here);
     if (sent < 0 || write_all(sock, header + sent, sizeof(header) - (size_t)sent) != 0 ||
         write_all(sock, body, len) != 0) {
-        snprintf(reason, REASON_MAX, "sending the call: %s", strerror(sent < 0 ? err : errno));
+        snprintf(reason, REASON_MAX, "the server did not take the call: %s", strerror(sent < 0 ? err : errno));
         free(body);
         return -1;
     }
@@ -528,7 +530,8 @@ int main(int argc, char **argv) {
     addr.sun_family = AF_UNIX;
     int w = snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/server-%s.sock", dir, OCIVENDIR_BUILD);
     if (w < 0 || (size_t)w >= sizeof(addr.sun_path)) {
-        snprintf(reason, REASON_MAX, "the socket path under %.300s is too long for a Unix socket", dir);
+        snprintf(reason, REASON_MAX, "the socket path is too long for a Unix socket: %.300s/server-%s.sock", dir,
+                 OCIVENDIR_BUILD);
         run_in_process(reason, 1);
     }
     int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -547,10 +550,14 @@ int main(int argc, char **argv) {
                 err = errno;
         }
         if (err != 0) {
-            snprintf(reason, REASON_MAX, "%.400s: %s", addr.sun_path, strerror(err));
             close(sock);
-            if (err == ENOENT || err == ECONNREFUSED)
+            if (err == ENOENT || err == ECONNREFUSED) {
+                snprintf(reason, REASON_MAX, "no server yet (%.400s: %s); one is starting", addr.sun_path,
+                         strerror(err));
                 start_server();
+            } else {
+                snprintf(reason, REASON_MAX, "cannot connect to %.400s: %s", addr.sun_path, strerror(err));
+            }
             run_in_process(reason, 1);
         }
     }
@@ -563,14 +570,13 @@ int main(int argc, char **argv) {
     int got = read_full(sock, head, sizeof(head));
     uint32_t len = got == 1 ? get_u32(head + 1) : 0;
     if (got != 1 || len > MAX_PAYLOAD) {
-        snprintf(reason, REASON_MAX, got == 1 ? "an oversized frame before the call started"
-                                              : "the server closed the connection before the call started");
+        snprintf(reason, REASON_MAX, "the server did not take the call");
         close(sock);
         run_in_process(reason, 1);
     }
     static unsigned char payload[MAX_PAYLOAD + 1];
     if (read_full(sock, payload, len) != 1) {
-        snprintf(reason, REASON_MAX, "the server closed the connection before the call started");
+        snprintf(reason, REASON_MAX, "the server did not take the call");
         close(sock);
         run_in_process(reason, 1);
     }
@@ -578,9 +584,9 @@ int main(int argc, char **argv) {
     if (head[0] == 'P' && len == 4)
         relay(sock, get_u32(payload));
     if (head[0] == 'R')
-        snprintf(reason, REASON_MAX, "refused: %.400s", (char *)payload);
+        snprintf(reason, REASON_MAX, "%.400s", (char *)payload); /* the server's own reason */
     else
-        snprintf(reason, REASON_MAX, "an unexpected frame before the call started");
+        snprintf(reason, REASON_MAX, "the server did not take the call");
     close(sock);
     run_in_process(reason, 1);
     return 1;

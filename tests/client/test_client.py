@@ -143,7 +143,7 @@ def test_debug_names_why_the_call_runs_in_process(install: Install) -> None:
     with fake_server(install.server_dir, BUILD, refuse) as server:
         done = install.run(["sync", "--debug"])
         server.only_call()
-    assert done.stderr == b"vendir: debug: ocivendir server unavailable (refused: too busy); running in-process\n"
+    assert done.stderr == b"vendir: debug: ocivendir server unavailable (too busy); running in-process\n"
     assert install.runs()[0]["argv"] == ["vendir", "sync", "--debug"]
 
 
@@ -299,13 +299,15 @@ def test_a_stale_socket_file_starts_a_server(install: Install) -> None:
     proc = install.popen(["sync", "--debug"])
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3
-    assert b"Connection refused" in err
+    assert b"(no server yet (%s/server-%s.sock: Connection refused); one is starting)" % (
+        str(install.server_dir).encode(), BUILD.encode()) in err  # fmt: skip
     _assert_started_detached(install, proc.pid, install.env())
 
 
 def test_no_server_yet_with_debug_says_so(install: Install) -> None:
     done = install.run(["sync", "--debug"])  # D exists, the socket does not
-    assert done.stderr == (b"vendir: debug: ocivendir server unavailable (%s/server-%s.sock: %s); running in-process\n"
+    assert done.stderr == (b"vendir: debug: ocivendir server unavailable (no server yet (%s/server-%s.sock: %s); one "
+                           b"is starting); running in-process\n"
                            % (str(install.server_dir).encode(), BUILD.encode(), ENOENT_TEXT.encode()))  # fmt: skip
     assert len(install.starts(expect=1)) == 1
 
@@ -460,7 +462,9 @@ def test_the_socket_directory_is_resolved_as_the_server_resolves_it(install: Ins
     env = {"PATH": "/usr/bin:/bin", **{k: fill(v) for k, v in given.items()}}
     done = install.run(["sync", "--debug"], env=env)
     assert done.returncode == 3
-    assert done.stderr.startswith(b"vendir: debug: ocivendir server unavailable (%s" % fill(expected).encode())
+    assert done.stderr.startswith(b"vendir: debug: ocivendir server unavailable (")
+    assert b"%s/server-%s.sock" % (fill(expected).encode(), BUILD.encode()) in done.stderr or \
+        b"(%s" % fill(expected).encode() in done.stderr  # fmt: skip
 
 
 def test_eight_clients_at_once_each_get_their_own_status(install: Install) -> None:

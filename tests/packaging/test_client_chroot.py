@@ -81,8 +81,8 @@ def test_the_native_client_without_proc_starts_the_frozen_server_and_is_served_b
     server = 0
     try:
         first = _vendir(root, "version", "--debug", uid=uid)
-        assert first == (0, version, f"vendir: debug: ocivendir server unavailable (/{DIRECTORY}: No such file or "
-                                     "directory); running in-process\n")  # fmt: skip
+        assert first == (0, version, f"vendir: debug: ocivendir server unavailable (no server yet (/{DIRECTORY}: No "
+                                     "such file or directory); one is starting); running in-process\n")  # fmt: skip
         deadline = time.monotonic() + 60
         while not list((root / DIRECTORY).glob("server-*.sock")) and time.monotonic() < deadline:
             time.sleep(0.05)
