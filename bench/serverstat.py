@@ -9,33 +9,14 @@ children's times): clock ticks, so it is read once around a batch of calls, neve
 from __future__ import annotations
 
 import os
-import signal
 import time
 from pathlib import Path
+
+from tests.support.server import server_pids, stop_servers
 
 __all__ = ["server_cpu_s", "server_pids", "stop_servers"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
-
-
-def server_pids(directory: Path) -> list[int]:
-    """The servers serving `directory`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (
-            b"--foreground" in cmdline
-            and b"server" in cmdline
-            and f"OCIVENDIR_SERVER_DIR={directory}".encode() in environ
-        ):
-            found.append(int(entry.name))
-    return sorted(found)
 
 
 def server_cpu_s(directory: Path) -> float:
@@ -62,23 +43,3 @@ def _settle(pid: int) -> None:
         except OSError:
             return
         time.sleep(0.01)
-
-
-def stop_servers(directory: Path) -> None:
-    """End every server of `directory` (SIGTERM, then SIGKILL after 5 s)."""
-    pids = server_pids(directory)
-    for pid in pids:
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 5
-    while pids and time.monotonic() < deadline:
-        pids = [pid for pid in pids if Path(f"/proc/{pid}").exists() and _alive(pid)]
-        time.sleep(0.02)
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["ServerPlace", "console_script", "program"]
+__all__ = ["ServerPlace", "console_script", "program", "server_pids", "stop_servers"]
 
 _BIN = Path(sys.executable).parent
 
@@ -53,7 +54,9 @@ class ServerPlace:
         """Start a server (daemon) and return its pid."""
         done = self.server("start", "--json", **env)
         assert done.returncode == 0, done.stderr
-        return int(self.status()["pid"])
+        pid = self.status()["pid"]
+        assert isinstance(pid, int)
+        return pid
 
     def status(self) -> dict[str, object]:
         """`server status --json`'s result ({} when none runs)."""
@@ -71,13 +74,46 @@ class ServerPlace:
             time.sleep(0.05)
 
     def cleanup(self) -> None:
-        """Stop the server if one runs, kill what is left, remove the directory."""
-        facts = self.status()
-        self.server("stop")
-        pid = facts.get("pid")
-        if isinstance(pid, int):
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
+        """Stop every server of this place, whatever its build (a dist test's frozen one too); remove the directory."""
+        stop_servers(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def server_pids(directory: Path) -> list[int]:
+    """The servers serving `directory`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            b"--foreground" in cmdline
+            and b"server" in cmdline
+            and f"OCIVENDIR_SERVER_DIR={directory}".encode() in environ
+        ):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def stop_servers(directory: Path) -> None:
+    """End every server of `directory` (SIGTERM, then SIGKILL after 5 s)."""
+    pids = server_pids(directory)
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if Path(f"/proc/{pid}").exists() and _alive(pid)]
+        time.sleep(0.02)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
