@@ -45,6 +45,7 @@ def isolated_env(
         if name.startswith(_SCRUB) or name.lower() in {"http_proxy", "https_proxy", "no_proxy", "all_proxy"}:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OCIVENDIR_SERVER_DIR", str(server_place.dir))
+    monkeypatch.setenv("OCIVENDIR_SERVER_IDLE", "2m")  # a server a test started and left behind does not linger
     if THROUGH_SERVER:
         monkeypatch.setenv("OCIVENDIR_SERVER", "on")
     monkeypatch.setenv("HOME", str(home))
