@@ -165,3 +165,30 @@ def test_module_imports_no_private_cpython_module(module: str, path: Path) -> No
     private = {name.split(".")[0] for name in imported(ast.parse(path.read_text()))}
     private = {top for top in private if top.startswith("_") and top != "__future__"}
     assert private <= PRIVATE_STILL.get(module, set()), f"{module} imports {sorted(private)}: use the public module"
+
+
+# what no process that hands its call to the server may load first: the CLI's libraries, TLS, the cache, the records
+CLIENT_HEAVY = ("click", "yaml", "rich", "requests", "urllib3", "ssl", "sqlite3", "dataclasses", "json", "logging",
+                "threading", "re", "hashlib", "typing", "inspect")  # fmt: skip
+
+
+def test_the_client_path_imports_only_what_handing_a_call_over_needs() -> None:
+    code = (  # what commands.run() imports before it hands the call over (_through_server)
+        "import sys\nimport ocivendir.commands, ocivendir.server.place, ocivendir.server.client\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ocivendir')))\n"
+        f"print(sorted(m for m in {CLIENT_HEAVY!r} if m in sys.modules))\n"
+    )
+    ours, heavy = fresh_python(code).stdout.splitlines()
+    client = ["ocivendir", "ocivendir.codepack", "ocivendir.commands", "ocivendir.errors", "ocivendir.server"]
+    client += ["ocivendir.server.build", "ocivendir.server.client", "ocivendir.server.place", "ocivendir.server.wire"]
+    assert ours == repr(client)
+    assert heavy == "[]"
+
+
+def test_version_in_process_stays_light() -> None:
+    code = (
+        "import os, sys\nos.environ['OCIVENDIR_SERVER'] = 'off'\nsys.argv = ['ocivendir', 'version']\n"
+        "from ocivendir.commands import main\ntry:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        f"print(code, sorted(m for m in {CLIENT_HEAVY!r} if m in sys.modules))\n"
+    )
+    assert fresh_python(code).stdout.splitlines()[-1] == "0 []"
