@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Owns: the one build command. Writes into dist/:
 #   ocivendir/                               self-contained onedir build (PyInstaller), needs only glibc >= 2.17..2.36
+#     ocivendir/vendir, ocivendir/BUILD_ID   the native thin client (client/, scripts/client.sh), compiled with the
+#                                            build's id, and that id (what the frozen server names its socket by);
+#     ocivendir/modes/{vendir,imgpkg}        links to ../ocivendir: the client's fallback argv[0] where /proc is absent
 #   ocivendir-<version>-linux-<arch>.tar.gz  that directory, reproducibly packed (what a Dockerfile ADDs)
 #   ocivendir-<version>-py3-none-any.whl, ocivendir-<version>.tar.gz   wheel and sdist (python -m build)
 # `--frozen` builds dist/ocivendir only (the sidecar test's need). Unchanged inputs are not rebuilt; everything
@@ -23,6 +26,19 @@ cache=build/dist-cache
 mkdir -p "$cache" dist
 pyi_version=$("$PY" scripts/dist/freezer.py pin)
 
+# A C compiler: for PyInstaller's bootloader (once) and the native client (client/).
+ensure_cc() {
+    command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || {
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "dist: installing gcc and libc6-dev with apt-get (the bootloader and the client are C)" >&2
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
+        else
+            fail "a C compiler is needed for PyInstaller's bootloader and the native client (apt-get install gcc)"
+        fi
+    }
+    command -v cc >/dev/null 2>&1 || export CC=gcc
+}
+
 # The freezer: PyInstaller built from its sdist with the bootloader linking zlib statically (PyPI's prebuilt
 # bootloader needs the system libz.so.1, which photon's sidecar may lack). Built once, kept in build/.
 ensure_freezer() {
@@ -32,14 +48,7 @@ ensure_freezer() {
     local wheel
     wheel=$(ls "$cache"/wheels/pyinstaller-"$pyi_version"-*.whl 2>/dev/null | head -1 || true)
     if [ -z "$wheel" ]; then
-        command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || {
-            if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-                echo "dist: installing gcc and libc6-dev with apt-get (the bootloader is compiled once)" >&2
-                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
-            else
-                fail "a C compiler is needed once to build PyInstaller's bootloader without libz (apt-get install gcc)"
-            fi
-        }
+        ensure_cc
         echo "dist: building PyInstaller $pyi_version with a static-zlib bootloader (once)" >&2
         PYI_STATIC_ZLIB=1 PYINSTALLER_COMPILE_BOOTLOADER=1 \
             "$PY" -m pip wheel -q --no-deps --no-binary pyinstaller "pyinstaller==$pyi_version" -w "$cache/wheels" \
@@ -63,7 +72,8 @@ version=$("$PY" -c 'import sys; sys.path.insert(0, "cli"); import ocivendir; pri
 arch=$(uname -m)
 tarball="dist/ocivendir-$version-linux-$arch.tar.gz"
 want=$(inputs_hash cli scripts/dist scripts/dist.sh pyproject.toml)  # what the frozen build is made of
-want_packages=$(inputs_hash cli scripts/dist scripts/dist.sh pyproject.toml README.md)  # the sdist holds the README
+# the sdist holds the README; the tarball holds the client
+want_packages=$(inputs_hash cli scripts/dist scripts/dist.sh pyproject.toml README.md client scripts/client.sh)
 
 freeze() {
     if [ -x dist/ocivendir/ocivendir ] && [ "$(cat "$cache/frozen.stamp" 2>/dev/null)" = "$want" ]; then
@@ -98,6 +108,33 @@ pack.build("cli/ocivendir", unchecked=True, target=sys.argv[1] + "/" + pack.pack
     rm -f "$cache/packaged.stamp"
 }
 
+# The native client, dist/ocivendir/vendir (what kapp-controller's sidecar runs as `vendir`), compiled with the frozen
+# build's id, which also goes to dist/ocivendir/BUILD_ID for the frozen server. The id is taken over the files
+# PyInstaller and the code pack wrote, so rebuilding the build changes it; the client is rebuilt when its source, the
+# id or the compiler changes. modes/vendir and modes/imgpkg (links to ../ocivendir, part of the build id) are the
+# argv[0] of the client's in-process fallback where /proc is absent: PyInstaller's bootloader then finds its own
+# executable through argv[0], and the name keeps the mode.
+client() {
+    local id want_client
+    ensure_cc
+    mkdir -p dist/ocivendir/modes
+    ln -sfn ../ocivendir dist/ocivendir/modes/vendir
+    ln -sfn ../ocivendir dist/ocivendir/modes/imgpkg
+    id=$(bash scripts/client.sh --build-id dist/ocivendir)
+    want_client=$({ echo "$id"; "${CC:-cc}" --version | head -1; cat client/ocivendir-client.c scripts/client.sh; } \
+        | sha256sum | cut -c1-64)
+    if [ -x dist/ocivendir/vendir ] && [ "$(cat dist/ocivendir/BUILD_ID 2>/dev/null)" = "$id" ] \
+        && [ "$(cat "$cache/client.stamp" 2>/dev/null)" = "$want_client" ]; then
+        echo "dist: dist/ocivendir/vendir is up to date (build $id)" >&2
+        return
+    fi
+    bash scripts/client.sh dist/ocivendir/vendir "$id" || fail "compiling the client failed"
+    "$PY" scripts/dist/elfcheck.py dist/ocivendir || fail "the client needs more than glibc from the system"
+    printf '%s' "$id" >dist/ocivendir/BUILD_ID
+    echo "$want_client" >"$cache/client.stamp"
+    rm -f "$cache/packaged.stamp"
+}
+
 package() {
     if [ -f "$tarball" ] && [ "$(cat "$cache/packaged.stamp" 2>/dev/null)" = "$want_packages" ]; then
         echo "dist: $tarball and the wheel and sdist are up to date" >&2
@@ -116,5 +153,6 @@ package() {
 }
 
 freeze
+client
 [ "$frozen_only" = 1 ] || package
 ls -1 dist >&2

@@ -79,7 +79,8 @@ def test_start_up_runs_no_runtime_hook_that_imports_setuptools_multiprocessing_i
 
     entries = set(CArchiveReader(str(frozen / "ocivendir")).toc)
     hooks = {name for name in entries if name.startswith(("pyi_rth_", "rth_"))}
-    assert hooks == {"pyi_rth_skip", "rth_environ"}  # scripts/dist/hooks replaces those of inspect and pkgutil
+    # scripts/dist/hooks replaces those of inspect and pkgutil; cryptography's only points OpenSSL at its modules
+    assert hooks == {"pyi_rth_skip", "rth_environ", "pyi_rth_cryptography_openssl"}
 
 
 def test_the_tarball_is_the_build_directory(dist_dir: Path, frozen: Path) -> None:
@@ -126,3 +127,36 @@ def test_wheel_and_sdist_install_in_a_fresh_venv_with_runtime_dependencies_only(
         "pyinstaller",
         "build",
     }
+
+
+def test_the_build_holds_the_native_client_compiled_with_the_builds_id(frozen: Path) -> None:
+    build_id = (frozen / "BUILD_ID").read_text()
+    assert re.fullmatch(r"[0-9a-f]{16}", build_id)
+    computed = subprocess.run([shutil.which("bash") or "/bin/bash", str(ROOT / "scripts" / "client.sh"), "--build-id",
+                               str(frozen)], capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert computed == build_id
+    client = frozen / "vendir"
+    assert client.stat().st_mode & 0o111 == 0o111
+    assert build_id.encode() in client.read_bytes()
+    assert elfcheck.needed(client) == ["libc.so.6"]
+    assert client.stat().st_size < 64 << 10
+    for mode in ("vendir", "imgpkg"):
+        assert (frozen / "modes" / mode).readlink() == Path("../ocivendir")
+
+
+def test_the_client_without_a_usable_server_runs_the_build_in_process(frozen: Path, tmp_path: Path) -> None:
+    unusable = tmp_path / "d"
+    unusable.mkdir(mode=0o755)
+    env = {"PATH": "/nonexistent", "OCIVENDIR_SERVER_DIR": str(unusable)}
+    done = subprocess.run([str(frozen / "vendir"), "version"], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.startswith(f"vendir version 0.41.0+ocivendir.{__version__}\n")
+    assert done.stderr == ""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("no /proc-less namespace here (unshare as root)")
+    script = f'PATH=/usr/bin:/bin umount -l /proc && test ! -e /proc/self/exe && exec "{frozen}/vendir" version'
+    no_proc = subprocess.run([unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", script],
+                             capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    if no_proc.returncode != 0 and "umount" in no_proc.stderr + no_proc.stdout:
+        pytest.skip(f"cannot unmount /proc here: {no_proc.stderr}")
+    assert (no_proc.returncode, no_proc.stdout, no_proc.stderr) == (0, done.stdout, "")

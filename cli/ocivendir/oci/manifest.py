@@ -145,15 +145,20 @@ def _typed(doc: dict[str, Any], key: str, kind: type, default: Any, where: str) 
     if value is None:
         return default
     if not isinstance(value, kind):
-        raise UnsupportedMediaType(f"{where}: {key!r} is {_JSON_TYPES[type(value)]}, not {_JSON_TYPES[kind]}")
+        raise UnsupportedMediaType(f"{where}: {key!r} is {_json_type(value)}, not {_JSON_TYPES[kind]}")
     return value
+
+
+def _json_type(value: object) -> str:
+    """JSON's name for a decoded value's type (objects may be a dict subclass that remembers repeated keys)."""
+    return next(name for kind, name in _JSON_TYPES.items() if isinstance(value, kind))
 
 
 _JSON_TYPES = {
     dict: "an object",
     list: "an array",
     str: "a string",
-    bool: "a boolean",
+    bool: "a boolean",  # before int: a bool is an int too
     int: "a number",
     float: "a number",
 }

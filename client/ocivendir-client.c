@@ -1,0 +1,587 @@
+/*
+ * ocivendir-client: the native thin client that kapp-controller's sidecar execs as `vendir`.
+ *
+ * Owns: the client side of ocivendir server protocol v1 - the mode switch (OCIVENDIR_SERVER), the socket
+ * directory's resolution and checks, handing the call (argv, environment, umask, cwd, stdio and a cwd directory
+ * descriptor) to a resident server's worker, relaying its exit status and the caller's SIGTERM/SIGINT/SIGHUP, the
+ * detached start of a server when none runs, and the in-process fallback: execv of the build's own `ocivendir`
+ * program (argv[0] kept, OCIVENDIR_SERVER=off added) whenever the server certainly did not start the call.
+ *
+ * Needs nothing beyond glibc. Built by scripts/client.sh with -DOCIVENDIR_BUILD="<16 lowercase hex digits>".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef OCIVENDIR_BUILD
+#error "build with -DOCIVENDIR_BUILD=\"<16 lowercase hex digits>\" (scripts/client.sh)"
+#endif
+_Static_assert(sizeof(OCIVENDIR_BUILD) == 17, "OCIVENDIR_BUILD must be 16 hex digits");
+
+#define MAX_BODY (4u << 20)       /* the request body's limit (protocol) */
+#define MAX_PAYLOAD (64u << 10)   /* any frame the worker sends us: larger is a protocol error */
+#define REASON_MAX 512
+
+extern char **environ;
+
+static const char *prog = "vendir"; /* basename(argv[0]): the name errors and debug lines carry */
+static int debug;                   /* `--debug` anywhere in argv */
+static char **call_argv;
+
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP};
+#define NFORWARDED ((int)(sizeof(forwarded) / sizeof(forwarded[0])))
+static volatile sig_atomic_t pending[NFORWARDED];
+
+/* ---- small robust I/O ---------------------------------------------------------------------------------- */
+
+/* Writes all of buf to a socket or pipe; 0 on success, -1 with errno on error. Never raises SIGPIPE. */
+static int write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == ENOTSOCK)
+            n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Reads exactly len bytes: 1 done, 0 end of file first, -1 error. */
+static int read_full(int fd, void *buf, size_t len) {
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0)
+            return 0;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 1;
+}
+
+static uint32_t get_u32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static void say(const char *text) {
+    (void)write_all(STDERR_FILENO, text, strlen(text));
+}
+
+/* ---- where the build lives ----------------------------------------------------------------------------- */
+
+static int via_proc; /* the install directory came from /proc/self/exe */
+
+/* dirname(realpath(own executable)) into dir (PATH_MAX); 0 on success. /proc may be absent (a chroot). */
+static int install_dir(char *dir) {
+    char found[PATH_MAX];
+    ssize_t n = -1;
+#ifndef OCIVENDIR_TEST_NO_PROC
+    n = readlink("/proc/self/exe", found, sizeof(found) - 1);
+#endif
+    via_proc = n > 0;
+    if (n > 0) {
+        found[n] = '\0';
+        if (!realpath(found, dir))
+            return -1;
+    } else {
+        const char *name = call_argv[0];
+        if (!name || !*name)
+            return -1;
+        if (strchr(name, '/')) {
+            if (!realpath(name, dir))
+                return -1;
+        } else {
+            const char *path = getenv("PATH");
+            int ok = 0;
+            while (path && !ok) {
+                const char *end = strchrnul(path, ':');
+                size_t len = (size_t)(end - path);
+                struct stat st;
+                int w = len ? snprintf(found, sizeof(found), "%.*s/%s", (int)len, path, name)
+                            : snprintf(found, sizeof(found), "./%s", name);
+                if (w > 0 && (size_t)w < sizeof(found) && stat(found, &st) == 0 && S_ISREG(st.st_mode) &&
+                    access(found, X_OK) == 0 && realpath(found, dir))
+                    ok = 1;
+                path = *end ? end + 1 : NULL;
+            }
+            if (!ok)
+                return -1;
+        }
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0'; /* "" for the root directory: paths below are made as dir + "/name" */
+    return 0;
+}
+
+/* "<install dir>/<name>" into path (PATH_MAX), or exits with a vendir-style error. */
+static void program_path(char *path, const char *name) {
+    char dir[PATH_MAX];
+    if (install_dir(dir) != 0 || snprintf(path, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX) {
+        fprintf(stderr, "%s: Error: ocivendir client: cannot find its own install directory\n", prog);
+        exit(1);
+    }
+}
+
+/* ---- in-process run and detached server start ------------------------------------------------------------ */
+
+/* Runs the call in-process: the build's ocivendir program with the caller's argv (argv[0] unchanged). */
+static _Noreturn void run_in_process(const char *reason, int set_off) {
+    char path[PATH_MAX];
+    if (debug && reason) {
+        char line[REASON_MAX + 256];
+        snprintf(line, sizeof(line), "%s: debug: ocivendir server unavailable (%s); running in-process\n", prog,
+                 reason);
+        say(line);
+    }
+    program_path(path, "ocivendir");
+    if (!via_proc) {
+        /* Without /proc, PyInstaller's bootloader finds its own executable through argv[0], which names this client:
+         * argv[0] becomes a path that resolves to the program and keeps the name's mode (the build's
+         * modes/vendir and modes/imgpkg link to ../ocivendir), or the program's own path for any other name. */
+        static char alias[PATH_MAX];
+        char name[NAME_MAX + 8];
+        struct stat st;
+        snprintf(name, sizeof(name), "modes/%s", prog);
+        program_path(alias, name);
+        call_argv[0] = *prog && strchr(prog, '.') == NULL && lstat(alias, &st) == 0 ? alias : path;
+    }
+    if (set_off && setenv("OCIVENDIR_SERVER", "off", 1) != 0) {
+        fprintf(stderr, "%s: Error: ocivendir client: %s\n", prog, strerror(errno));
+        exit(1);
+    }
+    execv(path, call_argv);
+    fprintf(stderr, "%s: Error: ocivendir client: cannot run %s: %s\n", prog, path, strerror(errno));
+    exit(1);
+}
+
+/* Closes every descriptor from 3 up: close_range where the kernel has it, else a loop up to RLIMIT_NOFILE. */
+static void close_from_3(void) {
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0)
+        return;
+#endif
+    struct rlimit rl;
+    long top = 1L << 20;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)top)
+        top = (long)rl.rlim_cur;
+    for (long fd = 3; fd < top; fd++)
+        (void)close((int)fd);
+}
+
+/* Starts `<install dir>/ocivendir server start --foreground` detached: its own session, stdio on /dev/null, no
+ * other inherited descriptor, not our child (double fork; the intermediate child is reaped here). Failures are
+ * ignored: the call runs in-process either way. */
+static void start_server(void) {
+    char path[PATH_MAX];
+    program_path(path, "ocivendir");
+    pid_t child = fork();
+    if (child < 0)
+        return;
+    if (child == 0) {
+        if (setsid() < 0)
+            _exit(1);
+        pid_t grandchild = fork();
+        if (grandchild != 0)
+            _exit(grandchild < 0 ? 1 : 0);
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0)
+            _exit(127);
+        for (int fd = 0; fd < 3; fd++)
+            if (null != fd && dup2(null, fd) < 0)
+                _exit(127);
+        close_from_3();
+        if (chdir("/") != 0)
+            _exit(127);
+        /* argv[0] the program's path: PyInstaller's bootloader finds itself through it where /proc is absent */
+        char *args[] = {path, "server", "start", "--foreground", NULL};
+        execv(path, args);
+        _exit(127);
+    }
+    while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+    }
+}
+
+/* ---- the socket directory ------------------------------------------------------------------------------- */
+
+enum dir_state { DIR_OK, DIR_MISSING, DIR_UNUSABLE };
+
+static int absolute(const char *s) {
+    return s && s[0] == '/';
+}
+
+/* Resolves and checks D (protocol: OCIVENDIR_SERVER_DIR, XDG_RUNTIME_DIR/ocivendir, <tmp>/ocivendir-<euid>). */
+static enum dir_state socket_dir(char *dir, size_t size, char *reason) {
+    const char *env = getenv("OCIVENDIR_SERVER_DIR");
+    int w;
+    if (env && *env) {
+        if (!absolute(env)) {
+            snprintf(reason, REASON_MAX, "OCIVENDIR_SERVER_DIR is not an absolute path");
+            return DIR_UNUSABLE;
+        }
+        w = snprintf(dir, size, "%s", env);
+    } else if (absolute(getenv("XDG_RUNTIME_DIR"))) {
+        w = snprintf(dir, size, "%s/ocivendir", getenv("XDG_RUNTIME_DIR"));
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        w = snprintf(dir, size, "%s/ocivendir-%lu", absolute(tmp) ? tmp : "/tmp", (unsigned long)geteuid());
+    }
+    if (w < 0 || (size_t)w >= size) {
+        snprintf(reason, REASON_MAX, "the socket directory's path is too long");
+        return DIR_UNUSABLE;
+    }
+    struct stat st;
+    if (lstat(dir, &st) != 0) {
+        snprintf(reason, REASON_MAX, "%.300s: %s", dir, strerror(errno));
+        return errno == ENOENT ? DIR_MISSING : DIR_UNUSABLE;
+    }
+    if (S_ISLNK(st.st_mode))
+        snprintf(reason, REASON_MAX, "%.300s is a symbolic link", dir);
+    else if (!S_ISDIR(st.st_mode))
+        snprintf(reason, REASON_MAX, "%.300s is not a directory", dir);
+    else if (st.st_uid != geteuid())
+        snprintf(reason, REASON_MAX, "%.300s is owned by uid %lu, not %lu", dir, (unsigned long)st.st_uid,
+                 (unsigned long)geteuid());
+    else if ((st.st_mode & 07777) != 0700)
+        snprintf(reason, REASON_MAX, "%.300s has mode %04o, not 0700", dir, (unsigned)(st.st_mode & 07777));
+    else
+        return DIR_OK;
+    return DIR_UNUSABLE;
+}
+
+/* ---- the request ------------------------------------------------------------------------------------------ */
+
+static size_t add_str(char *body, size_t at, const char *s) {
+    size_t n = strlen(s) + 1;
+    if (body)
+        memcpy(body + at, s, n);
+    return at + n;
+}
+
+/* Lays out the body (body NULL: only measures it); returns its length. */
+static size_t layout(char *body, const char *mask, const char *cwd, int argc, char **argv) {
+    char count[24];
+    size_t at = 0;
+    at = add_str(body, at, "call");
+    at = add_str(body, at, OCIVENDIR_BUILD);
+    at = add_str(body, at, mask);
+    at = add_str(body, at, cwd);
+    snprintf(count, sizeof(count), "%d", argc);
+    at = add_str(body, at, count);
+    for (int i = 0; i < argc; i++)
+        at = add_str(body, at, argv[i]);
+    size_t envc = 0;
+    while (environ && environ[envc])
+        envc++;
+    snprintf(count, sizeof(count), "%zu", envc);
+    at = add_str(body, at, count);
+    for (size_t i = 0; i < envc; i++)
+        at = add_str(body, at, environ[i]);
+    return at;
+}
+
+/* Sends the header with the 4 descriptors, then the body. 0 on success; -1 with reason. */
+static int send_request(int sock, int argc, char **argv, char *reason) {
+    mode_t old = umask(0);
+    umask(old);
+    char mask[16];
+    snprintf(mask, sizeof(mask), "%o", (unsigned)old);
+    char *cwd = getcwd(NULL, 0);
+    size_t len = layout(NULL, mask, cwd ? cwd : "", argc, argv);
+    if (len > MAX_BODY) {
+        free(cwd);
+        snprintf(reason, REASON_MAX, "the request is larger than 4 MiB");
+        return -1;
+    }
+    char *body = malloc(len);
+    if (!body) {
+        free(cwd);
+        snprintf(reason, REASON_MAX, "out of memory");
+        return -1;
+    }
+    layout(body, mask, cwd ? cwd : "", argc, argv);
+    free(cwd);
+
+    int here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (here < 0) /* a working directory we may not read: a path descriptor still serves fchdir */
+        here = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (here < 0) {
+        snprintf(reason, REASON_MAX, "cannot open the working directory: %s", strerror(errno));
+        free(body);
+        return -1;
+    }
+    unsigned char header[8] = {'O', 'V', 'D', '1', 0, 0, 0, 0};
+    put_u32(header + 4, (uint32_t)len);
+    int fds[4] = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, here};
+    union {
+        char buf[CMSG_SPACE(sizeof(fds))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof(control));
+    struct iovec iov = {.iov_base = header, .iov_len = sizeof(header)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                         .msg_controllen = sizeof(control.buf)};
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
+    ssize_t sent;
+    do
+        sent = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (sent < 0 && errno == EINTR);
+    int err = errno;
+    close(here);
+    if (sent < 0 || write_all(sock, header + sent, sizeof(header) - (size_t)sent) != 0 ||
+        write_all(sock, body, len) != 0) {
+        snprintf(reason, REASON_MAX, "sending the call: %s", strerror(sent < 0 ? err : errno));
+        free(body);
+        return -1;
+    }
+    free(body);
+    return 0;
+}
+
+/* ---- after 'P': wait for 'X', forwarding signals --------------------------------------------------------- */
+
+static void on_signal(int sig) {
+    for (int i = 0; i < NFORWARDED; i++)
+        if (forwarded[i] == sig)
+            pending[i] = 1;
+}
+
+static int send_signal_frame(int sock, int sig) {
+    unsigned char frame[6] = {'S', 0, 0, 0, 1, (unsigned char)sig};
+    return write_all(sock, frame, sizeof(frame));
+}
+
+/* Dies of sig, as the worker did on our behalf. */
+static _Noreturn void die_of(int sig) {
+    sigset_t set;
+    signal(sig, SIG_DFL);
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    _exit(128 + sig);
+}
+
+static _Noreturn void relay(int sock, uint32_t worker) {
+    sigset_t block, wait_mask;
+    sigemptyset(&block);
+    for (int i = 0; i < NFORWARDED; i++)
+        sigaddset(&block, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &block, &wait_mask); /* handlers run only inside ppoll: no lost wake-up */
+    for (int i = 0; i < NFORWARDED; i++)
+        sigdelset(&wait_mask, forwarded[i]);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_mask = block;
+    for (int i = 0; i < NFORWARDED; i++)
+        sigaction(forwarded[i], &sa, NULL);
+
+    static unsigned char buf[5 + MAX_PAYLOAD];
+    size_t have = 0;
+    int last_signal = 0;
+    for (;;) {
+        struct pollfd pfd = {.fd = sock, .events = POLLIN};
+        int ready = ppoll(&pfd, 1, NULL, &wait_mask);
+        for (int i = 0; i < NFORWARDED; i++) {
+            if (pending[i]) {
+                pending[i] = 0;
+                last_signal = forwarded[i];
+                (void)send_signal_frame(sock, forwarded[i]); /* a closed peer shows as EOF below */
+            }
+        }
+        if (ready < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        ssize_t n = read(sock, buf + have, sizeof(buf) - have);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        int bad = 0;
+        while (have >= 5) {
+            uint32_t len = get_u32(buf + 1);
+            if (len > MAX_PAYLOAD) {
+                bad = 1;
+                break;
+            }
+            if (have < 5 + (size_t)len)
+                break;
+            if (buf[0] == 'X') {
+                uint32_t status = len == 4 ? get_u32(buf + 5) : 256;
+                if (status > 255) {
+                    bad = 1;
+                    break;
+                }
+                exit((int)status);
+            }
+            memmove(buf, buf + 5 + len, have - 5 - len); /* another frame type: not ours to act on */
+            have -= 5 + len;
+        }
+        if (bad)
+            break;
+    }
+    if (last_signal)
+        die_of(last_signal);
+    fprintf(stderr, "%s: Error: ocivendir server: the call ended without an exit status (worker %lu stopped)\n",
+            prog, (unsigned long)worker);
+    exit(1);
+}
+
+/* ---- main ------------------------------------------------------------------------------------------------- */
+
+/* Descriptors 0-2 that are closed get /dev/null, so that no socket lands there and the worker gets three. */
+static void fill_stdio(void) {
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int null = open("/dev/null", O_RDWR);
+            if (null >= 0 && null != fd) {
+                dup2(null, fd);
+                close(null);
+            }
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    static char *no_args[] = {"vendir", NULL};
+    call_argv = argc > 0 ? argv : no_args;
+    if (argc > 0 && argv[0]) {
+        const char *slash = strrchr(argv[0], '/');
+        prog = slash ? slash + 1 : argv[0];
+    }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--debug") == 0)
+            debug = 1;
+    fill_stdio();
+
+    const char *mode = getenv("OCIVENDIR_SERVER");
+    int on;
+    if (!mode || !*mode || strcmp(mode, "auto") == 0)
+        on = strcmp(prog, "vendir") == 0;
+    else if (strcmp(mode, "on") == 0)
+        on = 1;
+    else if (strcmp(mode, "off") == 0)
+        on = 0;
+    else
+        run_in_process(NULL, 0); /* the Python program reports the bad value */
+    if (!on)
+        run_in_process(NULL, 1);
+
+    char reason[REASON_MAX];
+    char dir[PATH_MAX];
+    switch (socket_dir(dir, sizeof(dir), reason)) {
+    case DIR_MISSING:
+        start_server();
+        run_in_process(reason, 1);
+        break;
+    case DIR_UNUSABLE:
+        run_in_process(reason, 1);
+        break;
+    case DIR_OK:
+        break;
+    }
+
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    int w = snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/server-%s.sock", dir, OCIVENDIR_BUILD);
+    if (w < 0 || (size_t)w >= sizeof(addr.sun_path)) {
+        snprintf(reason, REASON_MAX, "the socket path under %.300s is too long for a Unix socket", dir);
+        run_in_process(reason, 1);
+    }
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0) {
+        snprintf(reason, REASON_MAX, "socket: %s", strerror(errno));
+        run_in_process(reason, 1);
+    }
+    if (connect(sock, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        int err = errno;
+        if (err == EINTR || err == EINPROGRESS) { /* the connection goes on: wait for its outcome */
+            struct pollfd pfd = {.fd = sock, .events = POLLOUT};
+            socklen_t size = sizeof(err);
+            while (poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+            }
+            if (getsockopt(sock, SOL_SOCKET, SO_ERROR, &err, &size) != 0)
+                err = errno;
+        }
+        if (err != 0) {
+            snprintf(reason, REASON_MAX, "%.400s: %s", addr.sun_path, strerror(err));
+            close(sock);
+            if (err == ENOENT || err == ECONNREFUSED)
+                start_server();
+            run_in_process(reason, 1);
+        }
+    }
+    if (send_request(sock, argc > 0 ? argc : 1, call_argv, reason) != 0) {
+        close(sock);
+        run_in_process(reason, 1);
+    }
+
+    unsigned char head[5];
+    int got = read_full(sock, head, sizeof(head));
+    uint32_t len = got == 1 ? get_u32(head + 1) : 0;
+    if (got != 1 || len > MAX_PAYLOAD) {
+        snprintf(reason, REASON_MAX, got == 1 ? "an oversized frame before the call started"
+                                              : "the server closed the connection before the call started");
+        close(sock);
+        run_in_process(reason, 1);
+    }
+    static unsigned char payload[MAX_PAYLOAD + 1];
+    if (read_full(sock, payload, len) != 1) {
+        snprintf(reason, REASON_MAX, "the server closed the connection before the call started");
+        close(sock);
+        run_in_process(reason, 1);
+    }
+    payload[len] = '\0';
+    if (head[0] == 'P' && len == 4)
+        relay(sock, get_u32(payload));
+    if (head[0] == 'R')
+        snprintf(reason, REASON_MAX, "refused: %.400s", (char *)payload);
+    else
+        snprintf(reason, REASON_MAX, "an unexpected frame before the call started");
+    close(sock);
+    run_in_process(reason, 1);
+    return 1;
+}

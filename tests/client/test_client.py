@@ -1,0 +1,478 @@
+"""The native thin client (client/ocivendir-client.c) against a fake server: protocol v1's client side, on its own."""
+
+from __future__ import annotations
+
+import os
+import resource
+import select
+import signal
+import socket
+import stat
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.client.conftest import BUILD, Install
+from tests.support.fakeserver import WORKER_PID, Call, fake_server
+
+ENOENT_TEXT = os.strerror(2)
+
+
+def finish_with(status: int, stdout: bytes = b"", stderr: bytes = b""):
+    def script(call: Call) -> None:
+        call.start()
+        call.finish(status, stdout, stderr)
+
+    return script
+
+
+def refuse(call: Call) -> None:
+    call.refuse("too busy")
+
+
+def nothing(call: Call) -> None:
+    """Reads the request and answers nothing: the connection closes when the test's server does."""
+
+
+def wait_catching(pid: int, sig: int) -> None:
+    """Until the client catches `sig` (it installs its handlers once the call started: /proc's SigCgt shows it)."""
+    status = Path(f"/proc/{pid}/status")
+    for _ in range(2000):
+        caught = next(line for line in status.read_text().splitlines() if line.startswith("SigCgt:"))
+        if int(caught.split()[1], 16) & (1 << (sig - 1)):
+            return
+        time.sleep(0.01)
+    pytest.fail(f"the client never installed a handler for signal {sig}")
+
+
+def expected_body(argv: list[str], env: dict[str, str], umask: str, cwd: str) -> bytes:
+    words = ["call", BUILD, umask, cwd, str(len(argv)), *argv, str(len(env)), *(f"{k}={v}" for k, v in env.items())]
+    return b"".join(w.encode() + b"\0" for w in words)
+
+
+# ---- the request ----------------------------------------------------------------------------------------------
+
+
+def test_the_request_carries_argv_env_umask_cwd_and_the_callers_own_descriptors(
+    install: Install, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "in").write_bytes(b"apiVersion: x\n")
+    env = install.env(HOME="/home/someone", EMPTY="", WITH_EQUALS="a=b=c")
+    with fake_server(install.server_dir, BUILD, finish_with(0, b"from the worker\n")) as server, \
+            (tmp_path / "in").open("rb") as stdin, (tmp_path / "err").open("wb") as stderr:  # fmt: skip
+        proc = install.popen(["sync", "-f", "-", "--lock-file", "/dev/null"], env=env, cwd=work, umask=0o027,
+                             stdin=stdin, stderr=stderr)  # fmt: skip
+        pipe = os.fstat(proc.stdout.fileno()) if proc.stdout else None
+        out, _ = proc.communicate(timeout=30)
+        call = server.only_call()
+    assert proc.returncode == 0
+    assert out == b"from the worker\n"
+    assert (tmp_path / "err").read_bytes() == b""
+    request = call.request
+    assert request is not None
+    assert request.body == expected_body(
+        ["vendir", "sync", "-f", "-", "--lock-file", "/dev/null"], env, "27", str(work)
+    )
+    assert request.header == b"OVD1" + struct.pack(">I", len(request.body))
+    assert request.ancillary_flags == 0  # nothing truncated: exactly the 4 descriptors
+    assert len(request.stats) == 4
+    stdin_stat, stdout_stat, stderr_stat, cwd_stat = request.stats
+    assert (stdin_stat.st_dev, stdin_stat.st_ino) == ((tmp_path / "in").stat().st_dev, (tmp_path / "in").stat().st_ino)
+    assert pipe is not None
+    assert stat.S_ISFIFO(stdout_stat.st_mode)
+    assert stdout_stat.st_ino == pipe.st_ino
+    assert stderr_stat.st_ino == (tmp_path / "err").stat().st_ino
+    assert stat.S_ISDIR(cwd_stat.st_mode)
+    assert (cwd_stat.st_dev, cwd_stat.st_ino) == (work.stat().st_dev, work.stat().st_ino)
+    assert install.runs() == []
+    assert install.processes() == []
+
+
+def test_closed_stdio_goes_as_dev_null(install: Install) -> None:
+    with fake_server(install.server_dir, BUILD, finish_with(0)) as server:
+        done = install.run(preexec_fn=lambda: os.close(0))
+        call = server.only_call()
+    assert done.returncode == 0
+    assert call.request is not None
+    assert call.request.stats[0].st_rdev == Path("/dev/null").stat().st_rdev
+    assert stat.S_ISCHR(call.request.stats[0].st_mode)
+
+
+@pytest.mark.parametrize("status", [0, 1, 2, 42, 255])
+def test_the_exit_status_and_the_workers_output_pass_through(install: Install, status: int) -> None:
+    with fake_server(install.server_dir, BUILD, finish_with(status, b"out\n", b"vendir: Error: x\n")) as server:
+        done = install.run()
+        server.only_call()
+    assert (done.returncode, done.stdout, done.stderr) == (status, b"out\n", b"vendir: Error: x\n")
+
+
+def test_frames_other_than_x_after_the_start_are_skipped(install: Install) -> None:
+    def script(call: Call) -> None:
+        call.start()
+        call.send(b"I", b'{"pid": 1}')
+        call.send(b"Q", b"")
+        call.finish(7)
+
+    with fake_server(install.server_dir, BUILD, script) as server:
+        done = install.run()
+        server.only_call()
+    assert done.returncode == 7
+
+
+# ---- before 'P': in-process; after 'P': never -----------------------------------------------------------------
+
+
+def test_a_refusal_runs_the_call_in_process_with_argv0_kept_and_the_server_switched_off(install: Install) -> None:
+    env = install.env(KEEP="me")
+    with fake_server(install.server_dir, BUILD, refuse) as server:
+        done = install.run(["sync", "-f", "-"], env=env)
+        server.only_call()
+    assert (done.returncode, done.stdout, done.stderr) == (3, b"in-process\n", b"")  # silent without --debug
+    [run] = install.runs()
+    assert run["argv"] == ["vendir", "sync", "-f", "-"]
+    assert run["env"] == [f"{k}={v}" for k, v in env.items()] + ["OCIVENDIR_SERVER=off"]
+    assert run["children"] == "none"
+    assert install.processes() == []  # a refusal starts no server
+
+
+def test_debug_names_why_the_call_runs_in_process(install: Install) -> None:
+    with fake_server(install.server_dir, BUILD, refuse) as server:
+        done = install.run(["sync", "--debug"])
+        server.only_call()
+    assert done.stderr == b"vendir: debug: ocivendir server unavailable (refused: too busy); running in-process\n"
+    assert install.runs()[0]["argv"] == ["vendir", "sync", "--debug"]
+
+
+def hang_up(call: Call) -> None:
+    call.hang_up()
+
+
+def unknown_frame(call: Call) -> None:
+    call.send(b"Z", b"?")
+
+
+def oversized_frame(call: Call) -> None:
+    call.conn.sendall(b"R" + struct.pack(">I", 1 << 30))
+
+
+def short_start(call: Call) -> None:
+    call.send(b"P", b"\0\0")
+
+
+@pytest.mark.parametrize("script", [hang_up, unknown_frame, oversized_frame, short_start])
+def test_eof_or_garbage_before_the_start_runs_the_call_in_process(install: Install, script) -> None:
+    with fake_server(install.server_dir, BUILD, script) as server:
+        done = install.run()
+        server.only_call()
+    assert (done.returncode, done.stdout, done.stderr) == (3, b"in-process\n", b"")
+    assert len(install.runs()) == 1
+
+
+def started_then_gone(call: Call) -> None:
+    call.start()
+    call.hang_up()
+
+
+def bad_status(call: Call) -> None:
+    call.start()
+    call.send(b"X", struct.pack(">I", 256))
+
+
+def half_an_exit(call: Call) -> None:
+    call.start()
+    call.conn.sendall(b"X\0\0")
+    call.hang_up()
+
+
+@pytest.mark.parametrize("script", [started_then_gone, bad_status, half_an_exit])
+def test_eof_after_the_start_is_a_vendir_style_error_and_never_a_second_run(install: Install, script) -> None:
+    with fake_server(install.server_dir, BUILD, script) as server:
+        done = install.run(argv0="vendir")
+        server.only_call()
+    assert done.returncode == 1
+    assert done.stderr == (b"vendir: Error: ocivendir server: the call ended without an exit status "
+                           b"(worker %d stopped)\n" % WORKER_PID)  # fmt: skip
+    assert done.stdout == b""
+    assert install.runs() == []
+
+
+# ---- signals --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signals_are_forwarded_to_the_worker(install: Install, sig: int) -> None:
+    def script(call: Call) -> None:
+        call.start()
+        frame = call.read_frame()
+        assert frame is not None
+        call.finish(128 + frame[1][0])
+
+    with fake_server(install.server_dir, BUILD, script) as server:
+        proc = install.popen()
+        wait_catching(proc.pid, sig)
+        proc.send_signal(sig)
+        proc.communicate(timeout=30)
+        call = server.only_call()
+    assert call.frames == [(b"S", bytes([sig]))]
+    assert proc.returncode == 128 + sig
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_forwarded_signal_then_eof_kills_the_client_with_that_signal(install: Install, sig: int) -> None:
+    def script(call: Call) -> None:
+        call.start()
+        call.read_frame()
+        call.hang_up()
+
+    with fake_server(install.server_dir, BUILD, script) as server:
+        proc = install.popen()
+        wait_catching(proc.pid, sig)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        call = server.only_call()
+    assert call.frames == [(b"S", bytes([sig]))]
+    assert proc.returncode == -sig
+    assert err == b""
+
+
+def test_a_killed_client_closes_the_workers_connection(install: Install) -> None:
+    def script(call: Call) -> None:
+        call.start()
+        call.read_frame()
+
+    with fake_server(install.server_dir, BUILD, script) as server:
+        proc = install.popen()
+        wait_catching(proc.pid, signal.SIGTERM)
+        proc.kill()
+        proc.communicate(timeout=30)
+        call = server.only_call()
+    assert call.eof
+    assert call.frames == []
+    assert install.runs() == []
+
+
+# ---- no server yet: a detached start -----------------------------------------------------------------------------
+
+
+def _assert_started_detached(install: Install, client_pid: int, env: dict[str, str]) -> None:
+    [start] = install.starts(expect=1)
+    assert start["argv"] == [str(install.dir / "ocivendir"), "server", "start", "--foreground"]
+    assert start["env"] == [f"{k}={v}" for k, v in env.items()]  # the client's own, before the fallback's switch
+    assert start["fds"] == {"0": "/dev/null", "1": "/dev/null", "2": "/dev/null"}
+    assert start["ppid"] != client_pid  # not the client's child: nobody needs to reap it but init
+    assert start["sid"] not in (client_pid, os.getsid(0))  # a session of its own
+    assert start["sid"] != start["pid"]  # and not its leader: it can never acquire a terminal
+    assert start["cwd"] == "/"
+    os.kill(start["pid"], 0)  # still running, after the client's caller saw EOF
+
+
+def test_no_server_yet_starts_one_detached_and_runs_the_call_in_process(install: Install) -> None:
+    install.server_dir.rmdir()  # D missing
+    env = install.env()
+    leak_read, leak_write = os.pipe()  # a descriptor the client inherits: the server must not keep it
+    os.set_inheritable(leak_write, True)  # noqa: FBT003 - the stdlib signature
+    try:
+        proc = install.popen(env=env, pass_fds=(leak_write,))
+        os.close(leak_write)
+        out, err = proc.communicate(timeout=30)  # EOF on the client's stdout pipe: the started server holds none
+        assert (proc.returncode, out, err) == (3, b"in-process\n", b"")
+        _assert_started_detached(install, proc.pid, env)
+        ready, _, _ = select.select([leak_read], [], [], 10)
+        assert ready == [leak_read]
+        assert os.read(leak_read, 1) == b""  # every writer closed, the server included
+    finally:
+        os.close(leak_read)
+    [run] = install.runs()
+    assert run["pid"] == proc.pid  # the fallback is the client itself, exec'd
+    assert run["children"] == "none"  # the start left no zombie behind
+    assert run["env"] == [f"{k}={v}" for k, v in env.items()] + ["OCIVENDIR_SERVER=off"]
+
+
+def test_a_stale_socket_file_starts_a_server(install: Install) -> None:
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(install.server_dir / f"server-{BUILD}.sock"))
+    stale.close()  # the file stays, nobody listens: ECONNREFUSED
+    proc = install.popen(["sync", "--debug"])
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert b"Connection refused" in err
+    _assert_started_detached(install, proc.pid, install.env())
+
+
+def test_no_server_yet_with_debug_says_so(install: Install) -> None:
+    done = install.run(["sync", "--debug"])  # D exists, the socket does not
+    assert done.stderr == (b"vendir: debug: ocivendir server unavailable (%s/server-%s.sock: %s); running in-process\n"
+                           % (str(install.server_dir).encode(), BUILD.encode(), ENOENT_TEXT.encode()))  # fmt: skip
+    assert len(install.starts(expect=1)) == 1
+
+
+# ---- an unusable socket directory: in-process, no server started, none used -----------------------------------------
+
+
+def _unusable(install: Install, tmp_path: Path, case: str) -> tuple[dict[str, str], str]:
+    env = install.env()
+    d = install.server_dir
+    if case == "mode 0755":
+        d.chmod(0o755)
+        return env, "has mode 0755, not 0700"
+    if case == "another owner":
+        os.chown(d, 1, 1)
+        return env, "is owned by uid 1, not 0"
+    if case == "a symlink":
+        link = tmp_path / "link"
+        link.symlink_to(d)
+        return install.env(OCIVENDIR_SERVER_DIR=str(link)), "is a symbolic link"
+    if case == "a file":
+        f = tmp_path / "file"
+        f.write_text("")
+        f.chmod(0o700)
+        return install.env(OCIVENDIR_SERVER_DIR=str(f)), "is not a directory"
+    if case == "relative":
+        return install.env(OCIVENDIR_SERVER_DIR="relative/dir"), "OCIVENDIR_SERVER_DIR is not an absolute path"
+    assert case == "too long for sun_path"
+    deep = d / ("x" * 100)
+    deep.mkdir(mode=0o700)
+    return install.env(OCIVENDIR_SERVER_DIR=str(deep)), "is too long for a Unix socket"
+
+
+@pytest.mark.parametrize("case", ["mode 0755", "another owner", "a symlink", "a file", "relative",
+                                  "too long for sun_path"])  # fmt: skip
+def test_an_unusable_socket_directory_runs_the_call_in_process_and_starts_nothing(install: Install, tmp_path: Path,
+                                                                                  case: str) -> None:  # fmt: skip
+    if case == "another owner" and os.geteuid() != 0:
+        pytest.skip("chown needs root")
+    env, reason = _unusable(install, tmp_path, case)
+    with fake_server(install.server_dir, BUILD, finish_with(0)) as server:
+        done = install.run(["sync", "--debug"], env=env)
+        assert server.calls == []  # the listening server in D is never used
+    assert done.returncode == 3
+    assert done.stderr.startswith(b"vendir: debug: ocivendir server unavailable (")
+    assert reason.encode() in done.stderr
+    assert len(install.runs()) == 1
+    assert install.processes() == []
+
+
+def test_a_request_over_4_mib_runs_in_process(install: Install) -> None:
+    def bigger_stack() -> None:
+        resource.setrlimit(resource.RLIMIT_STACK, (64 << 20, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
+    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if hard != resource.RLIM_INFINITY and hard < 64 << 20:
+        pytest.skip("the stack limit is too low for 4 MiB of arguments")
+    args = ["x" * (120 << 10)] * 36  # 4.2 MiB
+    with fake_server(install.server_dir, BUILD, nothing) as server:
+        done = install.run(["sync", "--debug", *args], preexec_fn=bigger_stack)
+        call = server.only_call()
+    assert done.returncode == 3
+    assert b"(the request is larger than 4 MiB)" in done.stderr
+    assert call.request is not None
+    assert call.request.header == b""  # nothing sent at all
+    assert install.processes() == []
+
+
+# ---- the switch -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv0", "value", "served"), [
+    ("vendir", None, True), ("vendir", "", True), ("vendir", "auto", True), ("/opt/x/vendir", None, True),
+    ("vendir", "on", True), ("ocivendir", "on", True), ("imgpkg", "on", True),
+    ("vendir", "off", False), ("ocivendir", None, False), ("imgpkg", "auto", False), ("ocivendir", "", False),
+])  # fmt: skip
+def test_the_switch_and_argv0(install: Install, argv0: str, value: str | None, served: bool) -> None:
+    env = install.env() if value is None else install.env(OCIVENDIR_SERVER=value)
+    with fake_server(install.server_dir, BUILD, finish_with(0)) as server:
+        done = install.run(argv0=argv0, env=env)
+        assert len(server.calls) == served
+    if served:
+        assert done.returncode == 0
+        assert install.runs() == []
+        return
+    assert (done.returncode, done.stderr) == (3, b"")
+    [run] = install.runs()
+    assert run["argv"][0] == argv0
+    assert [e for e in run["env"] if e.startswith("OCIVENDIR_SERVER=")] == ["OCIVENDIR_SERVER=off"]
+
+
+def test_a_bad_switch_value_runs_in_process_and_leaves_the_value_for_the_program_to_report(install: Install) -> None:
+    with fake_server(install.server_dir, BUILD, finish_with(0)) as server:
+        done = install.run(env=install.env(OCIVENDIR_SERVER="sometimes"))
+        assert server.calls == []
+    assert done.returncode == 3
+    [run] = install.runs()
+    assert [e for e in run["env"] if e.startswith("OCIVENDIR_SERVER=")] == ["OCIVENDIR_SERVER=sometimes"]
+
+
+# ---- the install directory without /proc ---------------------------------------------------------------------
+
+
+def test_without_proc_the_install_directory_comes_from_path_or_argv0_and_argv0_still_finds_the_program(
+    install: Install, binaries: Path, tmp_path: Path
+) -> None:
+    """Without /proc, PyInstaller's bootloader finds itself through argv[0].
+
+    So argv[0] must resolve to the program, not to the client, and keep its name (the build's modes/<name> links).
+    """
+    install.client.write_bytes((binaries / "vendir-noproc").read_bytes())
+    elsewhere = tmp_path / "bin"
+    elsewhere.mkdir()
+    (elsewhere / "vendir").symlink_to(install.client)
+    (elsewhere / "imgpkg").symlink_to(install.client)
+    (install.dir / "modes").mkdir()
+    (install.dir / "modes" / "vendir").symlink_to("../ocivendir")
+    off = {"OCIVENDIR_SERVER": "off"}
+    by_path = install.run(argv0="vendir", env=install.env(**off, PATH=f"/nonexistent:{elsewhere}:/usr/bin"))
+    assert by_path.returncode == 3
+    by_link = install.run(argv0=str(elsewhere / "imgpkg"), env=install.env(**off))  # no modes/imgpkg here
+    assert by_link.returncode == 3
+    runs = sorted(install.runs(), key=lambda r: r["argv"][0])
+    assert [r["argv"] for r in runs] == [[str(install.dir / "modes" / "vendir"), "sync", "-f", "-"],
+                                         [str(install.dir / "ocivendir"), "sync", "-f", "-"]]  # fmt: skip
+    lost = install.run(argv0="vendir", env=install.env(**off, PATH="/nonexistent"))
+    assert lost.returncode == 1
+    assert lost.stderr == b"vendir: Error: ocivendir client: cannot find its own install directory\n"
+
+
+def test_without_proc_a_server_start_names_the_program_by_its_path(install: Install, binaries: Path) -> None:
+    install.client.write_bytes((binaries / "vendir-noproc").read_bytes())
+    install.server_dir.rmdir()
+    proc = install.popen(argv0=str(install.client))
+    proc.communicate(timeout=30)
+    _assert_started_detached(install, proc.pid, install.env())
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({"XDG_RUNTIME_DIR": "{tmp}/run"}, "{tmp}/run/ocivendir"),
+    ({"OCIVENDIR_SERVER_DIR": "", "XDG_RUNTIME_DIR": "{tmp}/run", "TMPDIR": "{tmp}/t"}, "{tmp}/run/ocivendir"),
+    ({"XDG_RUNTIME_DIR": "run", "TMPDIR": "{tmp}/t"}, "{tmp}/t/ocivendir-{uid}"),
+    ({"XDG_RUNTIME_DIR": "", "TMPDIR": "{tmp}/t"}, "{tmp}/t/ocivendir-{uid}"),
+    ({"TMPDIR": "t"}, "/tmp/ocivendir-{uid}"),  # noqa: S108 - the protocol's default
+    ({}, "/tmp/ocivendir-{uid}"),  # noqa: S108 - the protocol's default
+])  # fmt: skip
+def test_the_socket_directory_is_resolved_as_the_server_resolves_it(install: Install, tmp_path: Path,
+                                                                    given: dict[str, str], expected: str) -> None:  # fmt: skip
+    def fill(text: str) -> str:
+        return text.format(tmp=tmp_path, uid=os.geteuid())
+
+    env = {"PATH": "/usr/bin:/bin", **{k: fill(v) for k, v in given.items()}}
+    done = install.run(["sync", "--debug"], env=env)
+    assert done.returncode == 3
+    assert done.stderr.startswith(b"vendir: debug: ocivendir server unavailable (%s" % fill(expected).encode())
+
+
+def test_eight_clients_at_once_each_get_their_own_status(install: Install) -> None:
+    def script(call: Call) -> None:
+        assert call.request is not None
+        call.start(1000 + int(call.request.argv[1]))
+        call.finish(int(call.request.argv[1]), stdout=call.request.argv[1].encode())
+
+    with fake_server(install.server_dir, BUILD, script) as server:
+        procs = [install.popen([str(n)]) for n in range(8)]
+        outs = [proc.communicate(timeout=30)[0] for proc in procs]
+        assert len(server.calls) == 8
+    assert [(proc.returncode, out) for proc, out in zip(procs, outs, strict=True)] == [
+        (n, str(n).encode()) for n in range(8)
+    ]

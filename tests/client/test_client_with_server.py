@@ -1,0 +1,202 @@
+"""The native client against the real resident server (this venv's `python -m ocivendir server`), end to end.
+
+The client is compiled with this venv's build id (what the server computes for itself); its install directory holds
+an `ocivendir` that runs this venv's entry point with argv[0] kept (as the frozen build's program does), for the
+in-process fallback and the detached start. Whatever runs the call, the caller sees the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ocivendir.server.build import build_id
+from tests.client.conftest import compile_client
+from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
+from tests.support.builders import Pusher, make_image
+from tests.support.faults import silent_server
+from tests.support.registry import Registry
+from tests.support.server import ServerPlace, program
+
+pytestmark = pytest.mark.integration
+
+# The build's program, for this venv: argv[0] kept (a `#!` script would lose it to its own path).
+PROGRAM = r"""
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char **args = calloc((size_t)argc + 4, sizeof(char *));
+    if (!args) return 127;
+    args[0] = PYTHON; args[1] = "-c";
+    args[2] = "import sys; del sys.argv[0]; from ocivendir.commands import run; run()";
+    for (int i = 0; i < argc; i++) args[3 + i] = argv[i];
+    execv(PYTHON, args);
+    return 127;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def native(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An install directory: `vendir` (the native client, this venv's build id) and `ocivendir` (the program)."""
+    where = tmp_path_factory.mktemp("native")
+    compile_client(where / "vendir", build_id())
+    (where / "program.c").write_text(PROGRAM)
+    subprocess.run([shutil.which("cc") or "/usr/bin/cc", "-O2", "-o", str(where / "ocivendir"), f'-DPYTHON="{sys.executable}"',
+                    str(where / "program.c")], check=True)  # fmt: skip
+    return where / "vendir"
+
+
+@pytest.fixture
+def place() -> Iterator[ServerPlace]:
+    made = ServerPlace()
+    try:
+        yield made
+    finally:
+        made.cleanup()
+
+
+def run(place: ServerPlace, binary: Path, *args: str, cwd: Path, stdin: str = "", server: str = "on",
+        **env: str) -> tuple[int, str, str]:  # fmt: skip
+    done = subprocess.run([str(binary), *args], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env=place.env(OCIVENDIR_SERVER=server, **env), check=False)  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+def served(place: ServerPlace) -> int:
+    return int(place.status().get("calls", -1))  # type: ignore[call-overload]
+
+
+def tree(root: Path) -> list[tuple[str, int, bytes]]:
+    return sorted((str(p.relative_to(root)), stat.S_IMODE(p.lstat().st_mode), p.read_bytes() if p.is_file() else b"")
+                  for p in root.rglob("*"))  # fmt: skip
+
+
+def test_calls_through_the_native_client_give_the_bytes_of_the_in_process_call(place: ServerPlace, native: Path,
+                                                                               tmp_path: Path) -> None:  # fmt: skip
+    place.start()
+    before = served(place)
+    python_vendir = program(tmp_path / "bin", "vendir")
+    cases: list[tuple[list[str], str]] = [(["version"], ""), (["sync", "-f", "-"], "kind: Config\napiVersion: nope\n"),
+                                          (["sync", "-f", "-"], "directories: [\n"), (["sync", "--no-such-flag"], ""),
+                                          (["sync", "-f", "vendir.yml"], "")]  # fmt: skip
+    for args, stdin in cases:
+        native_on = run(place, native, *args, stdin=stdin, cwd=tmp_path)
+        in_process = run(place, python_vendir, *args, stdin=stdin, cwd=tmp_path, server="off")
+        assert native_on == in_process, args
+        assert native_on[0] != 0 or args == ["version"]
+    assert served(place) - before == len(cases) + 1  # the native calls, and the status query itself
+
+
+def test_a_kapp_shaped_sync_through_the_native_client_gives_the_lock_and_tree_of_the_in_process_sync(
+    place: ServerPlace, native: Path, registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a: 1\n", "dir/b.txt": "b"}))
+    place.start()
+    before = served(place)
+    outcomes = {}
+    for name, binary, server in (("native", native, "on"), ("python", program(tmp_path / "bin", "vendir"), "off")):
+        work = tmp_path / name
+        work.mkdir()
+        outcome = run(place, binary, "sync", "-f", "-", "--lock-file", "/dev/null", stdin=PLACEHOLDER + config("image", ref),
+                      cwd=work, server=server, OCIVENDIR_CACHE_DIR=str(tmp_path / f"cache-{name}"))  # fmt: skip
+        outcomes[name] = (*outcome, tree(work))
+    assert outcomes["native"] == outcomes["python"]
+    assert outcomes["native"][:3] == (0, lock("image", ref), "")
+    assert served(place) - before == 2  # the native call and the status query (the in-process one never came)
+
+
+def test_the_first_native_call_runs_in_process_and_starts_the_server_that_serves_the_next(
+    place: ServerPlace, native: Path, tmp_path: Path
+) -> None:
+    place.dir.rmdir()  # no server directory yet: the server makes it
+    process = subprocess.Popen([str(native), "version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                               env=place.env(OCIVENDIR_SERVER="auto"))  # fmt: skip
+    out, err = process.communicate(timeout=60)  # EOF on its pipes: the server it started holds none of them
+    assert (process.returncode, err) == (0, b"")
+    assert out.startswith(b"vendir version ")  # in-process, argv[0] kept
+    place.wait_for(lambda: place.status() != {}, timeout=60)
+    assert stat.S_IMODE(place.dir.stat().st_mode) == 0o700
+    before = served(place)
+    assert run(place, native, "version", cwd=tmp_path, server="auto") == (0, out.decode(), "")
+    assert served(place) - before == 2  # the call, and this query
+
+
+def _stalled(place: ServerPlace, native: Path, tmp_path: Path, url: str) -> subprocess.Popen[str]:
+    """A native call whose worker waits on a registry that never answers."""
+    process = subprocess.Popen([str(native), "sync", "-f", "-", "--lock-file", "/dev/null"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                               env=place.env(OCIVENDIR_TIMEOUT="60s"))  # fmt: skip
+    assert process.stdin is not None
+    process.stdin.write(config("image", f"{url.removeprefix('http://')}/x/y:v1", secret=None))
+    process.stdin.close()
+    process.stdin = None
+    return process
+
+
+def _worker(place: ServerPlace, server_pid: int) -> int:
+    def workers() -> list[str]:
+        return Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
+
+    place.wait_for(lambda: workers() != [])
+    time.sleep(0.3)  # the worker has taken the call and waits on the silent registry
+    return int(workers()[0])
+
+
+@pytest.mark.parametrize(("signo", "outcome", "stderr"), [
+    (signal.SIGTERM, -signal.SIGTERM, ""), (signal.SIGHUP, -signal.SIGHUP, ""),
+    (signal.SIGINT, 1, "\nvendir: Error: Aborted\n"),
+])  # fmt: skip
+def test_signals_to_the_native_client_reach_the_worker(place: ServerPlace, native: Path, tmp_path: Path, signo: int,
+                                                       outcome: int, stderr: str) -> None:  # fmt: skip
+    server_pid = place.start()
+    with silent_server() as silent:
+        process = _stalled(place, native, tmp_path, silent.url)
+        worker = _worker(place, server_pid)
+        process.send_signal(signo)
+        _, err = process.communicate(timeout=30)
+    assert (process.returncode, err) == (outcome, stderr)
+    place.wait_for(lambda: not Path(f"/proc/{worker}").exists())
+
+
+def test_a_killed_native_client_stops_its_worker(place: ServerPlace, native: Path, tmp_path: Path) -> None:
+    server_pid = place.start()
+    with silent_server() as silent:
+        process = _stalled(place, native, tmp_path, silent.url)
+        worker = _worker(place, server_pid)
+        process.kill()
+        process.communicate(timeout=30)
+        place.wait_for(lambda: not Path(f"/proc/{worker}").exists())
+
+
+def test_a_killed_worker_fails_the_native_call_clearly_and_the_next_is_served(place: ServerPlace, native: Path,
+                                                                              tmp_path: Path) -> None:  # fmt: skip
+    server_pid = place.start()
+    with silent_server() as silent:
+        process = _stalled(place, native, tmp_path, silent.url)
+        worker = _worker(place, server_pid)
+        os.kill(worker, signal.SIGKILL)
+        out, err = process.communicate(timeout=30)
+    assert (process.returncode, out) == (1, "")
+    assert err == f"vendir: Error: ocivendir server: the call ended without an exit status (worker {worker} stopped)\n"
+    assert run(place, native, "version", cwd=tmp_path)[0] == 0
+
+
+def test_a_server_of_another_build_is_never_used(place: ServerPlace, native: Path, tmp_path: Path) -> None:
+    place.start()
+    before = served(place)
+    other = compile_client(tmp_path / "vendir", "00000000000000ff")
+    (tmp_path / "ocivendir").symlink_to(native.parent / "ocivendir")
+    done = run(place, other, "version", "--debug", cwd=tmp_path)
+    assert done[0] == 0
+    assert "/server-00000000000000ff.sock: No such file or directory); running in-process" in done[2]
+    assert served(place) - before == 1  # only the status query
