@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from scripts.dist import elfcheck
 
-from ocivendir import __version__
+from ocivendir import VENDIR_COMPAT_VERSION, __version__
 
 pytestmark = pytest.mark.dist
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def test_the_client_without_a_usable_server_runs_the_build_in_process(frozen: Pa
     unusable.mkdir(mode=0o755)
     env = {"PATH": "/nonexistent", "OCIVENDIR_SERVER_DIR": str(unusable)}
     done = subprocess.run([str(frozen / "vendir"), "version"], capture_output=True, text=True, env=env, check=True)
-    assert done.stdout.startswith(f"vendir version 0.41.0+ocivendir.{__version__}\n")
+    assert done.stdout.startswith(f"vendir version {VENDIR_COMPAT_VERSION}+ocivendir.{__version__}\n")
     assert done.stderr == ""
     unshare = shutil.which("unshare")
     if unshare is None or os.geteuid() != 0:
