@@ -85,15 +85,15 @@ freeze() {
     # CPython's own path finder import them, which starts faster than PyInstaller's archive importer.
     # Excluded: modules nothing at run time needs whose PyInstaller runtime hooks would import them at every start
     # (setuptools alone costs more than the whole warm sync; multiprocessing, for concurrent.futures' unused
-    # ProcessPoolExecutor, 25 ms; ctypes, which PyInstaller's bootstrap imports whenever it is bundled, 8M instructions
-    # a start: fs/swap.py calls renameat2 through _ctypes).
+    # ProcessPoolExecutor, 25 ms). ctypes is bundled (fs/swap.py calls renameat2 through it): the 8M instructions
+    # PyInstaller's bootstrap spends on it at a start are paid once by the resident server, not per warm call.
     local work="$cache/pyinstaller"
     rm -rf "$work/dist"
     "$PY" -m PyInstaller --noconfirm --log-level WARN --onedir --name ocivendir --strip \
         --paths cli --runtime-hook scripts/dist/rth_environ.py --additional-hooks-dir scripts/dist/hooks \
         --exclude-module tkinter --exclude-module pytest --exclude-module _pytest \
         --exclude-module setuptools --exclude-module pkg_resources --exclude-module _distutils_hack \
-        --exclude-module distutils --exclude-module multiprocessing --exclude-module ctypes \
+        --exclude-module distutils --exclude-module multiprocessing \
         --debug noarchive --distpath "$work/dist" --workpath "$work/build" --specpath "$work" \
         scripts/dist/entry.py >"$cache/pyinstaller.log" 2>&1 \
         || { cat "$cache/pyinstaller.log" >&2; fail "PyInstaller failed"; }

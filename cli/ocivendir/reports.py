@@ -6,7 +6,7 @@ create, and a warm sync needs none of these.
 
 from __future__ import annotations
 
-from ocivendir.record import record
+from dataclasses import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ImageReport:
     """One image of a bundle and its status in the bundle repository."""
 
@@ -33,7 +33,7 @@ class ImageReport:
     status: ImageStatusValue
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class BundleReport:
     """verify-relocation's answer for one bundle (and its nested bundles under -r)."""
 
@@ -48,7 +48,7 @@ class BundleReport:
     signature: str | None = None  # with --policy: verified, unmatched, warned (a warn policy failed) or failed
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class VerifyRelocationResult:
     """The outcome of `verify-relocation`."""
 
@@ -57,7 +57,7 @@ class VerifyRelocationResult:
     warnings: tuple[str, ...]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class CacheEntry:
     """One cached ref."""
 
@@ -71,7 +71,7 @@ class CacheEntry:
     signature: str | None = None  # the signature verdict remembered for it (`--policy`), if any
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class CacheTotals:
     """Totals of `cache ls`: entries and unique bytes (a shared blob counted once)."""
 
@@ -79,7 +79,7 @@ class CacheTotals:
     bytes: int
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class CacheLsResult:
     """The outcome of `cache ls`."""
 
@@ -88,7 +88,7 @@ class CacheLsResult:
     totals: CacheTotals
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class CachePruneResult:
     """The outcome of `cache prune`."""
 
@@ -98,7 +98,7 @@ class CachePruneResult:
     dry_run: bool
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class CacheVerifyResult:
     """The outcome of `cache verify`."""
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-
-from ocivendir.record import field, fields, is_record, record
+from dataclasses import dataclass, field, fields, is_dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ __all__ = [
 RESULT_SCHEMA_VERSION = 1
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class RequestStats:
     """HTTP requests one run sent (design §4.1: token fetches and 401 challenges count, and are also `auth`)."""
 
@@ -46,7 +45,7 @@ class RequestStats:
     served_by: Mapping[str, str] = field(default_factory=dict)
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class LogEvent:
     """A progress line (vendir's and imgpkg's texts in plain mode)."""
 
@@ -54,7 +53,7 @@ class LogEvent:
     indent: int = 0
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ProgressEvent:
     """Bytes done for one blob download, for the live view."""
 
@@ -64,7 +63,7 @@ class ProgressEvent:
     total: int
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class WarningEvent:
     """A degraded outcome the user must hear about (design §4.7)."""
 
@@ -89,7 +88,7 @@ class ImageStatus:
     UNCHECKED: Final = "unchecked"
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class RelocationOutcome:
     """What pull decided about one bundle's images.yml."""
 
@@ -102,7 +101,7 @@ class RelocationOutcome:
     denied: tuple[str, ...] = ()
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class PullResult:
     """The outcome of one `pull`."""
 
@@ -120,7 +119,7 @@ class PullResult:
     warnings: tuple[str, ...]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class SyncResult:
     """The outcome of one `sync`: the lock it produced (as printed) and what it fetched or skipped."""
 
@@ -132,7 +131,7 @@ class SyncResult:
 
 
 def _plain(value: Any) -> Any:  # noqa: ANN401 - converts any result field to JSON types
-    if is_record(value):
+    if is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}

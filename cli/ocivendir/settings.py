@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, field, replace
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
 from ocivendir.fs.paths import absolute, pure
-from ocivendir.record import field, record, replace
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
 
 TYPE_CHECKING = False
@@ -125,7 +125,7 @@ def _duration_part(text: str, at: int) -> tuple[str, str, int] | None:
     return None
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Flags:
     """Global flags as given on the command line (None = not given)."""
 
@@ -155,7 +155,7 @@ class Flags:
     policy: str | None = None
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything the commands need from flags and the environment, read once."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ from ocivendir.commands import sync as sync_command
 from ocivendir.commands.goflags import normalize
 from ocivendir.commands.pullargs import parse_pull
 from ocivendir.commands.vendirargs import parse_sync
-from ocivendir.record import fields
 from tests.conftest import run_cli
 
 _SETTINGS_FROM = runtime.settings_from  # the real one, even while an earlier _observe's patch is still in place

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from ocivendir import reports, results
-from ocivendir.record import fields
 
 PINNED = {
     results.PullResult: {"bytes_fetched", "cache_hits", "digest", "kind", "layers", "nested", "output", "ref",

@@ -6,6 +6,7 @@ command's own that name a variable), so an option added later is covered, or fai
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ import click
 import pytest
 
 from ocivendir.commands import cli
-from ocivendir.record import fields
 from ocivendir.settings import OPTION_ENV
 from tests.conftest import run_cli
 

@@ -16,7 +16,6 @@ from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
 from tests.support.fakehttp import FakeHTTP
-from tests.support.fresh import fresh_python
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 GOOD = "sha256:" + "a" * 64
@@ -217,18 +216,3 @@ def test_an_index_stamped_before_user_version_is_migrated_and_stamped(tmp_path: 
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert db.execute("SELECT schema_version FROM meta").fetchall() == [(SCHEMA_VERSION,)]
         assert ("possession",) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-
-
-def test_opening_an_index_loads_sqlite_without_functools_and_leaves_the_real_one_importable(tmp_path: Path) -> None:
-    code = (
-        "import sys\n"
-        "from ocivendir.cache.index import CacheIndex\n"
-        f"index = CacheIndex({str(tmp_path / 'index.db')!r})\n"
-        "for n in range(300):\n"  # more statements than the connection's statement cache holds
-        "    index.put_tag(f'r.io/app:t{n % 150}', 'sha256:' + 'a' * 64)\n"
-        "assert index.tag('r.io/app:t7') is not None\n"
-        "loaded = [m for m in ('functools', 'collections') if m in sys.modules]\n"
-        "import functools\n"
-        "print(loaded, callable(functools.partial), callable(functools.lru_cache(maxsize=2)(len)))\n"
-    )
-    assert fresh_python(code).stdout.split() == ["[]", "True", "True"]

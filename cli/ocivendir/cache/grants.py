@@ -7,12 +7,13 @@ secret itself is never stored, nor a plain hash that a low-entropy password coul
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
-from _thread import allocate_lock
+from threading import Lock
 
 from ocivendir.fs.paths import pure, split
 from ocivendir.fs.remove import remove_file
-from ocivendir.hashing import hmac_sha256_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class Fingerprints:
         """Use the key at `key_path`; nothing is read or written until a fingerprint is needed."""
         self._path = pure(key_path)
         self._key: bytes | None = None
-        self._lock = allocate_lock()  # threading's Lock, without importing threading
+        self._lock = Lock()
 
     def _load(self) -> bytes:
         with self._lock:
@@ -91,4 +92,4 @@ class Fingerprints:
         if not any(parts):
             return ANONYMOUS_PRINCIPAL
         message = "\0".join((registry, *parts)).encode()
-        return _HMAC_PREFIX + hmac_sha256_hex(self._load(), message)
+        return _HMAC_PREFIX + hmac.new(self._load(), message, hashlib.sha256).hexdigest()

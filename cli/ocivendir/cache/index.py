@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from _thread import RLock
+from threading import RLock
 
 from ocivendir.cache.grants import is_principal
 from ocivendir.cache.memo import Memo, bump, generation, state
@@ -102,42 +102,6 @@ def repair_hint(path: str | os.PathLike[str]) -> str:
     )
 
 
-def _import_sqlite3() -> ModuleType:
-    """The SQLite C module, imported when an index is opened (never for `--help` or `version`).
-
-    Not the `sqlite3` package: its date and datetime adapters, which the index never uses, cost ~7M instructions.
-    `_sqlite3`'s module init imports `functools` for one name, `lru_cache`, with which each connection wraps its
-    statement cache; `functools` brings `collections` (~10M instructions, 8 % of a warm sync). So the import sees a
-    `functools` holding only that name, built on the same C wrapper `functools.lru_cache` returns, and the real
-    module stays importable afterwards.
-    """
-    import sys  # noqa: PLC0415
-
-    if "_sqlite3" in sys.modules or "functools" in sys.modules:
-        import _sqlite3  # noqa: PLC0415
-
-        return _sqlite3
-    from _functools import _lru_cache_wrapper  # type: ignore[import-not-found]  # noqa: PLC0415 - typeshed has no stub
-
-    def lru_cache(maxsize: int | None = 128, typed: bool = False) -> Callable[[Callable[..., object]], object]:
-        return lambda function: _lru_cache_wrapper(function, maxsize, typed, _cache_info)
-
-    stub = type(sys)("functools")
-    stub.lru_cache = lru_cache  # type: ignore[attr-defined]
-    sys.modules["functools"] = stub
-    try:
-        import _sqlite3  # noqa: PLC0415
-    finally:
-        if sys.modules.get("functools") is stub:
-            del sys.modules["functools"]
-    return _sqlite3
-
-
-def _cache_info(*counts: int | None) -> tuple[int | None, ...]:
-    """What `cache_info()` of a statement cache returns (functools names the four numbers; nothing here asks)."""
-    return counts
-
-
 class CacheIndex:
     """One connection to `index.db`, shared by the run's threads under a lock; busy waits never reach users.
 
@@ -151,9 +115,9 @@ class CacheIndex:
         """
         self.path = path = pure(path)
         self._clock = clock
-        self._lock = RLock()  # threading's RLock, without importing threading
+        self._lock = RLock()
         self._sqlite3: ModuleType | None = None
-        self._db: Any = None  # the connection, once opened
+        self._db: Any = None  # the sqlite3 Connection, once opened
         self._wrote = False
         if os.path.exists(path) and not os.path.isfile(path):
             raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
@@ -172,11 +136,13 @@ class CacheIndex:
             raise CacheError(f"Cannot write cache index '{self.path}': {exc.strerror or exc}",
                              hint=f"make '{self._root}' writable by this user") from None  # fmt: skip
 
-    def _connection(self) -> Any:  # noqa: ANN401 - a sqlite3 Connection (the C module has no stub)
+    def _connection(self) -> Any:  # noqa: ANN401 - a sqlite3.Connection (self._db stays Any: it is None until opened)
         """The SQLite connection, opened (and the schema created or migrated) on first use."""
         with self._lock:
             if self._db is None:
-                self._sqlite3 = sqlite3 = _import_sqlite3()
+                import sqlite3  # noqa: PLC0415 - only when the read memo cannot answer
+
+                self._sqlite3 = sqlite3
                 try:
                     self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
                 except sqlite3.DatabaseError as exc:

@@ -19,13 +19,13 @@ verdict's recheck, refreshing a ref's last use) stay with the callers, on the ro
 
 from __future__ import annotations
 
+import hashlib
 import os
 from stat import S_ISREG
 
 from ocivendir import diag, jsonread
 from ocivendir.fs.remove import remove_file
 from ocivendir.fs.swap import atomic_write
-from ocivendir.hashing import sha256_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def bump(root: str, repository: str | None = None) -> None:
 
 
 def _name(repository: str, suffix: str) -> str:
-    return f"{sha256_hex(repository.encode())}{suffix}"
+    return f"{hashlib.sha256(repository.encode()).hexdigest()}{suffix}"
 
 
 class Memo:

@@ -7,14 +7,14 @@ without waiting, and skips (and reports) the ones it cannot get. A blob goes onl
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from ocivendir.cache.index import CacheIndex, RefRow
 from ocivendir.cache.store import BlobStore
 from ocivendir.fs.locks import LockBusy, file_lock
-from ocivendir.hashing import sha256_hex
-from ocivendir.record import record
 from ocivendir.reports import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals
 
 TYPE_CHECKING = False
@@ -48,7 +48,7 @@ def list_entries(store: BlobStore, index: CacheIndex, *, sort: str = "last-used"
     )
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class PrunePlan:
     """What to prune: refs unused for `older_than` seconds, then LRU down to `max_size` bytes; or everything."""
 
@@ -104,7 +104,7 @@ def _candidates(index: CacheIndex, plan: PrunePlan) -> tuple[list[tuple[RefRow, 
 @contextlib.contextmanager
 def _exclusive(store: BlobStore, ref: str) -> Iterator[bool]:
     """Try the ref's entry lock exclusively without waiting; yield whether it was taken."""
-    lock = store.lock_path(f"entry-{sha256_hex(ref.encode())}")
+    lock = store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
     try:
         with file_lock(lock, timeout=0):
             yield True

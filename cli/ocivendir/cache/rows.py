@@ -7,10 +7,11 @@ decode is treated as absent — the content is refetched or re-checked and the r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ocivendir import diag, jsonread
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import Digest, parse_digest, parse_reference
-from ocivendir.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class BadRow(ValueError):
     """A value read back from the index that does not have the shape ocivendir writes."""
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class RefRow:
     """A cached ref: a fully qualified `registry/repo@sha256:<hex>` and what it is."""
 
@@ -71,7 +72,7 @@ class RefRow:
     last_used: float
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class BlobRow:
     """A cached blob."""
 
@@ -80,7 +81,7 @@ class BlobRow:
     media_type: str
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Verdict:
     """A recorded relocation verdict for a fully qualified bundle ref."""
 

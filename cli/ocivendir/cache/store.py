@@ -11,8 +11,11 @@ fsync go through the descriptor, and `blobs/sha256/`, `tmp/` and `locks/` themse
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from ocivendir import diag
 from ocivendir.errors import CacheError, DigestMismatch
@@ -20,11 +23,8 @@ from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure
 from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.swap import atomic_write
-from ocivendir.hashing import new_sha256
 from ocivendir.oci.manifest import sha256_digest
 from ocivendir.oci.reference import Digest
-from ocivendir.record import record
-from ocivendir.scoped import contextmanager
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class NotABlob(OSError):
     """What is at a blob's path is not a regular file (a symlink, FIFO, device or directory planted there)."""
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class LayoutEntry:
     """One manifest named in index.json."""
 
@@ -66,7 +66,7 @@ class VerifyingReader:
     def __init__(self, handle: IO[bytes], digest: Digest, size: int, what: str) -> None:
         """Wrap an open blob file."""
         self._handle = handle
-        self._hash = new_sha256(size)
+        self._hash = hashlib.sha256()
         self._size = size
         self._digest = digest
         self._read = 0
@@ -310,7 +310,7 @@ class BlobStore:
             return "not a regular file"
         if size is not None and info.st_size != size:
             return f"truncated ({info.st_size} of {size} bytes)"
-        hasher = new_sha256(size)
+        hasher = hashlib.sha256()
         try:
             handle = self._open(digest)
         except OSError:

@@ -197,9 +197,10 @@ def verify_cache(ctx: click.Context, repair: bool) -> int:
 
 def _rebuild_and_verify(root: str) -> CacheVerifyResult:
     """--repair on a cache whose index cannot be read: rebuild it from the blobs, then verify as usual."""
+    from dataclasses import replace  # noqa: PLC0415
+
     from ocivendir.cache.repair import rebuild, verify  # noqa: PLC0415
     from ocivendir.cache.store import BlobStore  # noqa: PLC0415
-    from ocivendir.record import replace  # noqa: PLC0415
 
     store = BlobStore(root)
     index, notes = rebuild(store)

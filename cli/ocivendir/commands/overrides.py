@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import posixpath
+from dataclasses import replace
 
 from ocivendir.errors import ConfigError
-from ocivendir.record import replace
 from ocivendir.vendir.config import Config, Content, Directory, validate
 
 __all__ = ["apply_overrides"]

@@ -7,10 +7,10 @@ Shared by the click command (`commands/pull.py`) and the click-free fast path (`
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from ocivendir.errors import RegistryError, UsageError
-from ocivendir.record import record
-from ocivendir.scoped import contextmanager
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ __all__ = ["PullFlags", "run_pull"]
 DISALLOWED = "Disallowed output directory (trying to avoid accidental deletion)"
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class PullFlags:
     """`pull`'s own flags, as given (click's parameter names and defaults)."""
 

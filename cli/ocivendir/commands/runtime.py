@@ -7,6 +7,8 @@ tearing it down.
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, fields
 
 from ocivendir import diag
 from ocivendir.cache.index import CacheIndex
@@ -18,10 +20,8 @@ from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure, split
 from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
 from ocivendir.output import Output, OutputMode, stderr_is_tty
-from ocivendir.record import fields, record
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import WarningEvent
-from ocivendir.scoped import ExitStack, contextmanager
 from ocivendir.settings import Flags, Settings, load_policies, load_registry_plan, load_settings, parse_duration
 
 TYPE_CHECKING = False
@@ -63,7 +63,7 @@ def settings_from(given: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
     return load_settings(Flags(**known)), values
 
 
-@record(frozen=False, kw_only=False)
+@dataclass
 class Run:
     """One command's settings and output."""
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 from ocivendir.errors import ConfigError, UsageError, os_reason
-from ocivendir.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def _read_lock(path: str, locked: bool) -> Any:  # noqa: ANN401 - LockConfig | N
         return None
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class SyncFlags:
     """`sync`'s own flags, as given (click's parameter names and defaults)."""
 

@@ -9,7 +9,10 @@ The registry client is created lazily through a factory, so a warm cached run ne
 
 from __future__ import annotations
 
-from _thread import allocate_lock
+import hashlib
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from threading import Lock
 
 from ocivendir import diag
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
@@ -19,7 +22,6 @@ from ocivendir.engine import access
 from ocivendir.errors import DigestMismatch, RegistryError, Transient, UnsupportedMediaType
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
-from ocivendir.hashing import sha256_hex
 from ocivendir.oci.manifest import (
     Descriptor,
     ImageConfig,
@@ -30,14 +32,11 @@ from ocivendir.oci.manifest import (
     sha256_digest,
 )
 from ocivendir.oci.reference import Digest, Reference, Repository
-from ocivendir.record import field, record
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import ImageStatus, ProgressEvent, RequestStats, WarningEvent
-from ocivendir.scoped import ExitStack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from _thread import LockType
     from collections.abc import Callable, Iterable, Mapping
 
     from ocivendir.engine.signatures import SignatureGate
@@ -71,7 +70,7 @@ class Offline(Transient):
     code = "offline"
 
 
-@record(frozen=False, kw_only=False)
+@dataclass
 class FetchCounters:
     """What a run took from the cache and from the network."""
 
@@ -79,7 +78,7 @@ class FetchCounters:
     fetched: int = 0
     bytes_fetched: int = 0
     stored_new: bool = False
-    lock: LockType = field(default_factory=allocate_lock)  # threading's Lock, without importing threading
+    lock: Lock = field(default_factory=Lock)
 
     def hit(self) -> None:
         """Count a blob served from the cache."""
@@ -94,7 +93,7 @@ class FetchCounters:
             self.stored_new = True
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ClientSpec:
     """What distinguishes one content's registry client from another's: its credentials and transport options."""
 
@@ -125,7 +124,7 @@ class Content:
         self._client_factory = client_factory
         self._clients: dict[ClientSpec, RegistryClient] = {}
         self._spec = ClientSpec()
-        self._client_lock = allocate_lock()
+        self._client_lock = Lock()
         self.concurrency = concurrency
         self.events = events
         self.offline = offline
@@ -201,7 +200,7 @@ class Content:
         with self._client_lock:  # shared by every view; contents are fetched from several threads
             if ref in self._held_refs:
                 return
-            lock = self.store.lock_path(f"entry-{sha256_hex(ref.encode())}")
+            lock = self.store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
             try:
                 self._held.enter_context(file_lock(lock, shared=True, timeout=30))
                 self._held_refs.add(ref)

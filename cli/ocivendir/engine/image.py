@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ocivendir.engine.content import Content
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
@@ -22,7 +23,6 @@ from ocivendir.oci.manifest import (
     sniff_compression,
 )
 from ocivendir.oci.reference import Digest, Reference, Repository
-from ocivendir.record import record
 from ocivendir.results import LogEvent
 
 TYPE_CHECKING = False
@@ -36,7 +36,7 @@ __all__ = ["INDEX_HINT", "FetchedImage", "extract_layers", "fetch_image", "layer
 INDEX_HINT = "provide a specific digest to the image instead"
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class FetchedImage:
     """An image whose manifest and config are verified and cached."""
 

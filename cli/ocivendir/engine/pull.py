@@ -7,6 +7,7 @@ the relocation verdict, and swap the stage in place of the output directory.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image, layer_stream
@@ -20,7 +21,6 @@ from ocivendir.fs.tarread import TarReader
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
 from ocivendir.oci.reference import Digest, Reference, Repository, parse_reference
 from ocivendir.oci.relocation import locations_ref, rewrite
-from ocivendir.record import field, record
 from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutcome
 
 TYPE_CHECKING = False
@@ -38,7 +38,7 @@ NOT_RELOCATED_MESSAGE = "One or more images not found in bundle repo; skipping l
 MAX_HINTS = 4 << 20  # bytes of the locations layer, and of its image-locations.yml: real ones hold a few KiB
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class PullOptions:
     """What to pull and where (imgpkg's flags, already validated for combinations)."""
 
@@ -53,7 +53,7 @@ class PullOptions:
     directories: DirectoryRule = "parents"  # sync's imgpkgBundle contents use vendir's rule ("entries")
 
 
-@record(frozen=False, kw_only=False)
+@dataclass
 class PullTally:
     """What a bundle pull produced, for the result."""
 

@@ -6,13 +6,14 @@ then the recorded missing image first).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ocivendir.cache.index import Verdict
 from ocivendir.engine.content import Content
 from ocivendir.errors import RelocationUndetermined
 from ocivendir.oci.imageslock import ImagesLock
 from ocivendir.oci.reference import Digest, Repository
 from ocivendir.oci.relocation import Probe, RelocationVerdict, evaluate, locations_ref, plan
-from ocivendir.record import field, record
 from ocivendir.results import ImageStatus
 
 TYPE_CHECKING = False
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Decision", "check", "decide", "record_verdict"]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Decision:
     """A verdict and how it was reached."""
 

@@ -12,12 +12,12 @@ remembered, so a signature pushed later is found on the next run.
 
 from __future__ import annotations
 
-from _thread import allocate_lock
+import hashlib
+from dataclasses import dataclass
+from threading import Lock
 
 from ocivendir.errors import NotFound, OcivendirError, SignatureError
-from ocivendir.hashing import sha256_hex
 from ocivendir.oci.manifest import Manifest
-from ocivendir.record import record
 from ocivendir.sign.cosign import MAX_PAYLOAD, MAX_SIGNATURES, payload_digest, signature_bytes, signature_tag
 
 TYPE_CHECKING = False
@@ -37,7 +37,7 @@ WARNED = "warned"  # a warn policy failed, no enforce policy did
 FAILED = "failed"  # an enforce policy failed
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Signatures:
     """The cosign signatures found for an image: (payload, signature) pairs, or why none could be read."""
 
@@ -45,7 +45,7 @@ class Signatures:
     problem: str = ""
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class PolicyOutcome:
     """One matching policy's answer for an image: passed, or the reason each authority gave."""
 
@@ -61,7 +61,7 @@ class PolicyOutcome:
 
 def verdict_key(policies: tuple[ImagePolicy, ...]) -> str:
     """What a remembered verdict depends on: the digests of the policies that match (any edit re-verifies)."""
-    return sha256_hex("\n".join(sorted(policy.digest for policy in policies)).encode())
+    return hashlib.sha256("\n".join(sorted(policy.digest for policy in policies)).encode()).hexdigest()
 
 
 def read_signatures(content: Content, image: FetchedImage) -> Signatures:
@@ -96,7 +96,7 @@ class SignatureGate:
         """A gate for a set of policies (a run without `--policy` has no gate)."""
         self.policies = policies
         self._keys: dict[tuple[str, str], PublicKey] = {}
-        self._lock = allocate_lock()
+        self._lock = Lock()
 
     def check(self, content: Content, image: FetchedImage) -> None:
         """Raise SignatureError unless every matching enforce policy passes; warn for each failing warn policy."""

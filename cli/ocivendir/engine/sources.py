@@ -7,6 +7,7 @@ type; there is no chain of ifs over types.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import extract_layers, fetch_image
@@ -15,7 +16,6 @@ from ocivendir.errors import ConfigError, IndexNotSupported, NotABundle, SyncErr
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.paths import pure, scoped_path, split
 from ocivendir.oci.reference import parse_reference, vendir_tag, without_credentials
-from ocivendir.record import record
 from ocivendir.registry.credentials import CredentialRules, secret_rules
 from ocivendir.results import LogEvent
 from ocivendir.vendir.config import Content as ContentConfig
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["SOURCES", "FetchContext", "client_spec", "describe", "select_reference", "source_for"]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class FetchContext:
     """What a source needs to fill one content directory."""
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 
 from ocivendir.engine.content import Content
 from ocivendir.engine.placement import check_placement
@@ -18,9 +20,7 @@ from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
 from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in, unswap
 from ocivendir.oci.reference import parse_reference
-from ocivendir.record import field, record, replace
 from ocivendir.results import LogEvent
-from ocivendir.scoped import ExitStack, contextmanager
 from ocivendir.vendir.config import (
     NATIVE_TYPES,
     Config,
@@ -45,7 +45,7 @@ DEFAULT_LEGAL = ("{LICENSE,LICENCE,License,Licence}{,.md,.txt,.rst}", "{COPYRIGH
 SUPPORTED = ", ".join(NATIVE_TYPES)
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class SyncOptions:
     """A sync run, from the command's flags."""
 
@@ -62,7 +62,7 @@ class SyncOptions:
     guards: tuple[Guard, ...] = ()  # besides the working directory: input files' directories, the cache
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class SyncOutcome:
     """The lock a sync produced, and what it did."""
 
@@ -71,7 +71,7 @@ class SyncOutcome:
     skipped: int
 
 
-@record(frozen=False, kw_only=False)
+@dataclass
 class _Task:
     """One content to fetch: where it goes in the stage and where its current copy is."""
 
@@ -83,7 +83,7 @@ class _Task:
     reuse: LockContent | None = None
 
 
-@record(frozen=False, kw_only=False)
+@dataclass
 class _Staged:
     """One target (a directory, or under -d one content) built in a sibling stage."""
 

@@ -7,6 +7,7 @@ absence) asks for every image to be probed, never stopping early. Verdicts reach
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image
@@ -19,7 +20,6 @@ from ocivendir.fs.swap import remove_tree
 from ocivendir.oci.imageslock import ImagesLock
 from ocivendir.oci.reference import Digest, Reference, parse_reference
 from ocivendir.oci.relocation import RelocationVerdict
-from ocivendir.record import record
 from ocivendir.reports import BundleReport, ImageReport, VerifyRelocationResult
 from ocivendir.results import ImageStatus, LogEvent
 from ocivendir.vendir.config import InputStream
@@ -27,7 +27,7 @@ from ocivendir.vendir.config import InputStream
 __all__ = ["VerifyOptions", "bundles_of", "exit_code", "verify_relocation"]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class VerifyOptions:
     """Which bundles to audit and how."""
 

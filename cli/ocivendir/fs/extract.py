@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+from dataclasses import dataclass, field
 
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.limits import ExtractLimits, Tally, check_path, human
 from ocivendir.fs.paths import pure
 from ocivendir.fs.remove import remove_tree
 from ocivendir.fs.tarread import Member, TarFormatError, TarReader
-from ocivendir.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ _OPAQUE = ".wh..wh..opq"
 _CHUNK = 1 << 20
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class TreePolicy:
     """How layers become a tree: the umask, the directory rule and the expansion limits."""
 
@@ -53,7 +53,7 @@ class TreePolicy:
     limits: ExtractLimits = field(default_factory=ExtractLimits)
 
 
-@record(frozen=False, kw_only=False)
+@dataclass
 class ExtractStats:
     """Counts for one image's extraction; the `layer_*` sets are reset per layer (whiteouts spare them)."""
 

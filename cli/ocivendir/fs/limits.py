@@ -10,8 +10,9 @@ or a path nested thousands of levels deep costs at most the limit, never the dis
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ocivendir.errors import UnsafeArchive
-from ocivendir.record import record
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -34,7 +35,7 @@ MAX_PAX_RECORDS = 64  # pax records (per-member and global) read for one member:
 _SIZE_HINT = "raise --max-extract-size (OCIVENDIR_MAX_EXTRACT_SIZE) if the image is meant to be this large"
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class ExtractLimits:
     """How much one image (all of its layers) may expand to."""
 
@@ -51,7 +52,7 @@ def human(size: int) -> str:
     return f"{size} B"
 
 
-@record(frozen=False, kw_only=False)
+@dataclass
 class Tally:
     """What an image's layers have expanded to so far, checked against its limits."""
 

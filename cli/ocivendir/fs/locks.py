@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import os
 import time
+from contextlib import contextmanager
 
 from ocivendir.fs.paths import pure, split
 from ocivendir.fs.remove import remove_file
-from ocivendir.hashing import sha256_hex
-from ocivendir.scoped import contextmanager
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,6 +123,6 @@ def target_lock(lock_dir: str | os.PathLike[str], target: str | os.PathLike[str]
     kapp-controller syncs into a fresh directory on every reconcile, so a lock file kept per target would grow the
     cache by one file per reconcile.
     """
-    name = f"target-{sha256_hex(pure(target).encode())}"  # as `str(Path(target))` spells it
+    name = f"target-{hashlib.sha256(pure(target).encode()).hexdigest()}"  # as `str(Path(target))` spells it
     with removable_lock(os.path.join(lock_dir, name)):
         yield

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-
-from ocivendir.record import record
+from dataclasses import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ def _placement(path: str | os.PathLike[str]) -> str:
     return posixpath.join(resolved(posixpath.dirname(text)), last)
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class Guard:
     """A directory that must survive a replace: never replaced itself, nor through one of its parents.
 

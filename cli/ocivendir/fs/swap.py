@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+from functools import cache
 
 from ocivendir.fs.paths import pure, split
 from ocivendir.fs.remove import remove_file, remove_tree
@@ -114,35 +115,18 @@ def _exchange(a: str, b: str) -> bool:
     return bool(renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0)
 
 
-_LIBC_RENAMEAT2: list[Callable[..., int] | None] = []  # looked up once
-
-
+@cache
 def _renameat2() -> Callable[..., int] | None:
-    """Libc's renameat2, called through `_ctypes` (the C half of ctypes); None where it cannot be had.
+    """Libc's renameat2 through ctypes, looked up once; None where it cannot be had (no ctypes, an old libc)."""
+    try:
+        import ctypes  # noqa: PLC0415 - only when a swap replaces a tree
 
-    Not the ctypes package: it defines ~40 classes when imported (a re-sync into an existing directory paid 3M
-    instructions for it), and PyInstaller's bootstrap imports it at every start of the dist build when it is
-    bundled, so the build leaves it out. What `ctypes.CDLL(None, use_errno=True).renameat2` builds is this: a
-    function pointer class returning a C int, looked up in the handle of the process itself.
-    """
-    if not _LIBC_RENAMEAT2:
-        try:
-            import _ctypes  # noqa: PLC0415 - only when a swap replaces a tree
-
-            class _CInt(_ctypes._SimpleCData):  # type: ignore[type-arg]  # noqa: SLF001 - ctypes.c_int
-                _type_ = "i"
-
-            class _Function(_ctypes.CFuncPtr):  # ctypes.CDLL's _FuncPtr
-                _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-                _restype_ = _CInt
-
-            class _Process:  # what CFuncPtr looks a name up in: an object holding a dlopen handle
-                _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]  # None: the process itself
-
-            _LIBC_RENAMEAT2.append(_Function(("renameat2", _Process())))  # type: ignore[arg-type]  # CDLL-like
-        except (ImportError, AttributeError, OSError, TypeError):  # no _ctypes, an old libc, or another Python
-            _LIBC_RENAMEAT2.append(None)
-    return _LIBC_RENAMEAT2[0]
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).renameat2
+    except (ImportError, AttributeError, OSError):
+        return None
+    function.restype = ctypes.c_int  # type: ignore[attr-defined]
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)  # type: ignore[attr-defined]
+    return function
 
 
 def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str]) -> str | None:

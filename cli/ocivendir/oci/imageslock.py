@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ocivendir.errors import BadReference, ImagesLockError
 from ocivendir.goyaml.load import field
 from ocivendir.oci.reference import Reference, parse_reference
 from ocivendir.oci.strictyaml import StrictYAMLError, check_fields, go_string, load_document
-from ocivendir.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ _TOP_FIELDS = frozenset({"apiVersion", "kind", "images"})
 _IMAGE_FIELDS = frozenset({"image", "annotations"})
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ImageEntry:
     """One `images[]` entry: the reference as written, its parsed digest form, and its annotations."""
 
@@ -37,14 +38,14 @@ class ImageEntry:
     annotations: dict[str, str] | None
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ImagesLock:
     """A parsed `.imgpkg/images.yml`."""
 
     images: tuple[ImageEntry, ...]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class BundleLock:
     """A parsed BundleLock (`pull --lock`)."""
 
@@ -52,7 +53,7 @@ class BundleLock:
     tag: str | None
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ImageLocation:
     """One entry of a locations image: the original reference and whether it is a bundle."""
 

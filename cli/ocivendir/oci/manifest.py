@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass, field
+
 from ocivendir import jsonread
 from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
-from ocivendir.hashing import new_sha256, sha256_hex
 from ocivendir.oci import gokeys
 from ocivendir.oci.reference import Digest, parse_digest
-from ocivendir.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,10 +67,10 @@ _LAYER_TYPES = {
 
 def sha256_digest(data: bytes) -> Digest:
     """The digest of some bytes."""
-    return Digest(sha256_hex(data))
+    return Digest(hashlib.sha256(data).hexdigest())
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Descriptor:
     """A content descriptor: media type, digest and size."""
 
@@ -79,7 +80,7 @@ class Descriptor:
     annotations: dict[str, str] = field(default_factory=dict, compare=False)
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     """An image manifest (Docker v2 schema 2 or OCI)."""
 
@@ -93,7 +94,7 @@ class Manifest:
         return (self.config, *self.layers)
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Index:
     """An image index or Docker manifest list."""
 
@@ -101,7 +102,7 @@ class Index:
     manifests: tuple[Descriptor, ...]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ImageConfig:
     """The parts of an image config ocivendir reads: its labels."""
 
@@ -227,10 +228,10 @@ def layer_compression(media_type: str) -> str:
 class DigestingWriter:
     """Writes to a binary file while hashing and counting; `verify` checks sha256 and size at EOF."""
 
-    def __init__(self, target: IO[bytes], size: int | None = None) -> None:
-        """Wrap an open binary file that about `size` bytes (None: unknown) will be written to."""
+    def __init__(self, target: IO[bytes]) -> None:
+        """Wrap an open binary file."""
         self._target = target
-        self._hash = new_sha256(size)
+        self._hash = hashlib.sha256()
         self.size = 0
 
     def write(self, chunk: bytes) -> int:

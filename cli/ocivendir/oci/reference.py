@@ -7,8 +7,9 @@ Hub repository without `/` gets `library/`, and a `repo:tag@digest` reference ke
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ocivendir.errors import BadReference
-from ocivendir.record import record
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -36,7 +37,7 @@ _MAX_TAG, _MAX_LABEL, _MAX_PORT_DIGITS, _MAX_PORT = 128, 63, 5, 65535
 _RFC1918 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 
 
-@record(kw_only=False, order=True)
+@dataclass(frozen=True, order=True)
 class Digest:
     """A sha256 content digest, `sha256:` + 64 lowercase hex."""
 
@@ -64,7 +65,7 @@ def parse_digest(text: str) -> Digest:
     return Digest(hex_part)
 
 
-@record(kw_only=False, order=True)
+@dataclass(frozen=True, order=True)
 class Repository:
     """A fully qualified repository: registry host[:port] and path."""
 
@@ -89,7 +90,7 @@ class Repository:
         return Reference(repository=self, tag=tag, digest=None)
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class Reference:
     """A parsed reference: a repository plus a tag or a digest (a digest wins; the tag is then dropped)."""
 

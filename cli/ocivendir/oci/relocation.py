@@ -6,11 +6,12 @@ are done elsewhere and passed in.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ocivendir.errors import ImagesLockError
 from ocivendir.goyaml import emit
 from ocivendir.oci.imageslock import API_VERSION, ImagesLock
 from ocivendir.oci.reference import Digest, Reference, Repository
-from ocivendir.record import record
 from ocivendir.results import ImageStatus
 
 TYPE_CHECKING = False
@@ -33,7 +34,7 @@ class RelocationVerdict:
     UNDETERMINED: Final = "undetermined"
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Probe:
     """One image to look for: as written in the lock, and where it would be in the bundle repository."""
 

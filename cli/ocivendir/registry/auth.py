@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import binascii
 import os
+from dataclasses import dataclass, replace
 
 from ocivendir import diag, jsonread
 from ocivendir.errors import ConfigError, os_reason
-from ocivendir.record import record, replace
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
 
 TYPE_CHECKING = False
@@ -23,7 +23,7 @@ _HELPER_TIMEOUT = 30
 _DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io")
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class DockerConfig:
     """One docker-style config file (`config.json` or containers' `auth.json`)."""
 
@@ -122,7 +122,7 @@ def _from_helper(helper: str, registry: str) -> Credential | None:
     return Credential(username=username, password=secret)
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class Keyring:
     """The full lookup for one content, most specific first.
 

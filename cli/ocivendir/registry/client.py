@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from _thread import allocate_lock
 from collections.abc import Callable
+from dataclasses import dataclass
+from threading import Lock
 
 from ocivendir.errors import (
     Denied,
@@ -26,7 +27,6 @@ from ocivendir.errors import (
 from ocivendir.fs.remove import remove_file
 from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, served_digest, sha256_digest
 from ocivendir.oci.reference import Digest, Reference, Repository
-from ocivendir.record import record
 from ocivendir.registry.challenge import parse_challenge
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.endpoints import EndpointWalker, Unreachable
@@ -77,7 +77,7 @@ ProgressCallback = Callable[[int], None]
 ChunkCallback = Callable[[int, bytes], None]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Resolved:
     """A reference resolved to a manifest digest; `raw` holds the bytes when a GET was needed anyway."""
 
@@ -134,7 +134,7 @@ class RegistryClient:
         self._walker = EndpointWalker(
             plan or MirrorPlan(), options.endpoint_concurrency, served=self._stats.served, pause=options.retry.pause
         )
-        self._lock = allocate_lock()  # threading's Lock, without importing threading
+        self._lock = Lock()
         self._auth_headers: dict[tuple[str, str], str] = {}
         self._credential_cache: dict[tuple[str, str, bool], Credential] = {}
         self._pings: dict[str, str] = {}
@@ -443,7 +443,7 @@ class RegistryClient:
         self._raise_for(response, what)
         size = blob.size
         with contextlib.closing(response), os.fdopen(os.open(blob.target, _TARGET_FLAGS, 0o600), "wb") as handle:
-            writer = DigestingWriter(handle, size)
+            writer = DigestingWriter(handle)
             try:
                 for chunk in iter_body(response, _CHUNK):
                     offset = writer.size
@@ -527,7 +527,7 @@ class RegistryClient:
         return tags
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class _BlobTarget:
     """A blob to fetch into a file, with the caller's progress and chunk callbacks."""
 

@@ -8,10 +8,10 @@ most specific match first); keychains (accepted, none native); secret-wide and I
 from __future__ import annotations
 
 import binascii
+from dataclasses import dataclass, field
 
 from ocivendir import jsonread
 from ocivendir.errors import ConfigError
-from ocivendir.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ _HOST_FIELDS = {
 }
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Credential:
     """What to authenticate with; all empty means anonymous. Never printed: repr hides the secrets."""
 
@@ -50,7 +50,7 @@ class Credential:
 ANONYMOUS = Credential()
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class HostCredential:
     """A credential for the registries a hostname pattern matches."""
 
@@ -91,7 +91,7 @@ def host_match_score(pattern: str, repository: str) -> tuple[int, int, int] | No
     return (literal_parts, len(p_path), len(p_host))
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class CredentialRules:
     """The credential sources that come from a content's secret and the process environment."""
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from _thread import allocate_lock
 from collections import deque
 from collections.abc import Callable, Iterator
+from threading import Lock
 
 from ocivendir import diag
 from ocivendir.errors import (
@@ -38,19 +38,18 @@ _log = diag.logger("ocivendir.endpoints")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from _thread import LockType
     from typing import TypeVar
 
     _T = TypeVar("_T")
 
 
 class Slots:
-    """At most `size` holders at once, served in arrival order (threading's semaphore, on `_thread` locks alone)."""
+    """At most `size` holders at once, served in arrival order (which threading.Semaphore does not promise)."""
 
     def __init__(self, size: int) -> None:  # noqa: D107
         self._free = size
-        self._mutex = allocate_lock()
-        self._waiting: deque[LockType] = deque()
+        self._mutex = Lock()
+        self._waiting: deque[Lock] = deque()
 
     def __enter__(self) -> None:
         """Take a slot, waiting for one to be handed over when none is free."""
@@ -58,7 +57,7 @@ class Slots:
             if self._free:
                 self._free -= 1
                 return
-            turn = allocate_lock()
+            turn = Lock()
             turn.acquire()
             self._waiting.append(turn)
         turn.acquire()  # released by the holder that hands its slot over
@@ -98,7 +97,7 @@ class EndpointWalker:
         self._served = served
         self._pause = pause
         self._clock = clock
-        self._lock = allocate_lock()  # threading's Lock, without importing threading
+        self._lock = Lock()
         self._slots: dict[str, Slots] = {}
         self._not_before: dict[str, float] = {}
         self._dead: set[str] = set()

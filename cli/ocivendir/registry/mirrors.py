@@ -10,9 +10,9 @@ files, and ocivendir's `concurrency` cap.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ocivendir.oci.reference import DEFAULT_REGISTRY, Repository
-from ocivendir.record import field, record
 from ocivendir.registry.credentials import Credential
 
 TYPE_CHECKING = False
@@ -25,7 +25,7 @@ WILDCARD = "*"
 _DOCKER_HUB = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class TLSFiles:
     """A host's `tls` entry: CA added to the system set, client certificate and key, or no verification at all."""
 
@@ -35,7 +35,7 @@ class TLSFiles:
     insecure_skip_verify: bool = False
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class HostConfig:
     """A `configs` entry: credentials (never printed), TLS, and the cap on concurrent requests to the host."""
 
@@ -44,7 +44,7 @@ class HostConfig:
     concurrency: int | None = None
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Endpoint:
     """One place to ask for a repository: a mirror (rewritten path, its own config) or the origin registry."""
 
@@ -69,7 +69,7 @@ class Endpoint:
         return f"{self.root}/{self.path}/{suffix}"
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Mirror:
     """A registry's mirror endpoints (scheme, host, API root) and its path rewrite rules, in file order."""
 
@@ -77,7 +77,7 @@ class Mirror:
     rewrites: tuple[Rewrite, ...] = ()  # registry/rewrite.py: Go's regexp (RE2) and ReplaceAllString
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class MirrorPlan:
     """The parsed file: mirrors per registry and configs per host (`*` entries apply where no other does)."""
 

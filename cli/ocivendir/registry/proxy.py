@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ocivendir.oci.reference import is_loopback
-from ocivendir.record import record
 
 __all__ = ["ProxyConfig"]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ProxyConfig:
     """The proxy variables, already read (upper case first) by settings."""
 

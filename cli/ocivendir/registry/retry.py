@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ocivendir.errors import RateLimited, Transient
-from ocivendir.record import field, record
 
 __all__ = ["Deadline", "RetryPolicy", "parse_retry_after"]
 
@@ -42,7 +42,7 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     return max(0.0, float(when.timestamp()) - now)
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
     """Bounded retries: 408, 429, 5xx but 501/505, and connection errors; full-jitter exponential backoff."""
 
@@ -77,7 +77,7 @@ class RetryPolicy:
         return ceiling * self.jitter()
 
 
-@record(frozen=False, kw_only=False)
+@dataclass
 class Deadline:
     """The total network time one run may spend; `remaining` raises Transient once it has passed."""
 

@@ -15,9 +15,9 @@ RE2 is loaded only for a plan that has rewrites; its C++ error log is off (error
 
 from __future__ import annotations
 
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+from dataclasses import dataclass, field
 
-from ocivendir.record import field, record
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _repository() -> _Pattern:
     return _COMPILED[0]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Rewrite:
     """One `pattern: target` rule of a mirror, compiled."""
 

@@ -5,14 +5,14 @@ guess is checked with one TLS 1.2/1.3 ClientHello (with SNI for a host name) and
 a TLS record (a handshake message or an alert, version 3.x) means TLS, so the real, verified handshake follows on a
 new connection; anything else — an HTTP answer, another protocol, the connection closed — means it does not, in Go's
 words (`http: server gave HTTP response to HTTPS client`, `tls: first record does not look like a TLS handshake`).
-So a plain-HTTP registry is found out without `ssl` and `socket` ever being imported.
+So a plain-HTTP registry is found out without `ssl` ever being imported.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import _socket
+    import socket
 
 __all__ = ["check_speaks_tls", "client_hello"]
 
@@ -42,7 +42,7 @@ def client_hello(server_name: str | None) -> bytes:
     return b"\x16\x03\x01" + _vector(handshake)
 
 
-def check_speaks_tls(sock: _socket.socket, server_name: str | None) -> None:
+def check_speaks_tls(sock: socket.socket, server_name: str | None) -> None:
     """Send a ClientHello on the connected `sock`; an answer that is no TLS record is `OSError` with Go's text."""
     sock.sendall(client_hello(server_name))
     head = b""

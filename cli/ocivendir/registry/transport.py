@@ -9,18 +9,18 @@ protocol: `registry/client.py` builds on it.
 
 from __future__ import annotations
 
-import _socket
 import errno
 import os
-from _thread import allocate_lock
+import socket
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from threading import Lock
 
 from ocivendir import __version__, diag
 from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient, os_reason
 from ocivendir.fs.paths import pure
 from ocivendir.oci.reference import is_plain_http_host
-from ocivendir.record import field, record
 from ocivendir.registry.connections import (
     Agent,
     BodyBroken,
@@ -90,7 +90,7 @@ def _headers(headers: Any) -> str:  # noqa: ANN401 - a dict or an http11.Headers
     return "\n".join(lines)
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ClientOptions:
     """Everything the client needs from settings; nothing here is read from the environment."""
 
@@ -110,7 +110,7 @@ class ClientOptions:
     endpoint_concurrency: int = 4
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Route:
     """Where a request goes and how it is counted.
 
@@ -142,7 +142,7 @@ class _Stats:
     """Thread-safe request counters."""
 
     def __init__(self) -> None:
-        self._lock = allocate_lock()
+        self._lock = Lock()
         self.total = 0
         self.auth = 0
         self.connect_errors = 0
@@ -262,7 +262,7 @@ def _reason(exc: BaseException) -> str:
         seen.add(id(current))
         if isinstance(current, TimeoutError):
             return "i/o timeout"
-        if isinstance(current, _socket.gaierror):
+        if isinstance(current, socket.gaierror):
             return "dial tcp: lookup failed: no such host"
         if type(current).__module__ == "ssl" and hasattr(current, "reason"):
             return f"tls: {current.reason or current}".lower()
@@ -305,7 +305,7 @@ class Transport:
         self._schemes = schemes
         self.deadline = Deadline(options.timeout_seconds)
         self.counter = _Stats()
-        self._lock = allocate_lock()
+        self._lock = Lock()
         self._agents: dict[tuple[bool, TLSFiles | None], Agent] = {}
         self._run_schemes: dict[str, str] = {}
 

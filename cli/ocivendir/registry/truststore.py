@@ -13,10 +13,10 @@ import contextlib
 import errno
 import re
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 
 from ocivendir import diag
-from ocivendir.record import record
 
 __all__ = ["GO_CERT_DIRS", "GO_CERT_FILES", "TrustStore", "load_into", "read_trust_store"]
 
@@ -35,7 +35,7 @@ _ERRNO_GO = {errno.EACCES: "permission denied", errno.EISDIR: "is a directory", 
 _log = diag.logger("ocivendir.registry.truststore")
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class TrustStore:
     """The unique certificates found, where they came from, and Go's first read error (`None` when none)."""
 

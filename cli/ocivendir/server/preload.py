@@ -42,9 +42,6 @@ def preload() -> list[str]:
             importlib.import_module(name)
         except ImportError:
             missing.append(name)
-    from ocivendir.hashing import sha256_hex  # noqa: PLC0415
-
-    sha256_hex(b"")  # resolves which sha256 a run starts with (CPython's built-in one), once for every worker
     gc.collect()
     gc.freeze()
     return missing

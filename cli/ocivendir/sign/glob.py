@@ -9,9 +9,10 @@ regular expression is matched here by a small scanner, without `re` (which a war
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import parse_reference
-from ocivendir.record import record
 
 __all__ = ["Glob", "compile_glob", "glob_matches"]
 
@@ -20,7 +21,7 @@ _ALIASES = {"*/*": "index.docker.io/*/*", "*": "index.docker.io/library/*"}
 _STAR, _ANY = "*", "**"  # tokens: `[^/]*` and `.*`; every other token is a literal
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Glob:
     """A compiled glob: literals, `*` and `**`, left to right (`**` taken first, as Go's ReplaceAll takes it)."""
 

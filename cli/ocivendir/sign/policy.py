@@ -10,10 +10,11 @@ but ocivendir does not implement (`spec.policy`, `spec.match`, `source`, `ctlog`
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass, field
+
 from ocivendir.errors import ConfigError
 from ocivendir.goyaml.load import DecodeError, load_documents
-from ocivendir.hashing import sha256_hex
-from ocivendir.record import field, record
 from ocivendir.sign.glob import Glob, compile_glob, glob_matches
 
 TYPE_CHECKING = False
@@ -44,7 +45,7 @@ _KNOWN = {
 }
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Identity:
     """A keyless signer: issuer and subject, each exact or a regular expression (searched, as cosign does)."""
 
@@ -62,7 +63,7 @@ class Identity:
         return issuer_ok and subject_ok
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Authority:
     """One way a policy may be satisfied: `key`, `keyless` or `static`."""
 
@@ -75,7 +76,7 @@ class Authority:
     message: str = ""
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ImagePolicy:
     """One ClusterImagePolicy: the images it covers, who may vouch for them, and what a failure does."""
 
@@ -92,7 +93,7 @@ class ImagePolicy:
         return any(glob_matches(pattern, image) for pattern in self.patterns)
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class PolicySet:
     """Every policy read from `--policy`; `matching` gives those that apply to an image."""
 
@@ -228,7 +229,7 @@ def _policy(reader: _Reader, doc: dict[str, Any]) -> ImagePolicy:
         raise reader.fail("spec.mode", "expected enforce or warn")
     canonical = repr((name, spec))  # decoded values (str, bool, int, lists, dicts in document order): deterministic
     return ImagePolicy(name=name, source=reader.source, globs=tuple(globs), authorities=authorities, mode=mode,
-                       digest=sha256_hex(canonical.encode()), patterns=patterns)  # fmt: skip
+                       digest=hashlib.sha256(canonical.encode()).hexdigest(), patterns=patterns)  # fmt: skip
 
 
 def parse_policies(text: str, source: str) -> list[ImagePolicy]:

@@ -6,7 +6,9 @@ configDigest.
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
+from dataclasses import dataclass, field, replace
 
 from ocivendir import VENDIR_COMPAT_VERSION
 from ocivendir.errors import ConfigError
@@ -14,8 +16,6 @@ from ocivendir.gofold import go_fold
 from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, go_bool, go_bytes, go_int, go_string_field, load_documents
 from ocivendir.goyaml.load import field as get
-from ocivendir.hashing import sha256_hex
-from ocivendir.record import field, record, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ _CONTENT_FIELDS: dict[str, Any] = {
 }  # fmt: skip
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Secret:
     """A v1 Secret from the stream: name, type and base64-decoded data."""
 
@@ -70,7 +70,7 @@ class Secret:
     data: dict[str, str]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class ConfigMap:
     """A v1 ConfigMap from the stream."""
 
@@ -78,7 +78,7 @@ class ConfigMap:
     data: dict[str, str]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Content:
     """One DirectoryContents: common fields, the source type, and the source as decoded (known fields only)."""
 
@@ -109,7 +109,7 @@ class Content:
         return doc
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Directory:
     """One Directory of the Config."""
 
@@ -125,7 +125,7 @@ class Directory:
         return doc
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """The Config document."""
 
@@ -142,7 +142,7 @@ class Config:
         }
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class InputStream:
     """Everything `-f` gave: the one Config, the Secrets and the ConfigMaps."""
 
@@ -428,4 +428,4 @@ def parse_stream(sources: Sequence[tuple[str, str | bytes]]) -> InputStream:
 
 def config_digest(content: Content) -> str:
     """Vendir's configDigest: sha256 of the marshalled content (set fields only, sorted)."""
-    return sha256_hex(emit.dump(content.to_go()))
+    return hashlib.sha256(emit.dump(content.to_go())).hexdigest()

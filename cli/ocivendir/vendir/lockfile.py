@@ -5,11 +5,12 @@ The model, its byte-exact YAML (through goyaml), reading with vendir's messages,
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ocivendir.errors import ConfigError, SyncError
 from ocivendir.goyaml import emit
 from ocivendir.goyaml.load import DecodeError, load_documents
 from ocivendir.goyaml.load import field as get
-from ocivendir.record import field, record
 from ocivendir.vendir.config import API_VERSION
 
 TYPE_CHECKING = False
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["LockConfig", "LockContent", "LockDirectory", "parse_lock"]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class LockContent:
     """One content's lock entry: its path, its source type and that source's lock data (kept verbatim)."""
 
@@ -36,7 +37,7 @@ class LockContent:
         return doc
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class LockDirectory:
     """One directory's lock entries."""
 
@@ -44,7 +45,7 @@ class LockDirectory:
     contents: tuple[LockContent, ...]
 
 
-@record
+@dataclass(frozen=True, kw_only=True)
 class LockConfig:
     """The lock file."""
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ocivendir.errors import ConfigError, SyncError
-from ocivendir.record import record
 
 __all__ = ["Version", "parse_range", "parse_version", "select_tag"]
 
@@ -26,7 +26,7 @@ def _ident_key(part: str) -> tuple[int, int, str]:
     return (0, int(part), "") if part.isdigit() else (1, 0, part)
 
 
-@record(kw_only=False)
+@dataclass(frozen=True)
 class Version:
     """A parsed semantic version, ordered as carvel's semver fork orders it (build metadata included)."""
 
