@@ -68,7 +68,7 @@ def test_flags_named_in_the_readme_exist() -> None:
     foreign = {"--strict", "--to-repo", "--lock-output", "--preserve-permissions", "--repo-based-tags", "--to-tar"}
     foreign |= {"--frozen", "--onedir", "--standalone", "--build-arg", "--data-value"}  # dist.sh, freezers, docker, ytt
     foreign |= {"--data-value-yaml", "--data-values-file"}  # ytt
-    foreign |= {"--only", "--merge"}  # bench/run.sh
+    foreign |= {"--only", "--merge", "--reps"}  # bench/run.sh
     assert mentioned - known - foreign == set()
 
 
