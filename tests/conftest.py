@@ -36,6 +36,16 @@ def server_place() -> Iterator[ServerPlace]:
         place.cleanup()
 
 
+@pytest.fixture
+def place() -> Iterator[ServerPlace]:
+    """A socket directory of the test's own, with its servers stopped at the end (the session's is server_place)."""
+    made = ServerPlace()
+    try:
+        yield made
+    finally:
+        made.cleanup()
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, server_place: ServerPlace

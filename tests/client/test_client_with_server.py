@@ -14,7 +14,6 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,15 +53,6 @@ def native(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([shutil.which("cc") or "/usr/bin/cc", "-O2", "-o", str(where / "ocivendir"), f'-DPYTHON="{sys.executable}"',
                     str(where / "program.c")], check=True)  # fmt: skip
     return where / "vendir"
-
-
-@pytest.fixture
-def place() -> Iterator[ServerPlace]:
-    made = ServerPlace()
-    try:
-        yield made
-    finally:
-        made.cleanup()
 
 
 def run(place: ServerPlace, binary: Path, *args: str, cwd: Path, stdin: str = "", server: str = "on",

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,15 +30,6 @@ from tests.support.registry import Registry
 from tests.support.server import ServerPlace, program
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def place() -> Iterator[ServerPlace]:
-    made = ServerPlace()
-    try:
-        yield made
-    finally:
-        made.cleanup()
 
 
 @pytest.fixture
