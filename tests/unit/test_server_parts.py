@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,15 @@ def test_a_request_reads_back_as_sent() -> None:
 def test_a_malformed_request_is_refused(body: bytes) -> None:
     with pytest.raises(wire.WireError):
         wire.decode_body(body)
+
+
+def test_the_build_id_changes_with_the_installed_dependencies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ocivendir.server.build import build_id  # noqa: PLC0415
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setattr("sys.path", [*sys.path, str(site)])
+    before = build_id()
+    assert build_id() == before  # stable while nothing changes
+    os.utime(site, ns=(1, 1))  # a package installed, upgraded or removed changes the directory's mtime
+    assert build_id() != before

@@ -2,10 +2,11 @@
 
 A client and a server of different builds never meet: the id is part of the socket's name. The self-contained build
 reads it from `BUILD_ID` next to its executable (written by `scripts/dist.sh`, which compiles the same id into the
-native client); an installed or editable package checksums its version, the interpreter and the size and mtime of each
-of its modules (about 150 stat calls, a millisecond). An identity, not a secret (who may use a server is the socket
-directory's and SO_PEERCRED's business), so two CRC-32s do, from `zlib`: `hashlib` would load OpenSSL on every call of
-the Python client (4 ms, a third of an interpreter's start-up).
+native client); an installed or editable package checksums its version, the interpreter, the size and mtime of each
+of its modules (about 150 stat calls, a millisecond) and the mtime of each site-packages directory on sys.path. An
+identity, not a secret (who may use a server is the socket directory's and SO_PEERCRED's business), so two CRC-32s
+do, from `zlib`: `hashlib` would load OpenSSL on every call of the Python client (4 ms, a third of an interpreter's
+start-up).
 """
 
 from __future__ import annotations
@@ -33,8 +34,23 @@ def build_id() -> str:
             return text
     parts = [f"{__version__}\0{sys.version}\0{sys.executable}\0"]
     _describe_tree(parts, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+    _describe_site_packages(parts)
     described = "".join(parts).encode()
     return f"{zlib.crc32(described):08x}{zlib.adler32(described):08x}"
+
+
+def _describe_site_packages(parts: list[str]) -> None:
+    """The dependencies, by each site-packages directory's mtime.
+
+    It changes whenever a package is installed, upgraded or removed (each version has a dist-info directory of its
+    own), so a server never runs another click or PyYAML than its clients would.
+    """
+    for entry in sys.path:
+        if os.path.basename(entry) in {"site-packages", "dist-packages"}:
+            try:
+                parts.append(f"{entry}\0{os.stat(entry).st_mtime_ns}\0")
+            except OSError:
+                continue
 
 
 def _describe_tree(parts: list[str], top: str, relative: str) -> None:
