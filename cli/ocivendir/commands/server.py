@@ -9,6 +9,12 @@ import click
 from ocivendir.commands.options import global_options
 from ocivendir.errors import OcivendirError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ocivendir.commands.runtime import Run
+
 __all__ = ["server"]
 
 _START_WAIT_SECONDS = 15.0
@@ -45,10 +51,8 @@ def start(ctx: click.Context, foreground: bool) -> None:
         from ocivendir.server.spawn import server_argv, spawn_detached  # noqa: PLC0415
 
         spawn_detached(server_argv())
-        deadline = time.monotonic() + _START_WAIT_SECONDS
-        while facts is None and time.monotonic() < deadline:
-            time.sleep(_POLL_SECONDS)
-            facts = query("status")
+        _wait_until(lambda: query("status") is not None)
+        facts = query("status")
     if facts is None:
         raise OcivendirError("the server did not start", hint="run `ocivendir server start --foreground` to see why")
     _report(run, "server start", facts)
@@ -93,9 +97,7 @@ def stop(ctx: click.Context) -> None:
     if facts is None:
         _report(run, "server stop", None)
         return
-    deadline = time.monotonic() + _START_WAIT_SECONDS
-    while query("status") is not None and time.monotonic() < deadline:
-        time.sleep(_POLL_SECONDS)
+    _wait_until(lambda: query("status") is None)
     _report(run, "server stop", facts)
 
 
@@ -114,10 +116,14 @@ def status(ctx: click.Context) -> None:
         ctx.exit(1)
 
 
-def _report(run: object, command: str, facts: dict[str, object] | None) -> None:
-    from ocivendir.commands.runtime import Run  # noqa: PLC0415
+def _wait_until(done: Callable[[], bool]) -> None:
+    """Poll `done` until it is true or the start-up wait has passed."""
+    deadline = time.monotonic() + _START_WAIT_SECONDS
+    while not done() and time.monotonic() < deadline:
+        time.sleep(_POLL_SECONDS)
 
-    assert isinstance(run, Run)  # noqa: S101 - typed loosely to keep the import lazy
+
+def _report(run: Run, command: str, facts: dict[str, object] | None) -> None:
     output = run.output
     if output.mode.json:
         output.envelope(command, "ok" if facts is not None else "not-running", facts or {})

@@ -26,10 +26,7 @@ _FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 def call_server(argv: list[str]) -> int | None:
     """The exit status of the call as the server ran it, or None when it must run in-process (it did not start)."""
     try:
-        directory = server_dir()
-        check_dir(directory)
-        build = build_id()
-        path = socket_path(directory, build)
+        build, path = _place()
     except FileNotFoundError:
         _start_server()
         _fallback(argv, "no server yet; one is starting")
@@ -58,12 +55,7 @@ def _call(sock: socket.socket, path: str, request: Request) -> int | None:
         _fallback(argv, f"cannot connect to {path}: {exc.strerror}")
         return None
     try:
-        fds = _caller_fds()
-        try:
-            send_request(sock, encode_request(request), fds)
-        finally:
-            os.close(fds[3])
-        got = read_frame(sock)
+        got = _hand_over(sock, request)
     except (OSError, WireError) as exc:
         _fallback(argv, f"the server did not take the call: {exc}")
         return None
@@ -72,6 +64,24 @@ def _call(sock: socket.socket, path: str, request: Request) -> int | None:
         _fallback(argv, reason)
         return None
     return _wait(sock, argv, struct.unpack(">I", got[1])[0])
+
+
+def _place() -> tuple[str, str]:
+    """This build's id and socket path; FileNotFoundError without a directory yet, Unusable or OSError otherwise."""
+    directory = server_dir()
+    check_dir(directory)
+    build = build_id()
+    return build, socket_path(directory, build)
+
+
+def _hand_over(sock: socket.socket, request: Request) -> tuple[bytes, bytes] | None:
+    """Send the request with the caller's descriptors over a connected socket; the worker's first frame."""
+    fds = _caller_fds()
+    try:
+        send_request(sock, encode_request(request), fds)
+    finally:
+        os.close(fds[3])
+    return read_frame(sock)
 
 
 def _caller_fds() -> list[int]:
@@ -156,22 +166,14 @@ def query(op: str) -> dict[str, object] | None:
     import json  # noqa: PLC0415 - `server status` and `stop` only
 
     try:
-        directory = server_dir()
-        check_dir(directory)
-        build = build_id()
-        path = socket_path(directory, build)
+        build, path = _place()
     except (Unusable, OSError):
         return None
     request = Request(op=op, build=build, umask=_umask(), cwd=_cwd(), argv=[], env={})
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
         try:
             sock.connect(path)
-            fds = _caller_fds()
-            try:
-                send_request(sock, encode_request(request), fds)
-            finally:
-                os.close(fds[3])
-            got = read_frame(sock)
+            got = _hand_over(sock, request)
         except (OSError, WireError):
             return None
     if got is None or got[0] != b"I":
