@@ -9,7 +9,6 @@ carry; the message must also name the registry. `internal-error` (a Python excep
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.support.builders import Image, make_image, sha
-from tests.support.hostile import Reply, Seen, hostile, image_routes
+from tests.support.hostile import Reply, Seen, hostile, image_routes, write_tag_selection
 
 IMAGE = make_image({"a.txt": "a"})
 REPO = "hostile/img"
@@ -149,19 +148,7 @@ def test_a_malformed_tag_list_answer_is_an_error_naming_the_registry(
         return Reply(headers=[("Link", link), ("Content-Type", "application/json")], body=b'{"tags":["1.0.0"]}')
 
     with hostile(route) as server:
-        (tmp_path / "vendir.yml").write_text(
-            textwrap.dedent(f"""\
-            apiVersion: vendir.k14s.io/v1alpha1
-            kind: Config
-            directories:
-            - path: vendor
-              contents:
-              - path: app
-                image:
-                  url: {server.host}/{REPO}
-                  tagSelection: {{semver: {{constraints: ">=1.0.0"}}}}
-            """)
-        )
+        write_tag_selection(tmp_path / "vendir.yml", f"{server.host}/{REPO}")
         result = run_cli("sync", "--chdir", str(tmp_path), "--json")
     error = _error(result)
     assert f"Listing tags of '{server.host}/{REPO}': {words}" in error["message"]

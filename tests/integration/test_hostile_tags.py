@@ -8,14 +8,13 @@ keeps reading until the run's deadline (today: memory grew without bound, 6.5 GB
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.support.hostile import Reply, Seen, hostile
+from tests.support.hostile import Reply, Seen, hostile, write_tag_selection
 
 REPO = "hostile/app"
 
@@ -54,19 +53,7 @@ def test_endless_tag_pages_stop_at_a_bound_with_an_error_naming_the_registry(
 ) -> None:
     monkeypatch.setenv("OCIVENDIR_CACHE_DIR", str(tmp_path / "cache"))
     with hostile(route) as server:
-        (tmp_path / "vendir.yml").write_text(
-            textwrap.dedent(f"""\
-            apiVersion: vendir.k14s.io/v1alpha1
-            kind: Config
-            directories:
-            - path: vendor
-              contents:
-              - path: app
-                image:
-                  url: {server.host}/{REPO}
-                  tagSelection: {{semver: {{constraints: ">=1.0.0"}}}}
-            """)
-        )
+        write_tag_selection(tmp_path / "vendir.yml", f"{server.host}/{REPO}")
         result = run_cli("sync", "--chdir", str(tmp_path))
     assert result.exit_code == 1, result.stderr
     assert f"Listing tags of '{server.host}/{REPO}': {server.host} sent a tag list of {past}" in result.stderr

@@ -14,11 +14,12 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 from tests.support.builders import Image, sha
 
-__all__ = ["HostileServer", "Reply", "Seen", "hostile", "image_routes"]
+__all__ = ["HostileServer", "Reply", "Seen", "hostile", "image_routes", "write_tag_selection"]
 
 
 @dataclass(frozen=True)
@@ -184,3 +185,11 @@ def image_routes(repo: str, image: Image, **special: Reply) -> Route:
 
 def _media_type(image: Image) -> str:
     return str(json.loads(image.manifest).get("mediaType") or "application/vnd.oci.image.manifest.v1+json")
+
+
+def write_tag_selection(path: Path, url: str) -> None:
+    """A vendir.yml whose one image content picks the highest tag >= 1.0.0 of `url` (tag listing is what is tested)."""
+    path.write_text(
+        "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: vendor\n  contents:\n  - path: app\n"
+        f'    image:\n      url: {url}\n      tagSelection: {{semver: {{constraints: ">=1.0.0"}}}}\n'
+    )
