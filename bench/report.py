@@ -87,7 +87,25 @@ def _startup(section: Row) -> list[str]:
         ),
     ]
     lines += ["", *[f"- {what} skipped: {why}" for what, why in section["skipped"].items()]]
+    if "anatomy" in section:
+        lines += ["", *_anatomy(section["anatomy"])]
     return [*lines, ""]
+
+
+def _anatomy(calls: Row) -> list[str]:
+    """What a call through the server costs: the fork, the fresh process's first touch, the work (bench/anatomy.py)."""
+    labels = {"empty": "a worker that ends at once (fork and exit)",
+              "first": "the warm sync in a freshly forked worker (what each call runs)",
+              "again": "the same sync again in that worker (the work alone)"}  # fmt: skip
+    rows = [[label, stat(calls[key]["cpu_s"]), f"{calls[key]['minor_faults']['median']:,.0f}"]
+            for key, label in labels.items()]  # fmt: skip
+    fresh = calls["first"]["cpu_s"]["median"] - calls["again"]["cpu_s"]["median"]
+    return ["### A call through the server, taken apart", "",
+            ("Measured inside workers forked from a process that preloaded what the server preloads "
+             "(`bench/anatomy.py`); CPU of the worker alone, minor page faults per call."), "",
+            *table(["worker", "CPU", "minor faults"], rows), "",
+            (f"A fresh copy-on-write process per call — the isolation the server gives every call — costs "
+             f"{fresh * 1000:.1f} ms over the work itself, plus the fork and exit."), ""]  # fmt: skip
 
 
 def _total_cpu(row: Row) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from tests.support.builders import Pusher, publish_bundle, relocate
 from tests.support.registry import Registry
 
+from bench import anatomy
 from bench.accesslog import AccessLog
 from bench.fleet_apps import App
 from bench.measure import SUB_SECOND_REPS, Run, Stat, repeat, run
@@ -145,5 +146,7 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int) -> dict[st
         version = functools.partial(run, [str(program), "version"], env=env)
         rows.append({"what": "version", "tool": label, **repeat(version, reps).as_dict()})
     rows += _warm_syncs(registry, programs, app, work, reps)
+    env = clean_env(work / "home", VENDIR_CACHE_DIR=str(work / "caches" / "anatomy"), OCIVENDIR_SERVER="off")
+    calls = anatomy.measure(app.stdin, env, work / "anatomy", max(reps, SUB_SECOND_REPS * 4))
     skipped = {name: why for name, why in tools.skipped.items() if name in {"dist build", "real vendir"}}
-    return {"rows": rows, "skipped": skipped}
+    return {"rows": rows, "anatomy": calls, "skipped": skipped}
