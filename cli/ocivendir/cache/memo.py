@@ -23,7 +23,7 @@ import hashlib
 import os
 from stat import S_ISREG
 
-from ocivendir import diag, jsonread
+from ocivendir import diag, jsondoc
 from ocivendir.fs.remove import remove_file
 from ocivendir.fs.swap import atomic_write
 
@@ -211,7 +211,7 @@ def _answers(data: bytes, expected: dict[str, object], ignore: Callable[[str], N
         ignore("too large")
         return {}
     try:
-        doc = jsonread.loads(data.decode())
+        doc = jsondoc.loads(data.decode())
     except (ValueError, RecursionError):
         ignore("not JSON")
         return {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ocivendir import diag, jsonread
+from ocivendir import diag, jsondoc
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import Digest, parse_digest, parse_reference
 
@@ -178,7 +178,7 @@ def verdict_row(bundle_ref: str, row: tuple[object, ...]) -> Verdict:
     if method not in _METHODS:
         raise BadRow(f"method {method!r} is unknown")
     try:
-        missing = jsonread.loads(_text(missing_json, "missing images"))
+        missing = jsondoc.loads(_text(missing_json, "missing images"))
     except (ValueError, RecursionError):
         raise BadRow("missing images are not JSON") from None
     if not isinstance(missing, list) or len(missing) > _MAX_MISSING or not all(isinstance(m, str) for m in missing):

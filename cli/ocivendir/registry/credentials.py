@@ -10,7 +10,7 @@ from __future__ import annotations
 import binascii
 from dataclasses import dataclass, field
 
-from ocivendir import jsonread
+from ocivendir import jsondoc
 from ocivendir.errors import ConfigError
 
 TYPE_CHECKING = False
@@ -203,7 +203,7 @@ def _plain_secret(name: str, data: Mapping[str, str]) -> CredentialRules:
 
 def _dockerconfig_secret(raw: str) -> CredentialRules:
     try:
-        doc = jsonread.loads(raw)
+        doc = jsondoc.loads(raw)
     except ValueError as exc:
         raise ConfigError(f"Unmarshaling dockerconfigjson: {exc}") from None
     auths = doc.get("auths") if isinstance(doc, dict) else None
