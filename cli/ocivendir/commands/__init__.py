@@ -9,6 +9,7 @@ at import time.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
@@ -164,8 +165,6 @@ def _through_server() -> None:
 
         status = call_server(sys.argv)
         if status is not None:
-            import os  # noqa: PLC0415 - loaded at start-up already
-
             os._exit(status)
 
 
