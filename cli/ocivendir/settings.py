@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field, replace
 
@@ -62,19 +63,15 @@ OPTION_ENV: Mapping[str, tuple[str, ...]] = _MappingProxy({
     "registry_token": ("IMGPKG_TOKEN",),
     "registry_anon": ("IMGPKG_ANON",),
 })  # fmt: skip
-# compiled on first use (re's own cache): most runs give no size; durations are read without re (a default is one)
-_SIZE = r"(?i)\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe]?)(i?)(b?)\s*"
-_DIGITS = frozenset("0123456789")
-# in the order of the old pattern's alternation (ms before m): _duration_part tries them in this order
+_SIZE = re.compile(r"(?i)\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe]?)(i?)(b?)\s*")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 
 
 def parse_size(text: str, what: str) -> int:
     """A byte count: plain, Kubernetes quantity (`1Mi`, `500M`) or IEC/SI with B (`2GiB`); rounded up."""
-    import re  # noqa: PLC0415 - only for a size given on the command line or in the environment
-
-    match = re.fullmatch(_SIZE, text)
+    match = _SIZE.fullmatch(text)
     if not match:
         raise UsageError(f"invalid size '{text}' for {what}: use e.g. 1GiB, 512MB, 1Gi or a byte count")
     number, prefix, binary, _ = match.groups()
@@ -91,38 +88,14 @@ def parse_duration(text: str, what: str) -> float:
     if cleaned in {"0", "+0", "-0"}:
         return 0.0
     position, total = 0, 0.0
-    while part := _duration_part(cleaned, position):
-        number, unit, position = part
-        total += float(number) * _DURATION_UNITS[unit]
+    for part in _DURATION_PART.finditer(cleaned):
+        if part.start() != position:
+            break
+        total += float(part[1]) * _DURATION_UNITS[part[2]]
+        position = part.end()
     if position != len(cleaned) or not cleaned:
         raise UsageError(f"invalid duration '{text}' for {what}: use e.g. 90s, 10m, 1h30m or 7d")
     return total
-
-
-def _digits_end(text: str, at: int) -> int:
-    while at < len(text) and text[at] in _DIGITS:
-        at += 1
-    return at
-
-
-def _duration_part(text: str, at: int) -> tuple[str, str, int] | None:
-    r"""(number, unit, end) of the duration part at `at`, or None.
-
-    Exactly `re.match(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)", text[at:])` without `re`: backtracking
-    into the number never helps (a shorter number is followed by a digit or a dot, which starts no unit), and the
-    units are tried in the pattern's order, so `ms` wins over `m`.
-    """
-    digits = _digits_end(text, at)
-    if digits > at:
-        end = _digits_end(text, digits + 1) if text.startswith(".", digits) else digits
-    elif text.startswith(".", at) and _digits_end(text, at + 1) > at + 1:
-        end = _digits_end(text, at + 1)
-    else:
-        return None
-    for unit in _DURATION_UNITS:
-        if text.startswith(unit, end):
-            return text[at:end], unit, end + len(unit)
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)

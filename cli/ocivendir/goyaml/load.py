@@ -9,6 +9,8 @@ cannot unmarshal` error naming the field path.
 
 from __future__ import annotations
 
+import re
+
 from ocivendir.gofold import go_fold
 from ocivendir.goyaml import compose, values
 from ocivendir.goyaml.keys import UnsupportedKeyError
@@ -27,37 +29,16 @@ __all__ = [
 ]  # fmt: skip
 
 
+_SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
+
+
 class DecodeError(Exception):
     """A document vendir would refuse; the message follows Go's where vendir's is quoted."""
 
 
 def split_documents(text: str) -> list[str]:
-    """Split at `---` separator lines (the Kubernetes YAML reader); whitespace-only documents are dropped.
-
-    Exactly `re.split(r"^---\\s*$", text, flags=re.MULTILINE)` without `re`: a separator starts a line with `---`
-    and runs over the whitespace after it (newlines included) up to its last newline, or to the end of the text.
-    """
-    docs, start, found = [], 0, text.find("---")
-    while found != -1:
-        end = _separator_end(text, found)
-        if end == -1:
-            found = text.find("---", found + 1)
-            continue
-        docs.append(text[start:found])
-        start = end
-        found = text.find("---", end)
-    docs.append(text[start:])
-    return [doc for doc in docs if doc.strip()]
-
-
-def _separator_end(text: str, at: int) -> int:
-    """Where the separator at `at` ends (the `\\s*$` of the pattern, backtracked to a line end), or -1."""
-    if at and text[at - 1] != "\n":
-        return -1
-    run = at + 3
-    while run < len(text) and text[run].isspace():  # str.isspace is re's \s for str patterns
-        run += 1
-    return run if run == len(text) else text.rfind("\n", at + 3, run)
+    """Split at `---` separator lines (the Kubernetes YAML reader); whitespace-only documents are dropped."""
+    return [doc for doc in _SEPARATOR.split(text) if doc.strip()]
 
 
 def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[object]:
