@@ -6,6 +6,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
@@ -39,11 +40,10 @@ __all__ = [
 
 DEFAULT_CACHE_MAX_SIZE = 1 << 30
 DEFAULT_REGISTRY_CONCURRENCY = 4
-_MappingProxy = type(type.__dict__)  # types.MappingProxyType, without importing types (1M instructions)
 # Each option's environment variables (the first one set counts), by the option's parameter name. A flag given on the
 # command line, before or after the subcommand, always wins over them (`choose`); the CLI's parsers only collect what
 # is on the command line and never read the environment themselves.
-OPTION_ENV: Mapping[str, tuple[str, ...]] = _MappingProxy({
+OPTION_ENV: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "cache_dir": ("OCIVENDIR_CACHE_DIR", "VENDIR_CACHE_DIR"),
     "cache_max_size": ("OCIVENDIR_CACHE_MAX_SIZE",),
     "max_extract_size": ("OCIVENDIR_MAX_EXTRACT_SIZE",),

@@ -7,6 +7,7 @@ decode is treated as absent — the content is refetched or re-checked and the r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ocivendir import diag, jsondoc
@@ -149,8 +150,7 @@ def size_value(value: object) -> int:
 
 def time_value(value: object) -> float:
     """A timestamp column: a finite, non-negative number."""
-    # `value - value == 0` is math.isfinite (inf - inf is NaN) without loading math, a shared library
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value - value == 0 or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise BadRow(f"time {value!r} is not a timestamp")
     return float(value)
 
