@@ -212,7 +212,8 @@ def _cache_dir(flags: Flags, environ: Mapping[str, str]) -> tuple[str | None, bo
 def user_dir(kind: str, environ: Mapping[str, str]) -> str | None:
     """The user's `cache` or `config` base directory (platformdirs' answer); None when the user has no home.
 
-    On Linux that is the XDG rule, without importing platformdirs: `$XDG_<KIND>_HOME` when absolute, else
+    On Linux that is the XDG rule, spelled out here because "no home" must be an answer (None: an arbitrary UID with
+    no `$HOME` and no passwd entry runs without a cache) rather than a path: `$XDG_<KIND>_HOME` when absolute, else
     `<home>/.<kind>`, the home being `$HOME` when absolute, else the passwd entry's.
     """
     if sys.platform != "linux":
