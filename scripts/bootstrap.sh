@@ -56,5 +56,3 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
 fi
 # .pyc for the editable package: start-up then reads bytecode even where PYTHONDONTWRITEBYTECODE is set (issue 12)
 .venv/bin/python -m compileall -q cli/ocivendir >/dev/null
-# the code pack: the package's modules in one file, read once at start-up (ocivendir/codepack.py)
-.venv/bin/python -c 'import ocivendir, ocivendir.codepack as pack; pack.build(ocivendir.__path__[0])'

@@ -98,10 +98,6 @@ freeze() {
         scripts/dist/entry.py >"$cache/pyinstaller.log" 2>&1 \
         || { cat "$cache/pyinstaller.log" >&2; fail "PyInstaller failed"; }
     "$PY" scripts/dist/elfcheck.py "$work/dist/ocivendir" || fail "the build needs more than glibc from the system"
-    # the code pack (ocivendir/codepack.py), unchecked: the build ships bytecode and no sources to compare with
-    "$PY" -c 'import sys; sys.path.insert(0, "cli"); import ocivendir.codepack as pack
-pack.build("cli/ocivendir", unchecked=True, target=sys.argv[1] + "/" + pack.pack_path("ocivendir"))' \
-        "$work/dist/ocivendir/_internal" || fail "writing the code pack failed"
     rm -rf dist/ocivendir
     mv "$work/dist/ocivendir" dist/ocivendir
     echo "$want" >"$cache/frozen.stamp"
@@ -110,7 +106,7 @@ pack.build("cli/ocivendir", unchecked=True, target=sys.argv[1] + "/" + pack.pack
 
 # The native client, dist/ocivendir/vendir (what kapp-controller's sidecar runs as `vendir`), compiled with the frozen
 # build's id, which also goes to dist/ocivendir/BUILD_ID for the frozen server. The id is taken over the files
-# PyInstaller and the code pack wrote, so rebuilding the build changes it; the client is rebuilt when its source, the
+# PyInstaller wrote, so rebuilding the build changes it; the client is rebuilt when its source, the
 # id or the compiler changes. modes/vendir and modes/imgpkg (links to ../ocivendir, part of the build id) are the
 # argv[0] of the client's in-process fallback where /proc is absent: PyInstaller's bootloader then finds its own
 # executable through argv[0], and the name keeps the mode.

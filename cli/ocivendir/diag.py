@@ -1,93 +1,48 @@
-"""Owns: diagnostics from the warm path's modules — `logging` records, without importing `logging` to drop them.
+"""Owns: the run's logging — `logging` configured from --debug and -v, and the package's loggers.
 
-`logger(name)` stands in for `logging.getLogger(name)` with `debug`, `info` and `warning`. While nothing has imported
-`logging` (a warm run: no network stack), a record below the run's threshold is dropped on the spot; any other record
-imports `logging`, applies the run's configuration once and is handed to the real logger, so handlers, levels and
-pytest's caplog see exactly what they would. `logging` costs a warm run ~9 ms (traceback, textwrap, tokenize, string,
-threading and five regexes), more than the run's own work. The network stack (registry/*) logs through here too, so a
-tag's HEAD or a cold sync without --debug imports `logging` only for a warning; `enabled(level)` lets it skip building
-a record (the --debug request dump) that would be dropped.
+`logger(name)` is `logging.getLogger(name)` with `enabled(level)` (`isEnabledFor`), which lets the HTTP layer skip
+building a record (the --debug request dump) that would be dropped. Records go to stderr as `<logger>: <message>`;
+WARNING and above are always shown, DEBUG with --debug, and -v adds the endpoint walker's INFO lines.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 
-__all__ = ["DEBUG", "INFO", "WARNING", "Logger", "configure", "configure_now", "logger"]
+__all__ = ["DEBUG", "INFO", "WARNING", "Logger", "configure", "logger"]
 
-DEBUG, INFO, WARNING = 10, 20, 30
+DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
 _FORMAT = "%(name)s: %(message)s"
+_HANDLER = "ocivendir"  # the name of the handler `configure` installs
 
 
-class _Run:
-    """The run's choice: the lowest level worth importing logging for, and the (debug, verbose) still to apply."""
-
-    threshold = WARNING
-    pending: tuple[bool, bool] | None = None
-
-
-class Logger:
-    """`logging.getLogger(name)`, fetched only when a record is worth emitting."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:  # noqa: D107
-        self.name = name
-
-    def debug(self, message: str, *args: object) -> None:
-        """Log at DEBUG (shown with --debug)."""
-        self._emit(DEBUG, message, args)
-
-    def info(self, message: str, *args: object) -> None:
-        """Log at INFO."""
-        self._emit(INFO, message, args)
-
-    def warning(self, message: str, *args: object) -> None:
-        """Log at WARNING (always shown)."""
-        self._emit(WARNING, message, args)
+class Logger(logging.LoggerAdapter[logging.Logger]):
+    """`logging.getLogger(name)`, with `enabled`."""
 
     def enabled(self, level: int) -> bool:
-        """`isEnabledFor(level)`, answered without importing `logging` when the record would be dropped anyway."""
-        if level < _Run.threshold and "logging" not in sys.modules:
-            return False
-        import logging  # noqa: PLC0415 - only for a record that may be shown
-
-        configure_now()
-        return logging.getLogger(self.name).isEnabledFor(level)
-
-    def _emit(self, level: int, message: str, args: tuple[object, ...]) -> None:
-        if level < _Run.threshold and "logging" not in sys.modules:
-            return
-        import logging  # noqa: PLC0415 - only for a record that may be shown
-
-        configure_now()
-        logging.getLogger(self.name).log(level, message, *args)
+        """`isEnabledFor(level)`."""
+        return self.isEnabledFor(level)
 
 
 def logger(name: str) -> Logger:
-    """The stand-in for `logging.getLogger(name)`."""
-    return Logger(name)
+    """`logging.getLogger(name)` as a `Logger`."""
+    return Logger(logging.getLogger(name))
 
 
 def configure(*, debug: bool, verbose: bool) -> None:
     """The run's logging: DEBUG with --debug, else WARNING (and INFO from the endpoint walker with -v).
 
-    With --debug or -v records are expected, so `logging` is configured now; otherwise at the first record.
+    As `logging.basicConfig` does, with one difference: the handler an earlier run in this process installed (the
+    server's own, in a worker it forked) is replaced, so records go to this run's stderr at this run's level.
     """
-    _Run.threshold = DEBUG if debug else WARNING
-    _Run.pending = (debug, verbose)
-    if debug or verbose:
-        configure_now()
-
-
-def configure_now() -> None:
-    """Apply the configuration `configure()` chose, once (`logging.basicConfig` as the run would have at start)."""
-    if _Run.pending is None:
-        return
-    debug, verbose = _Run.pending
-    _Run.pending = None
-    import logging  # noqa: PLC0415
-
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format=_FORMAT)
+    root = logging.getLogger()
+    for earlier in [h for h in root.handlers if h.get_name() == _HANDLER]:
+        root.removeHandler(earlier)
+    if not root.handlers:  # else someone else (pytest's caplog) configured logging: it decides
+        handler = logging.StreamHandler()  # sys.stderr as this run has it
+        handler.set_name(_HANDLER)
+        handler.setFormatter(logging.Formatter(_FORMAT))
+        root.addHandler(handler)
+        root.setLevel(DEBUG if debug else WARNING)
     if verbose and not debug:
-        logging.getLogger("ocivendir.endpoints").setLevel(logging.INFO)  # "<object> served by <endpoint>"
+        logging.getLogger("ocivendir.endpoints").setLevel(INFO)  # "<object> served by <endpoint>"

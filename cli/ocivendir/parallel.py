@@ -1,10 +1,9 @@
-"""Owns: running one function over a few items on a few threads — what the engine asked `concurrent.futures` for.
+"""Owns: running one function over a few items on a few daemon threads, results in the items' order.
 
-`concurrent.futures` imports `logging` (with traceback, tokenize, textwrap and string) for a logger it never uses
-here: ~45M instructions, a sixth of a cold sync, before the first blob is fetched in parallel. This is the part the
-engine used. Results come back in the items' order. After a failure no further item is started; those already
-started finish, and the failure of the earliest item is raised (as `ThreadPoolExecutor` with `cancel_futures=True`
-and its results read in order). The threads are daemons: an interrupted run does not wait for its downloads.
+What `ThreadPoolExecutor` with `cancel_futures=True` and its results read in order would give — after a failure no
+further item is started, those already started finish, and the earliest item's failure is raised — but on daemon
+threads: `concurrent.futures` joins its workers at interpreter exit, so an interrupted run would wait for its
+downloads to end, and its public API has no way to make them daemons.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
@@ -38,11 +40,10 @@ __all__ = [
 
 DEFAULT_CACHE_MAX_SIZE = 1 << 30
 DEFAULT_REGISTRY_CONCURRENCY = 4
-_MappingProxy = type(type.__dict__)  # types.MappingProxyType, without importing types (1M instructions)
 # Each option's environment variables (the first one set counts), by the option's parameter name. A flag given on the
 # command line, before or after the subcommand, always wins over them (`choose`); the CLI's parsers only collect what
 # is on the command line and never read the environment themselves.
-OPTION_ENV: Mapping[str, tuple[str, ...]] = _MappingProxy({
+OPTION_ENV: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "cache_dir": ("OCIVENDIR_CACHE_DIR", "VENDIR_CACHE_DIR"),
     "cache_max_size": ("OCIVENDIR_CACHE_MAX_SIZE",),
     "max_extract_size": ("OCIVENDIR_MAX_EXTRACT_SIZE",),
@@ -62,19 +63,15 @@ OPTION_ENV: Mapping[str, tuple[str, ...]] = _MappingProxy({
     "registry_token": ("IMGPKG_TOKEN",),
     "registry_anon": ("IMGPKG_ANON",),
 })  # fmt: skip
-# compiled on first use (re's own cache): most runs give no size; durations are read without re (a default is one)
-_SIZE = r"(?i)\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe]?)(i?)(b?)\s*"
-_DIGITS = frozenset("0123456789")
-# in the order of the old pattern's alternation (ms before m): _duration_part tries them in this order
+_SIZE = re.compile(r"(?i)\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe]?)(i?)(b?)\s*")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 
 
 def parse_size(text: str, what: str) -> int:
     """A byte count: plain, Kubernetes quantity (`1Mi`, `500M`) or IEC/SI with B (`2GiB`); rounded up."""
-    import re  # noqa: PLC0415 - only for a size given on the command line or in the environment
-
-    match = re.fullmatch(_SIZE, text)
+    match = _SIZE.fullmatch(text)
     if not match:
         raise UsageError(f"invalid size '{text}' for {what}: use e.g. 1GiB, 512MB, 1Gi or a byte count")
     number, prefix, binary, _ = match.groups()
@@ -91,38 +88,14 @@ def parse_duration(text: str, what: str) -> float:
     if cleaned in {"0", "+0", "-0"}:
         return 0.0
     position, total = 0, 0.0
-    while part := _duration_part(cleaned, position):
-        number, unit, position = part
-        total += float(number) * _DURATION_UNITS[unit]
+    for part in _DURATION_PART.finditer(cleaned):
+        if part.start() != position:
+            break
+        total += float(part[1]) * _DURATION_UNITS[part[2]]
+        position = part.end()
     if position != len(cleaned) or not cleaned:
         raise UsageError(f"invalid duration '{text}' for {what}: use e.g. 90s, 10m, 1h30m or 7d")
     return total
-
-
-def _digits_end(text: str, at: int) -> int:
-    while at < len(text) and text[at] in _DIGITS:
-        at += 1
-    return at
-
-
-def _duration_part(text: str, at: int) -> tuple[str, str, int] | None:
-    r"""(number, unit, end) of the duration part at `at`, or None.
-
-    Exactly `re.match(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)", text[at:])` without `re`: backtracking
-    into the number never helps (a shorter number is followed by a digit or a dot, which starts no unit), and the
-    units are tried in the pattern's order, so `ms` wins over `m`.
-    """
-    digits = _digits_end(text, at)
-    if digits > at:
-        end = _digits_end(text, digits + 1) if text.startswith(".", digits) else digits
-    elif text.startswith(".", at) and _digits_end(text, at + 1) > at + 1:
-        end = _digits_end(text, at + 1)
-    else:
-        return None
-    for unit in _DURATION_UNITS:
-        if text.startswith(unit, end):
-            return text[at:end], unit, end + len(unit)
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,7 +212,8 @@ def _cache_dir(flags: Flags, environ: Mapping[str, str]) -> tuple[str | None, bo
 def user_dir(kind: str, environ: Mapping[str, str]) -> str | None:
     """The user's `cache` or `config` base directory (platformdirs' answer); None when the user has no home.
 
-    On Linux that is the XDG rule, without importing platformdirs: `$XDG_<KIND>_HOME` when absolute, else
+    On Linux that is the XDG rule, spelled out here because "no home" must be an answer (None: an arbitrary UID with
+    no `$HOME` and no passwd entry runs without a cache) rather than a path: `$XDG_<KIND>_HOME` when absolute, else
     `<home>/.<kind>`, the home being `$HOME` when absolute, else the passwd entry's.
     """
     if sys.platform != "linux":

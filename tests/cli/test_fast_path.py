@@ -209,8 +209,13 @@ def _loaded_after(argv: list[str], stdin: str = "", code: int = 0) -> list[str]:
 def test_version_imports_six_of_our_modules_and_no_click_typing_or_dataclasses(prog: str) -> None:
     modules = _loaded_after([prog, "version"])
     ours = [m for m in modules if m.startswith("ocivendir")]
-    assert ours == ["ocivendir", "ocivendir.codepack", "ocivendir.commands", "ocivendir.commands.goflags", "ocivendir.errors",
-                    "ocivendir.output"]  # fmt: skip
+    assert ours == [
+        "ocivendir",
+        "ocivendir.commands",
+        "ocivendir.commands.goflags",
+        "ocivendir.errors",
+        "ocivendir.output",
+    ]
     assert not {"click", "typing", "dataclasses", "re", "pathlib", "json"} & set(modules)
 
 

@@ -385,7 +385,7 @@ def test_a_warm_digest_pinned_sync_makes_no_request_and_imports_no_network_code(
     mark = registry.mark()
     for argv, stdin, forbidden in (
         (["ocivendir", "sync", "--chdir", str(work), "-q"], "", WARM_FORBIDDEN),
-        # kapp-controller's command line: the click-free fast path; stdin and images.yml read without PyYAML
+        # kapp-controller's command line: the click-free fast path
         (["vendir", "sync", "-f", "-", "--lock-file", "/dev/null", "--chdir", str(work)], kapp_stdin,
          (*WARM_FORBIDDEN, *FAST_PATH, *MEMO)),
         # `pull`'s click-free fast path, in ocivendir and imgpkg modes

@@ -21,13 +21,13 @@ from tests.support.builders import Pusher, make_image
 from tests.support.registry import PASSWORD, USERNAME, Registry
 
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
-_NETWORK_STACKS = ("oras", "requests", "urllib3", "yaml")  # registries.yaml is read only when it exists
-# Nor what a plain-HTTP exchange does not use: logging (only for a record shown), the XDG dirs' library, http.client
-# and email (registry/http11.py), ssl (only once an https connection stands), typing, random. A warm run also leaves
-# pathlib (paths are str), urllib.parse, json (jsonread), ipaddress (a dotted IPv4 is read as text) and the thread pool.
-# Standard modules the server preloads for every call (socket, threading, re) are not counted (issue 26).
-_UNUSED = ("logging", "platformdirs", "http.client", "email", "ssl", "typing", "random", "encodings.idna")
-_WARM_UNUSED = (*_UNUSED, "pathlib", "urllib.parse", "json", "ipaddress", "concurrent")
+_NETWORK_STACKS = ("oras", "requests", "urllib3")
+# Nor what a plain-HTTP exchange does not use: the XDG dirs' library, http.client and email (registry/http11.py), ssl
+# (only once an https connection stands), typing, random. A warm run also leaves
+# pathlib (paths are str), urllib.parse, ipaddress (a dotted IPv4 is read as text) and the thread pool.
+# Standard modules the server preloads for every call (socket, threading, re, json, logging) are not counted (issue 26).
+_UNUSED = ("platformdirs", "http.client", "email", "ssl", "typing", "random", "encodings.idna")
+_WARM_UNUSED = (*_UNUSED, "pathlib", "urllib.parse", "ipaddress", "concurrent")
 _PROBE = """\
 import sys
 opened = []
@@ -56,7 +56,7 @@ def trust(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _tag_config(ref: str) -> str:
-    """A Config in the block style kapp-controller writes (go-yaml's Marshal), which needs no full YAML loader."""
+    """A Config in the block style kapp-controller writes (go-yaml's Marshal)."""
     return HEAD + textwrap.dedent(f"""\
         directories:
         - contents:

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ocivendir import jsonread
+from ocivendir import jsondoc
 from ocivendir.errors import ImagesLockError, OcivendirError, UnsupportedMediaType
 from ocivendir.gofold import go_fold
 from ocivendir.goyaml.load import field
+from ocivendir.oci.gokeys import JSONObject, with_repeats
 from ocivendir.oci.imageslock import ImageLocation, parse_image_locations, parse_images_lock
 from ocivendir.oci.manifest import Descriptor, Index, Manifest, parse_config, parse_manifest
 
@@ -147,14 +148,14 @@ def test_yaml_read_into_go_structs_folds_field_names_as_go_does() -> None:
 
 def test_reading_with_repeats_gives_json_loads_values_and_names_each_objects_repeated_keys() -> None:
     text = b'{"a":1,"a":{"b":2,"b":3,"c":[{"x":1,"x":2}]},"d":[{"e":1}],"e":{}}'
-    doc = jsonread.loads(text, repeats=True)
+    doc = jsondoc.loads(text, object_pairs_hook=with_repeats)
     assert doc == json.loads(text)
-    assert isinstance(doc, jsonread.JSONObject)
+    assert isinstance(doc, JSONObject)
     assert doc.repeated == {"a"}
     assert doc["a"].repeated == {"b"}
     assert doc["a"]["c"][0].repeated == {"x"}
     assert doc["d"][0].repeated == doc["e"].repeated == frozenset()
-    assert type(jsonread.loads(text)) is dict
+    assert type(jsondoc.loads(text)) is dict
 
 
 LOCKS = [json.loads(line) for line in (GOLDEN.parent / "imageslocks.jsonl").read_text().split("\n") if line]

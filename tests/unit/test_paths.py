@@ -128,3 +128,11 @@ def test_a_guard_is_checked_on_the_resolved_path_of_a_symlinked_parent(tmp_path:
 def test_pure_and_split_spell_paths_as_pathlib_does(given: str, spelled: str, parent: str, name: str) -> None:
     assert pure(given) == spelled == str(Path(given))
     assert split(given) == (parent, name) == (str(Path(given).parent), Path(given).name)
+
+
+def test_a_leading_double_slash_is_the_root_where_pathlib_keeps_it_apart() -> None:
+    """Why `pure` is not `str(PurePosixPath(...))`: on Linux `//cache` is `/cache`, and a guard must see one directory."""
+    assert str(Path("//cache")) == "//cache"
+    assert pure("//cache") == "/cache"
+    assert within("//cache/x", "/cache")
+    assert Guard("/cache", "the cache", inside=True).refusal(pure("//cache/x")) == "is inside the cache '/cache'"

@@ -8,6 +8,7 @@ fetched from a repository from bytes another repository's manifest was served fr
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from threading import RLock
@@ -389,8 +390,6 @@ class CacheIndex:
 
     def put_verdict(self, bundle_ref: str, *, relocated: bool, method: str, missing: Iterable[str]) -> None:
         """Record a verdict reached now."""
-        import json  # noqa: PLC0415 - a verdict is written on a cold run only; json imports re
-
         params = (bundle_ref, int(relocated), method, None, json.dumps(list(missing)), self.now)
         self._write([(_PUT_VERDICT, params)], repository=_repository(bundle_ref))
 

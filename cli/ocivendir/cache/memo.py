@@ -20,10 +20,11 @@ verdict's recheck, refreshing a ref's last use) stay with the callers, on the ro
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from stat import S_ISREG
 
-from ocivendir import diag, jsonread
+from ocivendir import diag, jsondoc
 from ocivendir.fs.remove import remove_file
 from ocivendir.fs.swap import atomic_write
 
@@ -161,7 +162,11 @@ class Memo:
                 data = self._encoded(repository, token, answers)
                 if len(data) > _MAX_BYTES:  # too large to be read back: the run's own answers, if they fit
                     data = self._encoded(repository, token, learned)
-            except (ValueError, UnicodeEncodeError) as exc:  # a value JSON cannot hold: that shard is not written
+            except (
+                ValueError,
+                TypeError,
+                UnicodeEncodeError,
+            ) as exc:  # a value JSON cannot hold: that shard is not written
                 _log.debug("not writing the memo of %s: %s", repository, exc)
                 continue
             if len(data) > _MAX_BYTES:
@@ -211,7 +216,7 @@ def _answers(data: bytes, expected: dict[str, object], ignore: Callable[[str], N
         ignore("too large")
         return {}
     try:
-        doc = jsonread.loads(data.decode())
+        doc = jsondoc.loads(data.decode())
     except (ValueError, RecursionError):
         ignore("not JSON")
         return {}
@@ -224,23 +229,6 @@ def _answers(data: bytes, expected: dict[str, object], ignore: Callable[[str], N
     return answers
 
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", **{chr(c): f"\\u{c:04x}" for c in range(32)}}
-
-
 def _json(value: object) -> str:
-    """JSON for the values rows hold (the json package imports re, whose import alone costs a warm run a tenth)."""
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if value - value != 0.0:  # nan or infinite (without importing math)
-            raise ValueError("not a finite number")
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + "".join(_ESCAPES.get(c, c) for c in value) + '"'
-    if isinstance(value, list):
-        return "[" + ",".join(_json(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_json(str(k))}:{_json(v)}" for k, v in sorted(value.items())) + "}"
-    raise ValueError(f"{type(value).__name__} is not a row value")
+    """A shard's JSON: compact, keys sorted; NaN, infinities and what JSON cannot hold are refused."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

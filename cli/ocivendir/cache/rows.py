@@ -7,9 +7,10 @@ decode is treated as absent — the content is refetched or re-checked and the r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from ocivendir import diag, jsonread
+from ocivendir import diag, jsondoc
 from ocivendir.errors import BadReference
 from ocivendir.oci.reference import Digest, parse_digest, parse_reference
 
@@ -149,8 +150,7 @@ def size_value(value: object) -> int:
 
 def time_value(value: object) -> float:
     """A timestamp column: a finite, non-negative number."""
-    # `value - value == 0` is math.isfinite (inf - inf is NaN) without loading math, a shared library
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value - value == 0 or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise BadRow(f"time {value!r} is not a timestamp")
     return float(value)
 
@@ -178,7 +178,7 @@ def verdict_row(bundle_ref: str, row: tuple[object, ...]) -> Verdict:
     if method not in _METHODS:
         raise BadRow(f"method {method!r} is unknown")
     try:
-        missing = jsonread.loads(_text(missing_json, "missing images"))
+        missing = jsondoc.loads(_text(missing_json, "missing images"))
     except (ValueError, RecursionError):
         raise BadRow("missing images are not JSON") from None
     if not isinstance(missing, list) or len(missing) > _MAX_MISSING or not all(isinstance(m, str) for m in missing):

@@ -9,6 +9,7 @@ at import time.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from ocivendir.commands.runtime import Run
 
-__all__ = ["GC_THRESHOLDS", "main", "run", "version_line"]
+__all__ = ["main", "run", "version_line"]
 
 _VERSION_ARGS = (["version"], ["--version"])
 
@@ -144,39 +145,19 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
         sys.exit(_fail(state, exc, "internal-error", f"{type(exc).__name__}: {exc}", hint, 1))
 
 
-# A run is short, and what it creates (modules, classes, functions, records) lives until it ends: CPython's young
-# generation threshold of 700 made a warm sync run 9 collections (4 % of its instructions) that freed 7 objects.
-# Long runs (a cold 1 GiB pull, a prune of a large cache) still collect, every 100,000 net allocations.
-_GC_YOUNG = 100_000
-GC_THRESHOLDS = (_GC_YOUNG, 10, 10)  # a server's worker runs one call too (server/worker.py)
-
-
 def run() -> NoReturn:
-    """The program: the console script, `python -m ocivendir` and the dist build call this, tests call `main()`.
-
-    `main()`, then, once it has finished (output written, index closed, locks released, stage directories removed),
-    the process ends with `os._exit` after flushing stdout and stderr: interpreter finalization, which frees every
-    module and object one by one and collects once more, cost a warm sync 11M instructions (10 %) for nothing.
-    Finalization does run when something asked for it (an atexit callback, a live non-daemon thread), when the exit
-    code is not a number, and when flushing fails (the interpreter then reports it as it always has).
-    """
-    import gc  # noqa: PLC0415 - built in
-
-    gc.set_threshold(*GC_THRESHOLDS)
+    """The program: the console script, `python -m ocivendir` and the dist build call this, tests call `main()`."""
     _through_server()
-    try:
-        main()
-    except SystemExit as exc:
-        code = _quick_exit_code(exc.code)
-        if code is None:
-            raise
-        import os  # noqa: PLC0415 - loaded at start-up already
-
-        os._exit(code)
+    main()
 
 
 def _through_server() -> None:
-    """Hand the call to the resident server when one should serve it (`server/`); return only to run in-process."""
+    """Hand the call to the resident server when one should serve it (`server/`); return only to run in-process.
+
+    Once the server has answered, the client ends with `os._exit`: it has flushed nothing of its own (the worker wrote
+    to the caller's descriptors) and holds no file, lock or thread, and skipping interpreter teardown is about 5 ms of
+    a served call's ~41 ms of CPU (README "What a warm run costs").
+    """
     from ocivendir.server.place import wanted  # noqa: PLC0415 - os and stat only
 
     if wanted(sys.argv):
@@ -184,25 +165,7 @@ def _through_server() -> None:
 
         status = call_server(sys.argv)
         if status is not None:
-            import os  # noqa: PLC0415 - loaded at start-up already
-
             os._exit(status)
-
-
-def _quick_exit_code(code: object) -> int | None:
-    """The exit status to end with at once, or None when the interpreter must finalize (see `run`)."""
-    import atexit  # noqa: PLC0415 - built in
-
-    if not (code is None or isinstance(code, int)) or atexit._ncallbacks():  # noqa: SLF001 - the count of registered callbacks
-        return None
-    threading = sys.modules.get("threading")
-    if threading is not None and any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        return None
-    from ocivendir.output import flush_streams  # noqa: PLC0415 - loaded by every run that prints
-
-    if not flush_streams():
-        return None
-    return 0 if code is None else code
 
 
 def __getattr__(name: str) -> Any:  # noqa: ANN401 - the click group, loaded on first use

@@ -6,6 +6,7 @@ type; there is no chain of ifs over types.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -231,8 +232,6 @@ def describe(config: ContentConfig) -> str:
     if config.source_type in {"image", "imgpkgBundle"}:
         url = without_credentials(str(spec.get("url") or spec.get("image") or ""))
         if spec.get("tagSelection"):
-            import json  # noqa: PLC0415 - only for a tag selection; json imports re
-
             url += ":tag=" + json.dumps(spec["tagSelection"], separators=(",", ":"), ensure_ascii=False)
         return f"({config.source_type} from {url})"
     return f"({config.source_type})"

@@ -3,9 +3,13 @@
 A directory that a pull or sync replaces is checked where the replace really acts: its parent with `..` and
 symlinks resolved, plus its last name (the swap replaces a symlink there rather than following it), and also the
 fully resolved path, so `-o ./`, `-o "$PWD"`, `-o link-to-cwd` and `a/..` are all seen as the directory they name.
-Call sites only name what they protect (`Guard`s); no call site compares path strings itself. Paths are `str` (no
-`pathlib` on the warm path); containment compares whole names of resolved paths (`within`), so '/a/bc' is not inside
-'/a/b'. Functions take `str` or any `os.PathLike[str]` and return `str`.
+Call sites only name what they protect (`Guard`s); no call site compares path strings itself. Containment compares
+whole names of resolved paths (`within`), so '/a/bc' is not inside '/a/b'. Functions take `str` or any
+`os.PathLike[str]` and return `str`, the form the rest of the package (and `os`) passes around.
+
+`pure`, `split` and `absolute` spell a path as `PurePosixPath` does with one difference that matters to a guard:
+pathlib keeps a leading `//` (POSIX leaves that root implementation-defined), so `//cache` and `/cache` would compare
+as different directories; on Linux they are the same one, and here they are spelled the same.
 """
 
 from __future__ import annotations
@@ -42,9 +46,9 @@ def resolved(path: str | os.PathLike[str]) -> str:
 
 
 def pure(path: str | os.PathLike[str]) -> str:
-    """`path` spelled as `PurePosixPath` spells it: no repeated slashes, `.` names or trailing slash; `..` is kept.
+    """`path` spelled as `PurePosixPath` spells it (but `//` is `/`): no repeated slashes, `.` names or trailing slash.
 
-    Lexical only: `link/..` keeps its `..` (the file system resolves it through the link, as it would for a Path).
+    Lexical only: `..` is kept, and `link/..` resolves through the link, as it would for a Path.
     """
     text = os.fspath(path)
     names = [name for name in text.split("/") if name and name != "."]

@@ -7,6 +7,8 @@ them).
 
 from __future__ import annotations
 
+import datetime as dt
+
 from ocivendir.goyaml.scalars import all_digits, is_float
 
 __all__ = ["reads_as_string"]
@@ -19,7 +21,6 @@ _BOOL_NULL = frozenset({
 _HINTS = dict.fromkeys("yYnNtTfFoO~", "M") | {".": ".", "+": "S", "-": "S"} | dict.fromkeys("0123456789", "D")
 _DIGITS = "0123456789"
 _DIGITS_ = _DIGITS + "_"
-_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 def _digit_run(text: str, start: int, most: int) -> int:
@@ -46,12 +47,12 @@ def _go_int(text: str) -> bool:
 
 
 def _valid_date(year: int, month: int, day: int) -> bool:
-    """What `datetime.date` accepts (proleptic Gregorian, years 1-9999), without importing datetime."""
-    if year < 1 or not 1 <= month <= len(_DAYS):
+    """A real date (proleptic Gregorian, years 1-9999)."""
+    try:
+        dt.date(year, month, day)
+    except ValueError:
         return False
-    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    last = 29 if month == 2 and leap else _DAYS[month - 1]  # noqa: PLR2004 - February
-    return 1 <= day <= last
+    return True
 
 
 def _is_timestamp(text: str) -> bool:

@@ -9,6 +9,8 @@ elements or fewer by insertion sort, done here the same way, and longer maps are
 
 from __future__ import annotations
 
+import functools
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -71,8 +73,6 @@ def go_sorted(keys: Iterable[str]) -> list[str]:
     """`keys` in the order go-yaml v2 writes them."""
     items = list(keys)
     if len(items) > _INSERTION_SORT_MAX:
-        import functools  # noqa: PLC0415 - brings collections (~10M instructions): only for long maps
-
         return sorted(items, key=functools.cmp_to_key(_compare))
     for i in range(1, len(items)):  # Go's insertionSort, swap by swap
         j = i

@@ -1,17 +1,18 @@
 """Owns: reading YAML the way vendir's sigs.k8s.io/yaml (go-yaml v2) does, and Go's lenient decoding into structs.
 
-Each document is read by the fast path (`quick.py`: the block style go-yaml's Marshal writes, no PyYAML) when it can,
-else by the full loader (`compose.py` with PyYAML, then `values.py`: merges, repeated keys, budgets), imported only
-then. Plain scalars resolve as go-yaml v2 resolves them (`scalars.py`); a scalar decoded into a string field takes
-Go's string form of that value; field names match case-insensitively (the greatest matching key wins, as in
-encoding/json); unknown fields are ignored; a wrong kind for a bool or integer field is Go's `json: cannot unmarshal`
-error naming the field path.
+Each document goes through PyYAML's parser (libyaml's, `compose.py`) and then go-yaml v2's rules (`values.py`:
+merges, repeated keys, budgets). Plain scalars resolve as go-yaml v2 resolves them (`scalars.py`); a scalar decoded
+into a string field takes Go's string form of that value; field names match case-insensitively (the greatest matching
+key wins, as in encoding/json); unknown fields are ignored; a wrong kind for a bool or integer field is Go's `json:
+cannot unmarshal` error naming the field path.
 """
 
 from __future__ import annotations
 
+import re
+
 from ocivendir.gofold import go_fold
-from ocivendir.goyaml import quick
+from ocivendir.goyaml import compose, values
 from ocivendir.goyaml.keys import UnsupportedKeyError
 from ocivendir.goyaml.nodes import ComposeError
 from ocivendir.goyaml.scalars import go_string, resolve_plain
@@ -28,45 +29,16 @@ __all__ = [
 ]  # fmt: skip
 
 
+_SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
+
+
 class DecodeError(Exception):
     """A document vendir would refuse; the message follows Go's where vendir's is quoted."""
 
 
 def split_documents(text: str) -> list[str]:
-    """Split at `---` separator lines (the Kubernetes YAML reader); whitespace-only documents are dropped.
-
-    Exactly `re.split(r"^---\\s*$", text, flags=re.MULTILINE)` without `re`: a separator starts a line with `---`
-    and runs over the whitespace after it (newlines included) up to its last newline, or to the end of the text.
-    """
-    docs, start, found = [], 0, text.find("---")
-    while found != -1:
-        end = _separator_end(text, found)
-        if end == -1:
-            found = text.find("---", found + 1)
-            continue
-        docs.append(text[start:found])
-        start = end
-        found = text.find("---", end)
-    docs.append(text[start:])
-    return [doc for doc in docs if doc.strip()]
-
-
-def _separator_end(text: str, at: int) -> int:
-    """Where the separator at `at` ends (the `\\s*$` of the pattern, backtracked to a line end), or -1."""
-    if at and text[at - 1] != "\n":
-        return -1
-    run = at + 3
-    while run < len(text) and text[run].isspace():  # str.isspace is re's \s for str patterns
-        run += 1
-    return run if run == len(text) else text.rfind("\n", at + 3, run)
-
-
-def _full(doc: str, *, strict: bool) -> object:
-    """One document through PyYAML (imported only now): every construct, go-yaml's errors and budgets."""
-    from ocivendir.goyaml import compose, values  # noqa: PLC0415 - the warm path reads go-yaml's output without them
-
-    root = compose.compose(doc)
-    return None if root is None else values.decode(root, strict=strict)
+    """Split at `---` separator lines (the Kubernetes YAML reader); whitespace-only documents are dropped."""
+    return [doc for doc in _SEPARATOR.split(text) if doc.strip()]
 
 
 def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[object]:
@@ -78,8 +50,8 @@ def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[objec
     try:
         text = decode_text(data) if isinstance(data, bytes) else check_characters(data)
         for doc in split_documents(text):
-            value = quick.decode(doc)
-            yield _full(doc, strict=strict) if value is quick.MISS else value
+            root = compose.compose(doc)
+            yield None if root is None else values.decode(root, strict=strict)
     except (ComposeError, TextError) as exc:
         raise DecodeError(f"error converting YAML to JSON: yaml: {exc}") from None
     except UnsupportedKeyError as exc:

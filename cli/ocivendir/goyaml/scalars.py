@@ -1,8 +1,7 @@
 """Owns: what go-yaml v2 makes of a plain scalar (YAML 1.1 resolution) and Go's string form of the result.
 
 `0755` is octal 493, `1e3` a float, `yes`/`on` booleans, `~` null, timestamps stay text; a value decoded into a
-string field (or used as a map key) takes Go's string form. Both loaders (`load.py` with PyYAML, `quick.py` without)
-use these same functions, so they cannot disagree on a scalar.
+string field (or used as a map key) takes Go's string form.
 """
 
 from __future__ import annotations

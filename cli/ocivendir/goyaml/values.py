@@ -1,7 +1,7 @@
 """Owns: turning a composed node graph into values as go-yaml v2 decodes into `interface{}`: merges, repeated keys.
 
 Non-strict (vendir's sigs.k8s.io/yaml Unmarshal) and strict (imgpkg's UnmarshalStrict) decoding differ only in what a
-key set twice does. Only the full loader needs this; the fast path (`quick.py`) leaves such documents to it.
+key set twice does.
 """
 
 from __future__ import annotations

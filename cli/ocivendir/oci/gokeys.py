@@ -15,7 +15,7 @@ from __future__ import annotations
 from ocivendir.errors import UnsupportedMediaType
 from ocivendir.gofold import go_fold
 
-__all__ = ["CONFIG_FILE", "MANIFEST_OR_INDEX", "check"]
+__all__ = ["CONFIG_FILE", "MANIFEST_OR_INDEX", "JSONObject", "check", "with_repeats"]
 
 # a struct: its field names, each with the struct (a dict) or list of structs (a one-element tuple) beneath, or None
 Shape = dict[str, "Shape | tuple[Shape] | None"]
@@ -48,6 +48,28 @@ CONFIG_FILE: Shape = {
 }
 
 
+class JSONObject(dict[str, object]):
+    """An object read with `with_repeats`: `repeated` holds the keys it had more than once."""
+
+    __slots__ = ("repeated",)
+
+    repeated: frozenset[str]
+
+
+def with_repeats(pairs: list[tuple[str, object]]) -> JSONObject:
+    """The `object_pairs_hook` `check` needs: a dict as json makes it (the last value wins), its repeats noted."""
+    made = JSONObject(pairs)
+    if len(made) == len(pairs):
+        made.repeated = frozenset()
+    else:
+        seen: set[str] = set()
+        repeated: set[str] = set()
+        for key, _ in pairs:
+            (repeated if key in seen else seen).add(key)
+        made.repeated = frozenset(repeated)
+    return made
+
+
 _FOLDED: dict[int, dict[str, str]] = {}  # per shape (by identity): its field names by their lower-case form
 
 
@@ -59,7 +81,7 @@ def _folded(shape: Shape) -> dict[str, str]:
 
 
 def check(doc: object, shape: Shape, where: str) -> None:
-    """Refuse `doc` (read with `jsonread.loads(..., repeats=True)`) if Go would match one of its keys otherwise."""
+    """Refuse `doc` (read with the `with_repeats` hook) if Go would match one of its keys otherwise."""
     if not isinstance(doc, dict):
         return
     names = _folded(shape)

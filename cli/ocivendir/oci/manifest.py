@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from ocivendir import jsonread
+from ocivendir import jsondoc
 from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
 from ocivendir.oci import gokeys
 from ocivendir.oci.reference import Digest, parse_digest
@@ -167,7 +167,7 @@ _JSON_TYPES = {
 def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Index:
     """Parse manifest bytes; the `mediaType` field wins over the Content-Type the registry sent."""
     try:
-        doc = jsonread.loads(raw, repeats=True)
+        doc = jsondoc.loads(raw, object_pairs_hook=gokeys.with_repeats)
     except ValueError as exc:
         raise UnsupportedMediaType(f"manifest is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -194,7 +194,7 @@ def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Inde
 def parse_config(raw: bytes) -> ImageConfig:
     """Read the labels of an image config."""
     try:
-        doc = jsonread.loads(raw, repeats=True)
+        doc = jsondoc.loads(raw, object_pairs_hook=gokeys.with_repeats)
     except ValueError as exc:
         raise UnsupportedMediaType(f"image config is not valid JSON: {exc}") from None
     gokeys.check(doc, gokeys.CONFIG_FILE, "image config")

@@ -6,7 +6,7 @@ import binascii
 import os
 from dataclasses import dataclass, replace
 
-from ocivendir import diag, jsonread
+from ocivendir import diag, jsondoc
 from ocivendir.errors import ConfigError, os_reason
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
 
@@ -42,7 +42,7 @@ class DockerConfig:
         except OSError as exc:
             raise ConfigError(f"Reading docker config '{path}': {exc.strerror}") from None
         try:
-            doc = jsonread.loads(raw) if raw.strip() else {}
+            doc = jsondoc.loads(raw) if raw.strip() else {}
         except ValueError as exc:
             raise ConfigError(f"Parsing docker config '{path}': {exc}") from None
         return cls(path, doc if isinstance(doc, dict) else {})
@@ -111,7 +111,7 @@ def _from_helper(helper: str, registry: str) -> Credential | None:
             f"Credential helper docker-credential-{helper} failed for {registry} (exit {done.returncode})"
         )
     try:
-        answer = jsonread.loads(done.stdout)
+        answer = jsondoc.loads(done.stdout)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):  # an answer that is not an object was an AttributeError before

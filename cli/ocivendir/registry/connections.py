@@ -20,7 +20,7 @@ from _thread import allocate_lock
 from collections.abc import Callable, Iterator
 from time import monotonic
 
-from ocivendir import jsonread
+from ocivendir import jsondoc
 from ocivendir.registry.http11 import (
     MAX_INFORMATIONAL,
     Disconnected,
@@ -147,7 +147,7 @@ class Response:
 
     def json(self) -> Any:  # noqa: ANN401 - any JSON value
         """The body decoded as JSON (`ValueError` when it is not)."""
-        return jsonread.loads(self.content)
+        return jsondoc.loads(self.content)
 
     @property
     def links(self) -> dict[str, dict[str, str]]:

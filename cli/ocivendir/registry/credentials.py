@@ -8,9 +8,10 @@ most specific match first); keychains (accepted, none native); secret-wide and I
 from __future__ import annotations
 
 import binascii
+import re
 from dataclasses import dataclass, field
 
-from ocivendir import jsonread
+from ocivendir import jsondoc
 from ocivendir.errors import ConfigError
 
 TYPE_CHECKING = False
@@ -35,6 +36,7 @@ _HOST_FIELDS = {
     "IDENTITY_TOKEN": "identity_token",
     "REGISTRY_TOKEN": "registry_token",
 }
+_ENV_HOST = re.compile(f"IMGPKG_REGISTRY_({'|'.join(_HOST_FIELDS)})(_.+)?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,19 +130,9 @@ def _overlay(base: Credential, top: Credential) -> Credential:
 
 
 def env_host_name(name: str) -> tuple[str, str]:
-    """(field, suffix) of an `IMGPKG_REGISTRY_<FIELD>[_<suffix>]` name, ("", "") for another name.
-
-    Exactly `re.fullmatch(r"IMGPKG_REGISTRY_(HOSTNAME|USERNAME|PASSWORD|IDENTITY_TOKEN|REGISTRY_TOKEN)(_.+)?", name)`
-    (groups 1 and 2), without `re`: no field is another's prefix followed by `_`, so at most one can match.
-    """
-    rest = name.removeprefix("IMGPKG_REGISTRY_")
-    if rest == name:
-        return "", ""
-    for kind in _HOST_FIELDS:
-        suffix = rest.removeprefix(kind)
-        if suffix != rest and (not suffix or (suffix[0] == "_" and len(suffix) > 1 and "\n" not in suffix)):
-            return kind, suffix
-    return "", ""
+    """(field, suffix) of an `IMGPKG_REGISTRY_<FIELD>[_<suffix>]` name, ("", "") for another name."""
+    match = _ENV_HOST.fullmatch(name)
+    return (match[1], match[2] or "") if match else ("", "")
 
 
 def _env_host_sets(env: Mapping[str, str]) -> tuple[HostCredential, ...]:
@@ -203,7 +195,7 @@ def _plain_secret(name: str, data: Mapping[str, str]) -> CredentialRules:
 
 def _dockerconfig_secret(raw: str) -> CredentialRules:
     try:
-        doc = jsonread.loads(raw)
+        doc = jsondoc.loads(raw)
     except ValueError as exc:
         raise ConfigError(f"Unmarshaling dockerconfigjson: {exc}") from None
     auths = doc.get("auths") if isinstance(doc, dict) else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ocivendir import jsonread
+from ocivendir import jsondoc
 from ocivendir.registry.connections import BodyBroken
 
 TYPE_CHECKING = False
@@ -43,7 +43,7 @@ def _diagnostic(entry: dict[str, object]) -> str:
 
 def _answer(method: str, status: int, body: bytes) -> str:
     with contextlib.suppress(ValueError, AttributeError, TypeError):
-        document: Any = jsonread.loads(body)
+        document: Any = jsondoc.loads(body)
         errors = document["errors"]
         if errors and all(isinstance(e, dict) for e in errors):
             if len(errors) == 1:

@@ -26,7 +26,7 @@ WARM = (
     "ocivendir.cache.memo", "ocivendir.cache.store", "ocivendir.cache.grants",
     "ocivendir.registry.client", "ocivendir.registry.transport", "ocivendir.registry.connections",
     "ocivendir.registry.http11", "ocivendir.registry.challenge", "ocivendir.registry.auth",
-    "ocivendir.goyaml.emit", "ocivendir.goyaml.load", "ocivendir.goyaml.quick", "ocivendir.vendir.config",
+    "ocivendir.goyaml.emit", "ocivendir.goyaml.load", "ocivendir.vendir.config",
     "ocivendir.vendir.lockfile", "ocivendir.oci.imageslock", "ocivendir.oci.relocation", "ocivendir.oci.manifest",
     "ocivendir.fs.extract", "ocivendir.fs.swap", "ocivendir.fs.locks", "ocivendir.fs.tarread", "ocivendir.fs.gunzip",
     "ocivendir.output", "ocivendir.reports", "ocivendir.results", "ocivendir.server.worker",

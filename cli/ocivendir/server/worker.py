@@ -96,12 +96,8 @@ def _adopt(request: Request, fds: list[int]) -> None:
 
 
 def _run() -> int:
-    """The ordinary entry point, with the collector tuned as `run()` tuned it; its exit status as Python reports it."""
-    import gc  # noqa: PLC0415 - built in
-
-    from ocivendir.commands import GC_THRESHOLDS, main  # noqa: PLC0415 - loaded by the server already
-
-    gc.set_threshold(*GC_THRESHOLDS)
+    """The ordinary entry point; its exit status as Python reports it."""
+    from ocivendir.commands import main  # noqa: PLC0415 - loaded by the server already
 
     try:
         main()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import binascii
 
-from ocivendir import jsonread
+from ocivendir import jsondoc
 from ocivendir.oci.reference import Digest, Reference, Repository
 
 TYPE_CHECKING = False
@@ -53,7 +53,7 @@ def signature_bytes(layer: Descriptor) -> bytes | None:
 def payload_digest(payload: bytes) -> str | None:
     """The manifest digest a simple-signing payload names (`critical.image.docker-manifest-digest`), else None."""
     try:
-        doc = jsonread.loads(payload)
+        doc = jsondoc.loads(payload)
     except ValueError:
         return None
     critical = doc.get("critical") if isinstance(doc, dict) else None

@@ -1,0 +1,29 @@
+"""Owns: decoding a JSON document someone else wrote (a registry's answer, a config file, a cache record).
+
+It is `json.loads`, with one difference: a document nested past the interpreter's stack is a JSONDecodeError
+("Nested too deeply"), where `json.loads` raises RecursionError, which no reader of registry answers expects (Go's
+encoding/json stops at 10,000 levels). `object_pairs_hook` is json's own, for a reader that must see every key
+(`oci/gokeys.py` remembers repeated ones). Writing JSON stays with `json.dumps`.
+"""
+
+from __future__ import annotations
+
+import json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["loads"]
+
+
+def loads(
+    data: str | bytes | bytearray, *, object_pairs_hook: Callable[[list[tuple[str, object]]], object] | None = None
+) -> object:
+    """`json.loads(data)`: the same value, or the same exception with the same message; too deep is invalid JSON."""
+    try:
+        return json.loads(data, object_pairs_hook=object_pairs_hook)
+    except RecursionError:
+        text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
+        start = len(text) - len(text.lstrip(" \t\n\r"))  # where the document starts, as json's errors count
+        raise json.JSONDecodeError("Nested too deeply", text, start) from None
