@@ -25,6 +25,7 @@ _NETWORK_STACKS = ("oras", "yaml")  # registries.yaml is read only when it exist
 # Nor the XDG dirs' library. A warm run also leaves the thread pool. What requests brings (urllib3, http.client,
 # email, ssl, logging, json, ipaddress, ...) is the transport's and is not counted: the resident server preloads it.
 _UNUSED = ("platformdirs",)
+_HTTP_STACK = ("requests", "urllib3", "http.client", "ssl", "ocivendir.registry.pools")
 _WARM_UNUSED = (*_UNUSED, "concurrent")
 _PROBE = """\
 import sys
@@ -95,6 +96,20 @@ def test_a_warm_tag_sync_is_one_head_and_reads_no_trust_store_for_a_plain_http_r
     assert outcome.endswith("0 opened=0 []"), outcome
     head = f"/v2/{repo_prefix}/app/manifests/v1"
     assert [r for r in registry.since(mark) if r[0] == "HEAD"] == [("HEAD", head, 200)] * 2  # the cold and warm run
+
+
+def test_a_warm_digest_pinned_sync_makes_no_request_and_loads_no_http_stack(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, trust: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kapp-controller's steady state for a digest: nothing to ask, so neither requests nor urllib3 is imported."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("VENDIR_CACHE_DIR", str(cache))
+    monkeypatch.chdir(tmp_path)
+    config = _tag_config(pusher.image(f"{repo_prefix}/pinned", make_image({"p.yml": "p"})))
+    mark = registry.mark()
+    outcome = _warm_probe(config, trust, cache, (*_NETWORK_STACKS, *_WARM_UNUSED, *_HTTP_STACK))
+    assert outcome.endswith("0 opened=0 []"), outcome
+    assert len(registry.since(mark)) == 3  # the cold run's manifest, config and layer; the warm run asked nothing
 
 
 def test_an_auth_challenge_loads_no_third_party_parser(
