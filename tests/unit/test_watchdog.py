@@ -5,6 +5,7 @@ Socket pairs only (no network); what is asserted is what the reader got, never h
 
 from __future__ import annotations
 
+import os
 import socket
 from time import monotonic
 
@@ -31,3 +32,24 @@ def test_a_cancelled_alarm_leaves_its_socket_alone() -> None:
         assert shut.recv(1) == b""
         kept_writer.sendall(b"x")
         assert kept.recv(1) == b"x"
+
+
+def test_a_forked_child_gets_a_watchdog_thread_of_its_own() -> None:
+    """The server forks a worker per call: the parent's watchdog thread does not exist in the child."""
+    reader, writer = socket.socketpair()
+    with reader, writer:
+        reader.settimeout(60)
+        WATCHDOG.arm(reader, monotonic())
+        assert reader.recv(1) == b""  # this process's thread runs
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        code = 1
+        try:
+            child_reader, _child_writer = socket.socketpair()
+            child_reader.settimeout(5)
+            WATCHDOG.arm(child_reader, monotonic())
+            code = 0 if child_reader.recv(1) == b"" else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

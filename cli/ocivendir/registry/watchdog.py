@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import socket
 import threading
 from time import monotonic
@@ -41,6 +42,10 @@ class Watchdog:
 
     def __init__(self) -> None:
         """No alarms, no thread yet."""
+        self.forget()
+
+    def forget(self) -> None:
+        """No alarms, no thread (also in a forked child: the parent's thread and alarms are not this process's)."""
         self._ready = threading.Condition(threading.Lock())
         self._alarms: list[tuple[float, int, Alarm]] = []
         self._order = itertools.count()
@@ -85,3 +90,4 @@ def _shut(sock: socket.socket) -> None:
 
 
 WATCHDOG = Watchdog()
+os.register_at_fork(after_in_child=WATCHDOG.forget)  # a forked server worker starts its own on its first alarm
