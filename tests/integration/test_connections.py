@@ -40,6 +40,7 @@ class Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.seen: list[tuple[int, str, str, dict[str, str]]] = []
         self.close_after = False
+        self.drop_reuse = False  # a connection's second request is met by a close, not an answer
         self.sent = 0  # body bytes of /huge answers the client took before it hung up
 
     @property
@@ -84,11 +85,20 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
 
-    def _answer(self) -> None:
-        self.server.seen.append((self.client_address[1], self.command, self.path, dict(self.headers.items())))
+    def _unanswered(self) -> bool:
+        """A reused connection dropped (`drop_reuse`), or a `RAW` answer written: nothing more to send."""
+        self.served = getattr(self, "served", 0) + 1
+        if self.server.drop_reuse and self.served > 1:
+            self.close_connection = True  # as a server does that closes an idle connection as the request arrives
+            return True
         raw = RAW.get(self.path.rsplit("/", 1)[1])
         if raw is not None:  # the bytes as they are; the connection stays open unless the client closes it
             self.wfile.write(raw)
+        return raw is not None
+
+    def _answer(self) -> None:
+        self.server.seen.append((self.client_address[1], self.command, self.path, dict(self.headers.items())))
+        if self._unanswered():
             return
         if self.path.endswith("/continue"):
             self._continues()
@@ -168,6 +178,17 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_once(server: Serv
         assert answer.content == BODY
     agent.close()
     assert [path for _, _, path, _ in server.seen] == ["/v2/a/blobs/one", "/v2/a/blobs/two"]
+    assert server.connections == 2
+
+
+def test_a_reused_connection_closed_without_an_answer_is_retried_once_on_a_new_one(server: Server) -> None:
+    server.drop_reuse = True
+    agent = _agent()
+    for name in ("one", "two"):
+        answer = agent.request("GET", f"{server.base}/v2/a/blobs/{name}", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+        assert answer.content == BODY
+    agent.close()
+    assert [path for _, _, path, _ in server.seen] == ["/v2/a/blobs/one", "/v2/a/blobs/two", "/v2/a/blobs/two"]
     assert server.connections == 2
 
 

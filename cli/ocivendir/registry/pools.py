@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EXCHANGE", "Adapter", "Exchange"]
 
-urllib3.disable_warnings(InsecureRequestWarning)  # skip-verify is a registry's setting, said once in the docs
 _INF = float("inf")
 
 
@@ -115,8 +114,10 @@ class _Bounded(HTTPConnection):
     def request(self, method: str, url: str, body: Any = None, headers: Any = None, **options: Any) -> None:  # noqa: ANN401 - urllib3's signature
         """Send; note whether this connection had served a request before."""
         EXCHANGE.reused = self.sock is not None and not self._fresh
-        self._fresh = False
-        super().request(method, url, body=body, headers=headers, **options)
+        try:
+            super().request(method, url, body=body, headers=headers, **options)  # a plain one connects in here
+        finally:
+            self._fresh = False
 
     def getresponse(self) -> HTTPResponse:  # type: ignore[override] # urllib3's own override
         """The head within the head timeout; the body's reads then within the deadline."""
@@ -178,6 +179,7 @@ class Adapter(HTTPAdapter):
     def __init__(self, pool_size: int) -> None:
         """Keep up to `pool_size` idle connections per origin."""
         super().__init__(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+        urllib3.disable_warnings(InsecureRequestWarning)  # skip-verify is a registry's setting: no warning per request
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401 - requests' signature
         """The pool manager, making the bounded connections."""
