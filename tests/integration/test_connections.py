@@ -11,14 +11,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ocivendir.registry import connections
-from ocivendir.registry.connections import Agent, BodyTooLarge, ConnectFailed
+from ocivendir.registry.connections import Agent, BodyTooLarge, ConnectFailed, HeaderTimeout
 from ocivendir.registry.proxy import ProxyConfig
 from tests.support.serve import serving
 
 BODY = b"x" * 100_000
 HUGE = 64 << 20
-CONTINUES = 200_000
+CONTINUES = 50_000_000
 TIMEOUTS = (5.0, 5.0)
+RAW = {  # answers written byte for byte, after which the server keeps the connection open
+    "http10-chunked": b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    "chunked-and-length": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    "switch": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+    "many-headers": b"HTTP/1.1 200 OK\r\n" + b"X-A: a\r\n" * 101 + b"Content-Length: 0\r\n\r\n",
+    "long-line": b"HTTP/1.1 200 OK\r\nX-A: " + b"a" * (65 << 10) + b"\r\nContent-Length: 0\r\n\r\n",
+    "length-letters": b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nok",
+    "length-conflict": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+    "gzip-coding": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nok",
+}
 
 
 class Server(ThreadingHTTPServer):
@@ -30,6 +40,7 @@ class Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.seen: list[tuple[int, str, str, dict[str, str]]] = []
         self.close_after = False
+        self.drop_reuse = False  # a connection's second request is met by a close, not an answer
         self.sent = 0  # body bytes of /huge answers the client took before it hung up
 
     @property
@@ -74,8 +85,21 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
 
+    def _unanswered(self) -> bool:
+        """A reused connection dropped (`drop_reuse`), or a `RAW` answer written: nothing more to send."""
+        self.served = getattr(self, "served", 0) + 1
+        if self.server.drop_reuse and self.served > 1:
+            self.close_connection = True  # as a server does that closes an idle connection as the request arrives
+            return True
+        raw = RAW.get(self.path.rsplit("/", 1)[1])
+        if raw is not None:  # the bytes as they are; the connection stays open unless the client closes it
+            self.wfile.write(raw)
+        return raw is not None
+
     def _answer(self) -> None:
         self.server.seen.append((self.client_address[1], self.command, self.path, dict(self.headers.items())))
+        if self._unanswered():
+            return
         if self.path.endswith("/continue"):
             self._continues()
             return
@@ -157,6 +181,17 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_once(server: Serv
     assert server.connections == 2
 
 
+def test_a_reused_connection_closed_without_an_answer_is_retried_once_on_a_new_one(server: Server) -> None:
+    server.drop_reuse = True
+    agent = _agent()
+    for name in ("one", "two"):
+        answer = agent.request("GET", f"{server.base}/v2/a/blobs/{name}", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+        assert answer.content == BODY
+    agent.close()
+    assert [path for _, _, path, _ in server.seen] == ["/v2/a/blobs/one", "/v2/a/blobs/two", "/v2/a/blobs/two"]
+    assert server.connections == 2
+
+
 def test_a_redirect_to_another_host_is_followed_without_the_authorization_header(server: Server) -> None:
     agent = _agent()
     headers = {"Authorization": "Bearer secret"}
@@ -202,9 +237,57 @@ def test_a_body_read_at_once_is_capped(server: Server, monkeypatch: pytest.Monke
     assert server.sent < HUGE // 2
 
 
-def test_endless_100_continue_lines_are_given_up_after_five(server: Server) -> None:
+def test_endless_100_continue_lines_are_bounded_by_the_response_header_timeout(server: Server) -> None:
+    """`http.client` skips `100 Continue` heads without a count (Go stops at five): the whole head's deadline ends it."""
     agent = _agent()
-    with pytest.raises(ConnectFailed, match="more than 5 informational"):
-        agent.request("GET", f"{server.base}/v2/a/continue", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    with pytest.raises(HeaderTimeout):
+        agent.request("GET", f"{server.base}/v2/a/continue", {}, timeouts=(5.0, 1.0), proxy_for=_direct)
     agent.close()
     assert server.sent < CONTINUES  # the client hung up long before the server ran out of them
+
+
+def test_a_path_with_a_scheme_separator_in_it_keeps_its_host_header(server: Server) -> None:
+    """A tag-list page's `last=` may hold `://`: the request is still origin-form with this origin's Host."""
+    agent = _agent()
+    url = f"{server.base}/v2/a/tags/list?n=1&last=https://evil.test/x"
+    assert agent.request("GET", url, {}, timeouts=TIMEOUTS, proxy_for=_direct).content == BODY
+    ((_, _, path, sent),) = server.seen
+    assert (path, sent["Host"]) == (
+        "/v2/a/tags/list?n=1&last=https://evil.test/x",
+        f"127.0.0.1:{server.server_address[1]}",
+    )
+
+
+@pytest.mark.parametrize("answer", ["http10-chunked", "chunked-and-length", "switch"])
+def test_an_answer_that_leaves_its_connection_in_doubt_is_not_pooled(server: Server, answer: str) -> None:
+    """HTTP/1.0 with Transfer-Encoding, chunked beside a Content-Length (RFC 9112 §6.1, §6.3), or a 101: a new one."""
+    agent = _agent()
+    first = agent.request("GET", f"{server.base}/v2/a/{answer}", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert (first.status_code, first.content) == ((101, b"") if answer == "switch" else (200, b"ok"))
+    again = agent.request("GET", f"{server.base}/v2/a/blobs/one", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert again.content == BODY
+    agent.close()
+    assert (len(server.seen), server.connections) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        ("many-headers", "got more than 100 headers"),
+        ("long-line", "header line"),
+        ("length-letters", "an invalid or conflicting Content-Length: 'abc'"),
+        ("length-conflict", r"Content-Length.*\(?'?2, 3"),
+        ("gzip-coding", "an unsupported Transfer-Encoding: 'gzip'"),
+    ],
+)
+def test_a_head_past_the_bounds_or_a_body_of_unknown_framing_is_refused(
+    server: Server, answer: str, words: str
+) -> None:
+    """A head is bounded as `http.client` bounds it (100 fields, 64 KiB a line); a body's framing must be certain."""
+    agent = _agent()
+    with pytest.raises(ConnectFailed, match=words):
+        agent.request("GET", f"{server.base}/v2/a/{answer}", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    again = agent.request("GET", f"{server.base}/v2/a/blobs/one", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+    assert again.content == BODY
+    agent.close()
+    assert server.connections == 2  # the refused answer's connection was not reused

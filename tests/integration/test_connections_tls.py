@@ -8,13 +8,15 @@ Counts only: requests and tunnels seen, and the headers they carried.
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from time import monotonic
 
 import pytest
 
-from ocivendir.registry.connections import Agent, ConnectFailed
+from ocivendir.registry.connections import Agent, BodyBroken, ConnectFailed, HeaderTimeout
 from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.transport import ClientOptions, _ssl_context
 from tests.support.registry import _make_tls
@@ -31,6 +33,7 @@ class _Origin(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _OriginHandler)
         self.socket = context.wrap_socket(self.socket, server_side=True)
         self.seen: list[dict[str, str]] = []
+        self.paced = 0  # bytes trickled before the client hung up
 
 
 class _OriginHandler(BaseHTTPRequestHandler):
@@ -42,10 +45,28 @@ class _OriginHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.seen.append(dict(self.headers.items()))
+        if self.path.startswith("/trickle-"):
+            self._trickle(self.path.removeprefix("/trickle-"))
+            return
         self.send_response(200)
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"ok")
+
+    def _trickle(self, part: str) -> None:
+        """The head (or, after a whole head, the body) one TLS record of one byte every 0.2 s, for at most 60 s."""
+        head = b"HTTP/1.1 200 OK\r\nContent-Length: 300\r\nX-Padding: " + b"p" * 200 + b"\r\n\r\n"
+        if part == "body":
+            self.wfile.write(head)
+            self.wfile.flush()
+        try:
+            for byte in (head if part == "head" else b"b" * 300)[:300]:
+                time.sleep(0.2)
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                self.server.paced += 1
+        except OSError:
+            self.close_connection = True
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +129,24 @@ def test_through_a_connect_tunnel_the_tunnelled_host_name_is_verified_and_proxy_
         "Bearer t",
         False,
     )
+
+
+@pytest.mark.parametrize("part", ["head", "body"])
+def test_a_tls_answer_trickled_a_byte_at_a_time_is_cut_at_its_deadline(
+    origin: _Origin, certs: tuple[Path, Path, Path], part: str
+) -> None:
+    """Each byte comes well within the 1 s read timeout: the head's deadline, or the run's, shuts the TLS socket."""
+    url = f"https://127.0.0.1:{origin.server_address[1]}/trickle-{part}"
+    agent = _agent(certs[0])
+    if part == "head":
+        with pytest.raises(HeaderTimeout):
+            agent.request("GET", url, {}, timeouts=(5.0, 1.0), proxy_for=_direct)
+    else:
+        answer = agent.request("GET", url, {}, timeouts=(5.0, 1.0), proxy_for=_direct, until=monotonic() + 2)
+        with pytest.raises(BodyBroken):
+            answer.content  # noqa: B018
+    agent.close()
+    assert origin.paced < 100  # about 5 (head) or 10 (body) of the 300 a patient client would have read
 
 
 class _PlainHandler(_OriginHandler):

@@ -1,20 +1,19 @@
-"""The unit tier never touches the network: only `tests/support/fakehttp.py` answers HTTP here."""
+"""The unit tier never touches the network: only `responses` (requests' mock) answers HTTP here."""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import pytest
-
-from tests.support.fakehttp import FakeHTTP, fake_http
-
-__all__ = ["fake_http", "rsps"]
+import responses
 
 
 @pytest.fixture
-def rsps(fake_http: FakeHTTP) -> FakeHTTP:
-    """The fake registry under the name the client tests use (they once used the `responses` library)."""
-    return fake_http
+def rsps() -> Iterator[responses.RequestsMock]:
+    """Answers for every request the registry client sends; fails the test if a registration went unused."""
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
+        yield mock
 
 
 @pytest.fixture(autouse=True)

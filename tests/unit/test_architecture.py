@@ -20,12 +20,12 @@ FLOORS: dict[str, int] = {
     "diag": 0, "parallel": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
     "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "engine.signatures": 3,
-    "registry.credentials": 1, "registry.mirrors": 1, "registry.rewrite": 1, "registry.registriesyaml": 1, "registry.challenge": 1,
+    "registry.credentials": 1, "registry.mirrors": 1, "registry.rewrite": 1, "registry.registriesyaml": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
     "registry.truststore": 2,
-    "registry.transport": 2, "registry.ggcrtext": 2, "registry.connections": 2, "registry.http11": 2,
-    "registry.tlsprobe": 2,
+    "registry.transport": 2, "registry.ggcrtext": 2, "registry.connections": 2, "registry.pools": 2,
+    "registry.watchdog": 2, "registry.tlsprobe": 2, "registry.challenge": 2,
     "cache": 2, "cache.store": 2, "cache.index": 2, "cache.memo": 2, "cache.prune": 2, "cache.rows": 2, "cache.repair": 2, "cache.tidy": 2, "cache.grants": 2,
     "fs": 2, "fs.locks": 2, "fs.swap": 2, "fs.paths": 2, "fs.extract": 2, "fs.remove": 2, "fs.limits": 2, "fs.tarread": 2, "fs.gunzip": 2,
     "engine": 3, "engine.content": 3, "engine.access": 3, "engine.image": 3, "engine.pull": 3, "engine.relocate": 3, "engine.stream": 3,
@@ -41,11 +41,13 @@ FLOORS: dict[str, int] = {
 }  # fmt: skip
 PURE_THIRD_PARTY = {"yaml", "re2"}
 ONLY_IN = {
-    "requests": set(),  # the transport is our own (registry/connections.py, http11.py): requests is not a dependency
-    "urllib3": set(),
-    "http": {"registry.ggcrtext"},  # HTTPStatus for an error's text; http.client is not used (registry/http11.py)
+    # the transport: requests for the exchanges, urllib3 beneath it for the bounded connections, loaded on first use
+    "requests": {"registry.connections", "registry.pools", "registry.challenge"},
+    "urllib3": {"registry.connections", "registry.pools"},
+    "http": {"registry.ggcrtext", "registry.connections"},  # HTTPStatus for an error's text; http.client's errors
     "socket": {
-        "registry.connections",
+        "registry.pools",
+        "registry.watchdog",
         "registry.transport",
         "registry.tlsprobe",
         "server.wire",
@@ -53,7 +55,7 @@ ONLY_IN = {
         "server.daemon",
         "server.worker",
     },  # registries; the server's Unix socket
-    "oras": set(),  # the challenge parser is registry/challenge.py: no module may import oras
+    "oras": set(),  # oras-py does not serve the distribution protocol here: README "Dependencies" says why
     "click": {m for m in FLOORS if m == "commands" or m.startswith("commands.")},
     "rich": {"output"},
     "platformdirs": {"settings"},
@@ -151,18 +153,11 @@ def test_warm_path_modules_import_no_network_stack_at_import_time() -> None:
     assert done.stdout.strip() == "[]"
 
 
-# Private CPython modules still imported, each by the module that a later slice of issue 26 replaces as a whole:
-# the connection pool (_socket, _thread).
-PRIVATE_STILL = {
-    "registry.connections": {"_socket", "_thread"},
-}
-
-
 @pytest.mark.parametrize(("module", "path"), modules(), ids=[m for m, _ in modules()])
 def test_module_imports_no_private_cpython_module(module: str, path: Path) -> None:
     private = {name.split(".")[0] for name in imported(ast.parse(path.read_text()))}
     private = {top for top in private if top.startswith("_") and top != "__future__"}
-    assert private <= PRIVATE_STILL.get(module, set()), f"{module} imports {sorted(private)}: use the public module"
+    assert not private, f"{module} imports {sorted(private)}: use the public module"
 
 
 # what no process that hands its call to the server may load first: the CLI's libraries, TLS, the cache, the records

@@ -9,14 +9,13 @@ import stat
 from pathlib import Path
 
 import pytest
+from responses import RequestsMock, matchers
 
 from ocivendir.errors import ConfigError
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.auth import DockerConfig, Keyring
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
-from tests.support import fakehttp as matchers
-from tests.support.fakehttp import FakeHTTP
 
 
 def write_config(path: Path, doc: dict[str, object]) -> Path:
@@ -91,10 +90,10 @@ def test_keyring_order_rules_then_config_files_then_anonymous(tmp_path: Path) ->
     assert anonymous("r.io", "team/app") == Credential()
 
 
-def test_an_identity_token_is_exchanged_with_a_refresh_token_post(fake_http: FakeHTTP) -> None:
+def test_an_identity_token_is_exchanged_with_a_refresh_token_post(rsps: RequestsMock) -> None:
     registry = "id.example.com"
     digest = "sha256:" + "0" * 64
-    mock = fake_http
+    mock = rsps
     mock.head(
         f"https://{registry}/v2/team/app/manifests/v1",
         status=401,

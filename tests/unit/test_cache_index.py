@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from responses import RequestsMock
 
 from ocivendir.cache import index as index_module
 from ocivendir.cache.index import SCHEMA_VERSION, BlobRow, CacheIndex
@@ -15,7 +16,6 @@ from ocivendir.errors import CacheError
 from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
-from tests.support.fakehttp import FakeHTTP
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 GOOD = "sha256:" + "a" * 64
@@ -125,33 +125,33 @@ def test_a_remembered_scheme_other_than_https_or_http_is_ignored_and_overwritten
 
 
 def test_a_remembered_plain_http_scheme_is_not_used_where_plain_http_is_not_allowed(
-    tmp_path: Path, fake_http: FakeHTTP
+    tmp_path: Path, rsps: RequestsMock
 ) -> None:
     data = b'{"schemaVersion":2}'
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    fake_http.get(f"https://registry.example.com/v2/team/app/manifests/{digest}", body=data)
+    rsps.get(f"https://registry.example.com/v2/team/app/manifests/{digest}", body=data)
     index = CacheIndex(tmp_path / "index.db")
     index.remember_scheme("registry.example.com", "http")  # a downgrade planted in the cache
     client = RegistryClient(ClientOptions(), lambda _r, _p: Credential(), index)
     raw_bytes, _, _ = client.get_manifest(parse_reference(f"registry.example.com/team/app@{digest}"))
     assert raw_bytes == data
-    assert [c.request.url.split(":")[0] for c in fake_http.calls] == ["https"]
+    assert [c.request.url.split(":")[0] for c in rsps.calls] == ["https"]
     assert index.scheme_for("registry.example.com") == "https"  # overwritten by what worked
     index.close()
 
 
 def test_a_remembered_plain_http_scheme_is_kept_for_a_host_allowed_plain_http(
-    tmp_path: Path, fake_http: FakeHTTP
+    tmp_path: Path, rsps: RequestsMock
 ) -> None:
     data = b'{"schemaVersion":2}'
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    fake_http.get(f"http://registry.example.com/v2/team/app/manifests/{digest}", body=data)
+    rsps.get(f"http://registry.example.com/v2/team/app/manifests/{digest}", body=data)
     index = CacheIndex(tmp_path / "index.db")
     index.remember_scheme("registry.example.com", "http")
     options = ClientOptions(insecure_hosts=frozenset({"registry.example.com"}))
     client = RegistryClient(options, lambda _r, _p: Credential(), index)
     client.get_manifest(parse_reference(f"registry.example.com/team/app@{digest}"))
-    assert [c.request.url.split(":")[0] for c in fake_http.calls] == ["http"]  # no failed https attempt
+    assert [c.request.url.split(":")[0] for c in rsps.calls] == ["http"]  # no failed https attempt
     index.close()
 
 

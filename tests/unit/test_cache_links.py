@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from responses import RequestsMock
 
 from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.store import BlobStore
@@ -20,7 +21,6 @@ from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.retry import RetryPolicy
-from tests.support.fakehttp import FakeHTTP
 
 DATA = b"private bytes of someone else"
 DIGEST = Digest(hashlib.sha256(DATA).hexdigest())
@@ -139,7 +139,7 @@ def test_possession_is_per_repository_and_goes_with_the_blob(tmp_path: Path) -> 
 
 
 def test_a_download_is_never_written_through_a_link_put_where_its_temp_file_was(
-    store: BlobStore, outside: Path, fake_http: FakeHTTP
+    store: BlobStore, outside: Path, rsps: RequestsMock
 ) -> None:
     options = ClientOptions(retry=RetryPolicy(attempts=1, sleep=lambda _s: None), ssl_cert_file="/nonexistent",
                             ssl_cert_dir="/nonexistent")  # fmt: skip
@@ -152,7 +152,7 @@ def test_a_download_is_never_written_through_a_link_put_where_its_temp_file_was(
         Path(tmp).symlink_to(outside)  # another user of the cache, racing the download
         client.fetch_blob_to(parse_reference(f"r.example.com/team/app@{DIGEST}").repository, DIGEST, len(DATA), tmp)
 
-    fake_http.get(f"https://r.example.com/v2/team/app/blobs/{DIGEST}", body=DATA)
+    rsps.get(f"https://r.example.com/v2/team/app/blobs/{DIGEST}", body=DATA)
     with pytest.raises(CacheError, match="not followed"):
         store.admit(DIGEST, len(DATA), plant_then_fetch)
     assert outside.read_bytes() == b"a file of the user running ocivendir"  # not truncated, not overwritten

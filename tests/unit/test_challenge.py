@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from responses import RequestsMock, matchers
 
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.challenge import parse_challenge
-from tests.support import fakehttp as matchers
-from tests.support.fakehttp import FakeHTTP
 from tests.unit.test_client import BASE, DIGEST, MANIFEST, REG, client
 
 
@@ -30,7 +29,7 @@ def test_parse_challenge(header: str, scheme: str, params: dict[str, str]) -> No
     assert (parsed.scheme, parsed.params) == (scheme, params)
 
 
-def test_a_bearer_challenge_with_unquoted_values_still_fetches_a_token(rsps: FakeHTTP) -> None:
+def test_a_bearer_challenge_with_unquoted_values_still_fetches_a_token(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401,
              headers={"WWW-Authenticate": f"Bearer realm=https://auth.example.com/token,service={REG}"})  # fmt: skip
     rsps.get("https://auth.example.com/token", json={"token": "t"},

@@ -10,6 +10,7 @@ import ssl
 from pathlib import Path
 
 import pytest
+from responses import RequestsMock, matchers
 
 from ocivendir.errors import (
     DigestMismatch,
@@ -28,8 +29,6 @@ from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.retry import RetryPolicy
 from ocivendir.registry.transport import basic_auth
 from ocivendir.results import ImageStatus
-from tests.support import fakehttp as matchers
-from tests.support.fakehttp import FakeHTTP
 
 REG = "registry.example.com"
 MANIFEST = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{},"layers":[]}'
@@ -48,7 +47,7 @@ def client(credential: Credential | None = None, *, sleeps: list[float] | None =
     return RegistryClient(options, lambda _r, _p, **_: credential or Credential())
 
 
-def test_anonymous_bearer_challenge_fetches_a_pull_token_and_counts_auth(rsps: FakeHTTP) -> None:
+def test_anonymous_bearer_challenge_fetches_a_pull_token_and_counts_auth(rsps: RequestsMock) -> None:
     challenge = f'Bearer realm="https://auth.example.com/token",service="{REG}",scope="repository:team/app:pull"'
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})
     rsps.get(
@@ -69,7 +68,7 @@ def test_anonymous_bearer_challenge_fetches_a_pull_token_and_counts_auth(rsps: F
     assert c.stats.auth == 2
 
 
-def test_bearer_token_is_reused_for_the_same_repository(rsps: FakeHTTP) -> None:
+def test_bearer_token_is_reused_for_the_same_repository(rsps: RequestsMock) -> None:
     challenge = 'Bearer realm="https://auth.example.com/token",service="svc"'
     rsps.head(f"{BASE}/manifests/v1", status=401, headers={"WWW-Authenticate": challenge})
     rsps.get("https://auth.example.com/token", json={"access_token": "tok"})
@@ -81,7 +80,7 @@ def test_bearer_token_is_reused_for_the_same_repository(rsps: FakeHTTP) -> None:
     assert c.stats.total == 4
 
 
-def test_basic_challenge_uses_credentials_and_never_echoes_them(rsps: FakeHTTP) -> None:
+def test_basic_challenge_uses_credentials_and_never_echoes_them(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     with pytest.raises(Unauthorized) as caught:
@@ -93,13 +92,13 @@ def test_basic_challenge_uses_credentials_and_never_echoes_them(rsps: FakeHTTP) 
     assert "alice" not in str(caught.value)
 
 
-def test_basic_challenge_without_credentials_is_a_clear_auth_error(rsps: FakeHTTP) -> None:
+def test_basic_challenge_without_credentials_is_a_clear_auth_error(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     with pytest.raises(Unauthorized, match="requires authentication"):
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_5xx_is_retried_with_backoff_then_succeeds(rsps: FakeHTTP) -> None:
+def test_5xx_is_retried_with_backoff_then_succeeds(rsps: RequestsMock) -> None:
     sleeps: list[float] = []
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=503)
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=502)
@@ -110,7 +109,7 @@ def test_5xx_is_retried_with_backoff_then_succeeds(rsps: FakeHTTP) -> None:
     assert c.stats.total == 3
 
 
-def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_fails_fast(rsps: FakeHTTP) -> None:
+def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_fails_fast(rsps: RequestsMock) -> None:
     sleeps: list[float] = []
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=429, headers={"Retry-After": "3"})
     rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST)
@@ -121,14 +120,14 @@ def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_fails_fast(rsps
         client(sleeps=sleeps).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_501_is_not_retried_and_404_maps_to_not_found(rsps: FakeHTTP) -> None:
+def test_501_is_not_retried_and_404_maps_to_not_found(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=404, json={"errors": [{"code": "MANIFEST_UNKNOWN",
                                                                           "message": "manifest unknown"}]})  # fmt: skip
     with pytest.raises(NotFound, match="MANIFEST_UNKNOWN"):
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_attempts_are_bounded(rsps: FakeHTTP) -> None:
+def test_attempts_are_bounded(rsps: RequestsMock) -> None:
     sleeps: list[float] = []
     for _ in range(3):
         rsps.get(f"{BASE}/manifests/{DIGEST}", status=500)
@@ -137,19 +136,19 @@ def test_attempts_are_bounded(rsps: FakeHTTP) -> None:
     assert len(sleeps) == 2
 
 
-def test_a_manifest_that_does_not_match_its_digest_is_rejected(rsps: FakeHTTP) -> None:
+def test_a_manifest_that_does_not_match_its_digest_is_rejected(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST + b" ")
     with pytest.raises(DigestMismatch, match=DIGEST):
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_a_tag_manifest_is_checked_against_docker_content_digest(rsps: FakeHTTP) -> None:
+def test_a_tag_manifest_is_checked_against_docker_content_digest(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/v1", body=MANIFEST, headers={"Docker-Content-Digest": "sha256:" + "0" * 64})
     with pytest.raises(DigestMismatch):
         client().get_manifest(parse_reference(f"{REG}/team/app:v1"))
 
 
-def test_blob_is_streamed_verified_and_deleted_on_mismatch(rsps: FakeHTTP, tmp_path: Path) -> None:
+def test_blob_is_streamed_verified_and_deleted_on_mismatch(rsps: RequestsMock, tmp_path: Path) -> None:
     data = b"layer bytes" * 1000
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     rsps.get(f"{BASE}/blobs/{digest}", body=data)
@@ -164,7 +163,7 @@ def test_blob_is_streamed_verified_and_deleted_on_mismatch(rsps: FakeHTTP, tmp_p
     assert not target.exists()
 
 
-def test_presence_probes_report_each_status(rsps: FakeHTTP) -> None:
+def test_presence_probes_report_each_status(rsps: RequestsMock) -> None:
     ref = parse_reference(f"{REG}/team/app@{DIGEST}")
     rsps.head(f"{BASE}/manifests/{DIGEST}", status=200)
     rsps.head(f"{BASE}/manifests/{DIGEST}", status=404)
@@ -177,16 +176,16 @@ def test_presence_probes_report_each_status(rsps: FakeHTTP) -> None:
     assert c.exists(ref.repository, ref.digest) is ImageStatus.ERROR  # type: ignore[arg-type]
 
 
-def test_tags_are_listed_across_pages(rsps: FakeHTTP) -> None:
+def test_tags_are_listed_across_pages(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/tags/list?n=1000", json={"tags": ["a", "b"]},
              headers={"Link": '</v2/team/app/tags/list?n=1000&last=b>; rel="next"'})  # fmt: skip
     rsps.get(f"{BASE}/tags/list?n=1000&last=b", json={"tags": ["c"]})
     assert client().list_tags(parse_reference(f"{REG}/team/app").repository) == ["a", "b", "c"]
 
 
-def test_a_next_page_link_with_spaces_is_requested_escaped_as_a_redirect_is(rsps: FakeHTTP) -> None:
+def test_a_next_page_link_with_spaces_is_requested_escaped_as_a_redirect_is(rsps: RequestsMock) -> None:
     """A hostile `Link` (a space, a tab, UTF-8 bytes) was put on the request line as it came: a ValueError."""
-    utf8 = "\u00e9".encode().decode("latin-1")  # the header's bytes as http11 hands them on
+    utf8 = "\u00e9".encode().decode("latin-1")  # the header's bytes as http.client hands them on
     rsps.get(f"{BASE}/tags/list?n=1000", json={"tags": ["a"]},
              headers={"Link": f'</v2/team/app/tags/list?n=1000&last=a b\tc{utf8}>; rel="next"'})  # fmt: skip
     rsps.get(f"{BASE}/tags/list", json={"tags": ["d"]})
@@ -195,7 +194,7 @@ def test_a_next_page_link_with_spaces_is_requested_escaped_as_a_redirect_is(rsps
 
 
 @pytest.mark.parametrize("answer", [[1], {"tags": 5}, {"tags": "abc"}, {"tags": [{"a": 1}]}, "tags"])
-def test_a_tag_list_that_is_not_a_list_of_strings_is_a_registry_error(rsps: FakeHTTP, answer: object) -> None:
+def test_a_tag_list_that_is_not_a_list_of_strings_is_a_registry_error(rsps: RequestsMock, answer: object) -> None:
     rsps.get(f"{BASE}/tags/list?n=1000", json=answer)
     with pytest.raises(RegistryError, match="not a tag list"):
         client().list_tags(parse_reference(f"{REG}/team/app").repository)
@@ -206,7 +205,7 @@ def test_a_tag_list_that_is_not_a_list_of_strings_is_a_registry_error(rsps: Fake
     [{"token": "a\r\nX-Injected: 1"}, {"token": "t\u00f6k\u20acn"}, {"token": "a b"}, {"token": ""},
      {"token": {"nested": 1}}, {"access_token": 5}, [1], "token"],
 )  # fmt: skip
-def test_a_token_that_cannot_be_sent_as_a_header_is_a_registry_error(rsps: FakeHTTP, answer: object) -> None:
+def test_a_token_that_cannot_be_sent_as_a_header_is_a_registry_error(rsps: RequestsMock, answer: object) -> None:
     """A token endpoint is the registry's: what it sends must be text a header can carry, or the endpoint is named.
 
     A token with a CR/LF, a space, non-ASCII text or no text at all ended the run as an internal error (ValueError,
@@ -226,7 +225,7 @@ def test_a_token_that_cannot_be_sent_as_a_header_is_a_registry_error(rsps: FakeH
     ["https://auth.example.com:99999/token", "https://[::1/token", "https://auth.example.com:1:2/token",
      "file:///etc/passwd", "ftp://auth.example.com/token", "/token", "https:///token"],
 )  # fmt: skip
-def test_a_bearer_realm_that_is_no_http_url_is_refused_naming_it(rsps: FakeHTTP, realm: str) -> None:
+def test_a_bearer_realm_that_is_no_http_url_is_refused_naming_it(rsps: RequestsMock, realm: str) -> None:
     """The registry names the realm: a bad port or bracket was an internal ValueError; ftp:// was asked over HTTP."""
     challenge = f'Bearer realm="{realm}",service="{REG}"'
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})
@@ -234,7 +233,7 @@ def test_a_bearer_realm_that_is_no_http_url_is_refused_naming_it(rsps: FakeHTTP,
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps: FakeHTTP) -> None:
+def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps: RequestsMock) -> None:
     rsps.head("https://127.0.0.1:5000/v2/app/manifests/v1", body=ConnectionError("refused"))
     rsps.head("http://127.0.0.1:5000/v2/app/manifests/v1", headers={"Docker-Content-Digest": DIGEST})
     c = client()
@@ -243,14 +242,14 @@ def test_loopback_falls_back_to_plain_http_and_counts_the_failed_connection(rsps
     assert c.stats.total == 1
 
 
-def test_public_hosts_never_fall_back_to_plain_http(rsps: FakeHTTP) -> None:
+def test_public_hosts_never_fall_back_to_plain_http(rsps: RequestsMock) -> None:
     for _ in range(2):
         rsps.head(f"{BASE}/manifests/v1", body=ConnectionError("refused"))
     with pytest.raises(Transient, match="reachable"):
         client(attempts=2).resolve(parse_reference(f"{REG}/team/app:v1"))
 
 
-def test_a_refused_connection_is_not_retried(rsps: FakeHTTP) -> None:
+def test_a_refused_connection_is_not_retried(rsps: RequestsMock) -> None:
     refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
     rsps.head(f"{BASE}/manifests/v1", body=refused)
     sleeps: list[float] = []
@@ -260,7 +259,7 @@ def test_a_refused_connection_is_not_retried(rsps: FakeHTTP) -> None:
     assert (c.stats.connect_errors, sleeps) == (1, [])
 
 
-def test_a_reset_connection_is_still_retried(rsps: FakeHTTP) -> None:
+def test_a_reset_connection_is_still_retried(rsps: RequestsMock) -> None:
     reset = ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
     for _ in range(3):
         rsps.head(f"{BASE}/manifests/v1", body=reset)
@@ -271,7 +270,7 @@ def test_a_reset_connection_is_still_retried(rsps: FakeHTTP) -> None:
     assert (c.stats.connect_errors, len(sleeps)) == (3, 2)
 
 
-def test_unknown_ca_names_the_x509_error_kapp_controller_matches(rsps: FakeHTTP) -> None:
+def test_unknown_ca_names_the_x509_error_kapp_controller_matches(rsps: RequestsMock) -> None:
     error = ssl.SSLCertVerificationError(
         "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate"
     )
@@ -280,13 +279,13 @@ def test_unknown_ca_names_the_x509_error_kapp_controller_matches(rsps: FakeHTTP)
         client().resolve(parse_reference(f"{REG}/team/app:v1"))
 
 
-def test_the_run_deadline_bounds_retries(rsps: FakeHTTP) -> None:
+def test_the_run_deadline_bounds_retries(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=503)
     with pytest.raises(Transient, match="deadline"):
         client(timeout=0.1, sleeps=[]).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_resolve_falls_back_to_get_when_head_is_refused(rsps: FakeHTTP) -> None:
+def test_resolve_falls_back_to_get_when_head_is_refused(rsps: RequestsMock) -> None:
     rsps.head(f"{BASE}/manifests/v1", status=405)
     rsps.get(f"{BASE}/manifests/v1", body=MANIFEST)
     resolved = client().resolve(parse_reference(f"{REG}/team/app:v1"))
@@ -296,7 +295,7 @@ def test_resolve_falls_back_to_get_when_head_is_refused(rsps: FakeHTTP) -> None:
 
 @pytest.mark.parametrize("header", ["sha256:xyz", "md5:abc", "garbage"])
 def test_a_malformed_digest_from_the_registry_is_a_registry_error_not_a_usage_error(
-    rsps: FakeHTTP, header: str
+    rsps: RequestsMock, header: str
 ) -> None:
     rsps.head(f"{BASE}/manifests/v1", headers={"Docker-Content-Digest": header, "Content-Type": "x"})
     rsps.get(f"{BASE}/manifests/v2", body=MANIFEST, headers={"Docker-Content-Digest": header})
@@ -331,7 +330,7 @@ def test_a_manifest_or_config_nested_past_the_stack_is_invalid_json_not_a_recurs
 
 @pytest.mark.parametrize("where", ["token", "tag list", "error body"])
 def test_registry_json_nested_past_the_stack_is_a_registry_error_not_a_recursion_error(
-    rsps: FakeHTTP, where: str
+    rsps: RequestsMock, where: str
 ) -> None:
     """json.loads raises RecursionError (no ValueError) 100,000 levels down: it ended the run as an internal error."""
     ref = parse_reference(f"{REG}/team/app@{DIGEST}")
@@ -351,7 +350,7 @@ def test_registry_json_nested_past_the_stack_is_a_registry_error_not_a_recursion
             client().get_manifest(ref)
 
 
-def test_the_token_endpoint_is_reached_through_the_proxy_as_the_registry_is(rsps: FakeHTTP) -> None:
+def test_the_token_endpoint_is_reached_through_the_proxy_as_the_registry_is(rsps: RequestsMock) -> None:
     plain = "registry.internal"
     refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
     rsps.head(f"https://{plain}/v2/team/app/manifests/v1", body=refused)  # no HTTPS_PROXY: https goes direct
@@ -363,10 +362,11 @@ def test_the_token_endpoint_is_reached_through_the_proxy_as_the_registry_is(rsps
     options = ClientOptions(insecure_hosts=frozenset({plain}), proxy=ProxyConfig(http_proxy="proxy.internal:3128"))
     c = RegistryClient(options, lambda _r, _p, **_: Credential())
     assert str(c.resolve(parse_reference(f"{plain}/team/app:v1")).digest) == DIGEST
-    assert [call.request.via for call in rsps.calls] == [f"{plain}:443"] + ["proxy.internal:3128"] * 3
+    proxies = [call.request.req_kwargs["proxies"] for call in rsps.calls]  # type: ignore[union-attr]
+    assert proxies == [{}] + [{"http": "http://proxy.internal:3128"}] * 3
 
 
-def test_a_registry_message_reaches_the_terminal_without_its_control_characters(rsps: FakeHTTP) -> None:
+def test_a_registry_message_reaches_the_terminal_without_its_control_characters(rsps: RequestsMock) -> None:
     """An escape sequence in a registry's error message could rewrite the user's terminal: it is shown as `?`."""
     message = "gone\x1b]0;pwned\x07\x1b[2J\r\nFAKE: ok"
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=404, json={"errors": [{"code": "MANIFEST_UNKNOWN",
@@ -378,7 +378,7 @@ def test_a_registry_message_reaches_the_terminal_without_its_control_characters(
 
 
 @pytest.mark.parametrize("token", ["a\r\nX-Injected: 1", "t\u00f6k\u20acn", "a b"])
-def test_a_registry_token_a_header_cannot_carry_is_refused_naming_the_registry(rsps: FakeHTTP, token: str) -> None:
+def test_a_registry_token_a_header_cannot_carry_is_refused_naming_the_registry(rsps: RequestsMock, token: str) -> None:
     """`--registry-token` / IMGPKG_TOKEN with a CR/LF or non-ASCII text ended the run as an internal ValueError."""
     challenge = f'Bearer realm="https://auth.example.com/token",service="{REG}"'
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": challenge})

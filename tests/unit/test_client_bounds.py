@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from responses import RequestsMock
 
 from ocivendir.errors import NotFound, RegistryError, Transient
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry import connections
-from tests.support.fakehttp import FakeHTTP
 from tests.unit.test_client import BASE, DIGEST, REG, client
 
 
 def test_a_token_answer_that_does_not_end_is_a_clear_error_not_memory(
-    rsps: FakeHTTP, monkeypatch: pytest.MonkeyPatch
+    rsps: RequestsMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(connections, "MAX_BODY_BYTES", 1 << 16)
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Bearer realm="https://auth.example.com/token"'})  # fmt: skip
@@ -22,7 +22,7 @@ def test_a_token_answer_that_does_not_end_is_a_clear_error_not_memory(
 
 
 def test_a_tag_list_that_does_not_end_is_a_clear_error_not_memory(
-    rsps: FakeHTTP, monkeypatch: pytest.MonkeyPatch
+    rsps: RequestsMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(connections, "MAX_BODY_BYTES", 1 << 16)
     rsps.get(f"{BASE}/tags/list", json={"tags": [f"v{i}" for i in range(20000)]})
@@ -30,7 +30,7 @@ def test_a_tag_list_that_does_not_end_is_a_clear_error_not_memory(
         client(attempts=1).list_tags(parse_reference(f"{REG}/team/app:v1").repository)
 
 
-def test_tag_pages_that_link_back_are_a_clear_error_not_an_endless_walk(rsps: FakeHTTP) -> None:
+def test_tag_pages_that_link_back_are_a_clear_error_not_an_endless_walk(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/tags/list?n=1000", json={"tags": ["a"]},
              headers={"Link": '</v2/team/app/tags/list?n=1000&last=a>; rel="next"'})  # fmt: skip
     rsps.get(f"{BASE}/tags/list?n=1000&last=a", json={"tags": ["b"]},
@@ -46,7 +46,7 @@ def test_tag_pages_that_link_back_are_a_clear_error_not_an_endless_walk(rsps: Fa
     [({"Content-Length": "1000"}, b'{"errors": ['), ({}, b"x" * (1 << 17))],  # broken off; past the cap
 )
 def test_an_error_answer_whose_body_breaks_off_or_never_ends_is_still_the_registry_error(
-    rsps: FakeHTTP, monkeypatch: pytest.MonkeyPatch, headers: dict[str, str], body: bytes
+    rsps: RequestsMock, monkeypatch: pytest.MonkeyPatch, headers: dict[str, str], body: bytes
 ) -> None:
     monkeypatch.setattr(connections, "MAX_BODY_BYTES", 1 << 16)
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=404, headers=headers, body=body)
@@ -54,7 +54,7 @@ def test_an_error_answer_whose_body_breaks_off_or_never_ends_is_still_the_regist
         client(attempts=1).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_a_body_cut_short_of_its_content_length_is_transient_not_a_shorter_answer(rsps: FakeHTTP) -> None:
+def test_a_body_cut_short_of_its_content_length_is_transient_not_a_shorter_answer(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/tags/list", headers={"Content-Length": "1000"}, body=b'{"tags": ["a"]}')
     with pytest.raises(Transient, match="cut short: 985 of its Content-Length bytes never came"):
         client(attempts=1).list_tags(parse_reference(f"{REG}/team/app:v1").repository)

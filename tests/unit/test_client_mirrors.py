@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from responses import RequestsMock, matchers
 
 from ocivendir.errors import NotFound, RateLimited
 from ocivendir.oci.reference import Repository, parse_digest, parse_reference
@@ -16,8 +17,6 @@ from ocivendir.registry.registriesyaml import parse_registries
 from ocivendir.registry.retry import RetryPolicy
 from ocivendir.registry.transport import basic_auth
 from ocivendir.results import ImageStatus
-from tests.support import fakehttp as matchers
-from tests.support.fakehttp import FakeHTTP
 
 ORIGIN = "registry.example.com"
 MIRROR = "http://mirror.example:5000"
@@ -51,7 +50,7 @@ class Made:
 
 
 def test_a_manifest_comes_from_the_mirror_under_its_rewritten_name_and_is_reported_as_served_there(
-    rsps: FakeHTTP,
+    rsps: RequestsMock,
 ) -> None:
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=MANIFEST)
     made = Made()
@@ -62,7 +61,7 @@ def test_a_manifest_comes_from_the_mirror_under_its_rewritten_name_and_is_report
     assert stats.by_endpoint == {MIRROR: 1}
 
 
-def test_a_404_at_the_mirror_asks_the_origin_quietly(rsps: FakeHTTP) -> None:
+def test_a_404_at_the_mirror_asks_the_origin_quietly(rsps: RequestsMock) -> None:
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", status=404)
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", body=MANIFEST)
     made = Made()
@@ -72,7 +71,7 @@ def test_a_404_at_the_mirror_asks_the_origin_quietly(rsps: FakeHTTP) -> None:
     assert made.warnings == []
 
 
-def test_a_mirror_that_lies_is_skipped_for_that_object_with_a_warning(rsps: FakeHTTP) -> None:
+def test_a_mirror_that_lies_is_skipped_for_that_object_with_a_warning(rsps: RequestsMock) -> None:
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=MANIFEST + b" ")
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", body=MANIFEST)
     made = Made()
@@ -82,7 +81,7 @@ def test_a_mirror_that_lies_is_skipped_for_that_object_with_a_warning(rsps: Fake
     assert made.warnings[0].startswith(f"mirror {MIRROR} served content that does not match {ORIGIN}/team/app@")
 
 
-def test_a_lying_blob_leaves_no_file_and_the_origin_serves_it(rsps: FakeHTTP, tmp_path: Path) -> None:
+def test_a_lying_blob_leaves_no_file_and_the_origin_serves_it(rsps: RequestsMock, tmp_path: Path) -> None:
     rsps.get(f"{AT_MIRROR}/blobs/{BLOB_DIGEST}", body=b"X" + BLOB[1:])
     rsps.get(f"{AT_ORIGIN}/blobs/{BLOB_DIGEST}", body=BLOB)
     made = Made()
@@ -96,7 +95,7 @@ def test_a_lying_blob_leaves_no_file_and_the_origin_serves_it(rsps: FakeHTTP, tm
     assert made.client.stats.served_by == {f"{ORIGIN}/team/app@{BLOB_DIGEST}": ORIGIN}
 
 
-def test_an_unreachable_mirror_is_not_asked_again_in_the_run(rsps: FakeHTTP) -> None:
+def test_an_unreachable_mirror_is_not_asked_again_in_the_run(rsps: RequestsMock) -> None:
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=ConnectionError("refused"))
     rsps.get(f"{AT_MIRROR}/manifests/{DIGEST}", body=ConnectionError("refused"))
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", body=MANIFEST)
@@ -109,7 +108,7 @@ def test_an_unreachable_mirror_is_not_asked_again_in_the_run(rsps: FakeHTTP) -> 
 
 
 def test_mirror_credentials_come_from_registries_yaml_and_registry_wide_ones_never_reach_a_mirror(
-    rsps: FakeHTTP,
+    rsps: RequestsMock,
 ) -> None:
     challenge = {"WWW-Authenticate": 'Basic realm="x"'}
     mirror_basic = {"Authorization": basic_auth("mirroruser", "m1rror")}
@@ -133,7 +132,7 @@ def test_mirror_credentials_come_from_registries_yaml_and_registry_wide_ones_nev
     assert "requires authentication and no credentials were found" in bare.warnings[0]
 
 
-def test_presence_takes_a_mirror_present_and_asks_the_origin_otherwise(rsps: FakeHTTP) -> None:
+def test_presence_takes_a_mirror_present_and_asks_the_origin_otherwise(rsps: RequestsMock) -> None:
     rsps.head(f"{AT_MIRROR}/manifests/{DIGEST}", status=200)
     rsps.head(f"{AT_MIRROR}/manifests/v2", status=404)
     rsps.head(f"{AT_ORIGIN}/manifests/v2", status=404)
@@ -142,7 +141,7 @@ def test_presence_takes_a_mirror_present_and_asks_the_origin_otherwise(rsps: Fak
     assert made.client.presence(parse_reference(f"{ORIGIN}/team/app:v2")) is ImageStatus.MISSING
 
 
-def test_tags_are_listed_at_the_mirror_and_the_origin_error_is_final(rsps: FakeHTTP) -> None:
+def test_tags_are_listed_at_the_mirror_and_the_origin_error_is_final(rsps: RequestsMock) -> None:
     rsps.get(f"{AT_MIRROR}/tags/list?n=1000", json={"tags": ["1.0.0", "1.2.0"]})
     made = Made()
     assert made.client.list_tags(Repository(ORIGIN, "team/app")) == ["1.0.0", "1.2.0"]
@@ -154,7 +153,7 @@ def test_tags_are_listed_at_the_mirror_and_the_origin_error_is_final(rsps: FakeH
 
 
 def test_a_retry_after_holds_back_later_requests_to_that_endpoint_and_rate_limit_headers_are_named(
-    rsps: FakeHTTP,
+    rsps: RequestsMock,
 ) -> None:
     limits = {"Retry-After": "3", "RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "0;w=21600"}
     rsps.get(f"{AT_ORIGIN}/manifests/{DIGEST}", status=429, headers=limits)

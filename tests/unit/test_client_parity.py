@@ -10,6 +10,8 @@ import hashlib
 import logging
 
 import pytest
+import requests
+from responses import RequestsMock, matchers
 
 from ocivendir.errors import NotFound, Transient, Unauthorized
 from ocivendir.oci.manifest import LAYER_GZIP, LAYER_PLAIN, LAYER_ZSTD, layer_compression, sniff_compression
@@ -18,8 +20,6 @@ from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.retry import RetryPolicy
 from ocivendir.registry.transport import basic_auth
-from tests.support import fakehttp as matchers
-from tests.support.fakehttp import FakeHTTP
 
 REG = "registry.example.com"
 MANIFEST = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{},"layers":[]}'
@@ -34,7 +34,7 @@ def client(credential: Credential | None = None) -> RegistryClient:
     return RegistryClient(options, lambda _r, _p, **_: credential or Credential())
 
 
-def test_a_401_without_a_challenge_pings_v2_once_and_uses_its_challenge(rsps: FakeHTTP) -> None:
+def test_a_401_without_a_challenge_pings_v2_once_and_uses_its_challenge(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401)
     rsps.get(f"https://{REG}/v2/", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST,
@@ -45,7 +45,7 @@ def test_a_401_without_a_challenge_pings_v2_once_and_uses_its_challenge(rsps: Fa
     assert (c.stats.total, c.stats.auth) == (3, 2)
 
 
-def test_a_bearer_challenge_found_by_the_ping_fetches_a_token(rsps: FakeHTTP) -> None:
+def test_a_bearer_challenge_found_by_the_ping_fetches_a_token(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401)
     rsps.get(f"https://{REG}/v2/", status=401,
              headers={"WWW-Authenticate": 'Bearer realm="https://auth.example.com/token",service="svc"'})  # fmt: skip
@@ -55,14 +55,14 @@ def test_a_bearer_challenge_found_by_the_ping_fetches_a_token(rsps: FakeHTTP) ->
     assert client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))[0] == MANIFEST
 
 
-def test_no_challenge_anywhere_is_a_clear_auth_error(rsps: FakeHTTP) -> None:
+def test_no_challenge_anywhere_is_a_clear_auth_error(rsps: RequestsMock) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401)
     rsps.get(f"https://{REG}/v2/", status=200)
     with pytest.raises(Unauthorized, match="no authentication challenge, on /v2/ too"):
         client(ALICE).get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
 
 
-def test_refused_credentials_show_the_registrys_own_message(rsps: FakeHTTP) -> None:
+def test_refused_credentials_show_the_registrys_own_message(rsps: RequestsMock) -> None:
     rsps.head(f"{BASE}/manifests/v1", status=401)
     rsps.get(f"https://{REG}/v2/", status=401, headers={"WWW-Authenticate": "Basic"})
     rsps.head(f"{BASE}/manifests/v1", status=401)  # a HEAD has no body: the GET asks again for the words
@@ -74,15 +74,15 @@ def test_refused_credentials_show_the_registrys_own_message(rsps: FakeHTTP) -> N
 
 
 @pytest.mark.parametrize("code", ["MANIFEST_UNKNOWN", "NAME_UNKNOWN"])
-def test_a_failed_manifest_fetch_names_the_registrys_error_code(rsps: FakeHTTP, code: str) -> None:
+def test_a_failed_manifest_fetch_names_the_registrys_error_code(rsps: RequestsMock, code: str) -> None:
     rsps.head(f"{BASE}/manifests/v1", status=404)
     rsps.get(f"{BASE}/manifests/v1", status=404, json={"errors": [{"code": code, "message": "unknown"}]})
     with pytest.raises(NotFound, match=f"not found \\({code}: unknown\\)"):
         client().resolve(parse_reference(f"{REG}/team/app:v1"))
 
 
-def test_a_response_header_timeout_fails_at_once_without_retries(rsps: FakeHTTP) -> None:
-    rsps.head(f"{BASE}/manifests/v1", body=TimeoutError("read timed out"))
+def test_a_response_header_timeout_fails_at_once_without_retries(rsps: RequestsMock) -> None:
+    rsps.head(f"{BASE}/manifests/v1", body=requests.exceptions.ReadTimeout("read timed out"))
     c = client()
     with pytest.raises(Transient, match=r'Head "https://registry.example.com/v2/team/app/manifests/v1": net/http: '
                                         "timeout awaiting response headers"):  # fmt: skip
@@ -91,7 +91,7 @@ def test_a_response_header_timeout_fails_at_once_without_retries(rsps: FakeHTTP)
 
 
 def test_debug_logs_each_exchange_with_headers_and_credentials_redacted(
-    rsps: FakeHTTP, caplog: pytest.LogCaptureFixture
+    rsps: RequestsMock, caplog: pytest.LogCaptureFixture
 ) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST, headers={"Docker-Content-Digest": DIGEST})
@@ -106,7 +106,7 @@ def test_debug_logs_each_exchange_with_headers_and_credentials_redacted(
     assert basic_auth("alice", "hunter2").split()[1] not in text
 
 
-def test_debug_logging_is_silent_without_debug(rsps: FakeHTTP, caplog: pytest.LogCaptureFixture) -> None:
+def test_debug_logging_is_silent_without_debug(rsps: RequestsMock, caplog: pytest.LogCaptureFixture) -> None:
     rsps.get(f"{BASE}/manifests/{DIGEST}", body=MANIFEST)
     with caplog.at_level(logging.INFO):
         client().get_manifest(parse_reference(f"{REG}/team/app@{DIGEST}"))
@@ -132,7 +132,7 @@ def test_compression_is_told_by_the_magic_bytes(head: bytes, compression: str) -
     assert sniff_compression(head) == compression
 
 
-def test_missing_credentials_cost_no_second_request(rsps: FakeHTTP) -> None:
+def test_missing_credentials_cost_no_second_request(rsps: RequestsMock) -> None:
     rsps.head(f"{BASE}/manifests/v1", status=401, headers={"WWW-Authenticate": 'Basic realm="r"'})
     c = client()
     with pytest.raises(Unauthorized, match="requires authentication and no credentials were found"):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from responses import RequestsMock
 
 from ocivendir.registry.connections import Agent, ConnectFailed
-from tests.support.fakehttp import FakeHTTP
 
 TIMEOUTS = (1.0, 1.0)
 
@@ -34,31 +34,31 @@ def _agent() -> Agent:
     ],
 )
 def test_authorization_follows_a_redirect_only_to_the_same_https_origin(
-    fake_http: FakeHTTP, location: str, kept: bool
+    rsps: RequestsMock, location: str, kept: bool
 ) -> None:
-    fake_http.get("https://reg.test/v2/a/blobs/x", status=307, headers={"Location": location})
+    rsps.get("https://reg.test/v2/a/blobs/x", status=307, headers={"Location": location})
     target = location if "://" in location else f"https://reg.test{location}"
-    fake_http.get(target.replace("user:pw@", "").replace("REG", "reg"), body=b"data")
+    rsps.get(target.replace("user:pw@", "").replace("REG", "reg"), body=b"data")
     answer = _agent().request(
         "GET", "https://reg.test/v2/a/blobs/x", {"Authorization": "Bearer secret"}, timeouts=TIMEOUTS,
         proxy_for=_direct,
     )  # fmt: skip
     assert answer.content == b"data"
-    sent = [call.request.headers.get("Authorization") for call in fake_http.calls]
+    sent = [call.request.headers.get("Authorization") for call in rsps.calls]
     assert sent == ["Bearer secret", "Bearer secret" if kept else None]
 
 
-def test_a_redirect_location_with_spaces_is_escaped_as_requests_did(fake_http: FakeHTTP) -> None:
-    fake_http.get("https://reg.test/v2/a/blobs/x", status=307, headers={"Location": "/storage/a b\u00e9"})
-    fake_http.get("https://reg.test/storage/a%20b%C3%A9", body=b"data")
+def test_a_redirect_location_with_spaces_is_escaped_as_requests_did(rsps: RequestsMock) -> None:
+    rsps.get("https://reg.test/v2/a/blobs/x", status=307, headers={"Location": "/storage/a b\u00e9"})
+    rsps.get("https://reg.test/storage/a%20b%C3%A9", body=b"data")
     answer = _agent().request("GET", "https://reg.test/v2/a/blobs/x", {}, timeouts=TIMEOUTS, proxy_for=_direct)
-    assert (answer.content, fake_http.calls[-1].request.url) == (b"data", "https://reg.test/storage/a%20b%C3%A9")
+    assert (answer.content, rsps.calls[-1].request.url) == (b"data", "https://reg.test/storage/a%20b%C3%A9")
 
 
 @pytest.mark.parametrize(
     "location", ["ftp://reg.test/x", "file:///etc/passwd", "http://reg.test:99999/x", "http://[::1/x", "http:///x"]
 )
-def test_an_unusable_redirect_location_is_a_connection_failure_not_a_crash(fake_http: FakeHTTP, location: str) -> None:
-    fake_http.get("https://reg.test/v2/a/blobs/x", status=302, headers={"Location": location})
+def test_an_unusable_redirect_location_is_a_connection_failure_not_a_crash(rsps: RequestsMock, location: str) -> None:
+    rsps.get("https://reg.test/v2/a/blobs/x", status=302, headers={"Location": location})
     with pytest.raises(ConnectFailed, match="unusable location"):
         _agent().request("GET", "https://reg.test/v2/a/blobs/x", {}, timeouts=TIMEOUTS, proxy_for=_direct)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import pytest
+import requests
+import responses
 
 from ocivendir.registry.connections import Request, Response
 from ocivendir.registry.ggcrtext import transport_text
-from tests.support.fakehttp import http_response
 
 
 def answer(method: str, status: int, body: bytes) -> Response:
     url = "http://127.0.0.1:5000/v2/app/manifests/v1"
-    return Response(http_response(method, status, {}, body), Request(method, url, {}), lambda _reusable: None)
+    with responses.RequestsMock() as mock:
+        mock.add(method, url, status=status, body=body)
+        got = requests.request(method, url, stream=True, timeout=1)
+    return Response(got, Request(method, url, {}))
 
 
 @pytest.mark.parametrize(

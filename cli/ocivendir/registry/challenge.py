@@ -1,9 +1,10 @@
 """Owns: reading a `WWW-Authenticate` challenge — its scheme and its auth-params (RFC 7235 §2.1).
 
 `Bearer realm="https://auth.example.com/token",service="registry",scope="repository:a/b:pull,push"` becomes the
-scheme `bearer` and `{"realm": …, "service": …, "scope": …}`. Quoted values keep their commas and `\\` escapes are
-undone; parameter names are case-insensitive. It replaces oras-py's parser (a regex that lost unquoted values),
-so an auth challenge costs no third-party import.
+scheme `bearer` and `{"realm": …, "service": …, "scope": …}`. The list and its quoted strings are read by requests'
+header utilities (quoted values keep their commas, `\\` escapes are undone); names are case-insensitive and the
+first of a repeated one counts. oras-py's parser does not serve (README "Dependencies": a regex that loses unquoted
+values and the scheme).
 """
 
 from __future__ import annotations
@@ -34,40 +35,15 @@ class Challenge:
 
 def parse_challenge(header: str) -> Challenge:
     """The first challenge of a `WWW-Authenticate` value."""
-    text = header.strip()
-    scheme, _, rest = text.partition(" ")
+    from requests.utils import parse_list_header, unquote_header_value  # noqa: PLC0415 - a 401 came through requests
+
+    scheme, _, rest = header.strip().partition(" ")
     params: dict[str, str] = {}
-    at = 0
-    while at < len(rest):
-        name, at = _until(rest, at, "=,")
-        if at < len(rest) and rest[at] == "=":
-            value, at = _value(rest, at + 1)
-            if name:
-                params.setdefault(name.lower(), value)
-        at += 1  # past the comma
+    for item in parse_list_header(rest):  # type: ignore[no-untyped-call] # typeshed leaves it unannotated
+        name, equals, value = item.partition("=")
+        value = value.strip()
+        if value.startswith('"') and not value.endswith('"'):
+            value += '"'  # a quoted value the header ended inside: what it holds so far
+        if equals and name.strip():
+            params.setdefault(name.strip().lower(), unquote_header_value(value))
     return Challenge(scheme.lower(), params)
-
-
-def _until(text: str, at: int, stops: str) -> tuple[str, int]:
-    """The trimmed run of `text` from `at` up to the first of `stops` (or the end), and where it stopped."""
-    end = at
-    while end < len(text) and text[end] not in stops:
-        end += 1
-    return text[at:end].strip(), end
-
-
-def _value(text: str, at: int) -> tuple[str, int]:
-    """A token or quoted-string value starting at `at` (leading blanks skipped); returns it and the next comma."""
-    while at < len(text) and text[at] in " \t":
-        at += 1
-    if at >= len(text) or text[at] != '"':
-        return _until(text, at, ",")
-    chars: list[str] = []
-    at += 1
-    while at < len(text) and text[at] != '"':
-        if text[at] == "\\" and at + 1 < len(text):
-            at += 1
-        chars.append(text[at])
-        at += 1
-    _, at = _until(text, at + 1, ",")  # anything between the closing quote and the comma is dropped
-    return "".join(chars), at

@@ -1,45 +1,40 @@
-"""Owns: connections to registries — the only module that opens sockets — and the exchanges on them.
+"""Owns: one request to a registry and its redirects, through requests — and the answer, read within bounds.
 
-Connections are kept per origin and proxy and reused (a reused connection the server has meanwhile closed is retried
-once on a new one); an http URL goes through a proxy in absolute form, an https URL through a `CONNECT` tunnel;
-redirects are followed (the `Authorization` header is dropped when the host changes, as Go and requests do); the
-connect timeout covers the TCP and TLS handshakes and the read timeout every wait after; a response head must have come
-whole within the read timeout of its request being sent, and no read or redirect hop goes past the caller's `until`
-(the run's deadline), however slowly the server trickles. The TLS context is made when
-the first https connection's TCP handshake has succeeded, so neither a plain-HTTP registry nor a refused one ever
-reads the trust store, and `ssl` (with `socket`) is imported only then: a plain connection is a bare `_socket`, and the
-exchange on it is `registry/http11.py`'s. What failed is told apart for the transport: no connection
+Each hop goes out through requests' adapter on `registry/pools.py`'s bounded connections (pooled per origin and proxy;
+an http URL through a proxy in absolute form, an https one through a `CONNECT` tunnel; a reused connection the server
+has meanwhile closed is retried once on a new one). Redirects are followed here, not by requests: each hop is bounded
+by the caller's `until` (the run's deadline), the `Authorization` header is dropped when the host or port changes or
+https goes down to http, a redirect's body is read only up to 2 KiB (Go's maxBodySlurpSize) and a longer one closes
+its connection unread. An answer's framing is checked before it is handed on: a `Content-Length` that is not one
+number, or a transfer coding other than `chunked`, is refused (`http.client` and urllib3 would read such a body some
+other way). A body read at once stops at `MAX_BODY_BYTES`. What failed is told apart for the transport: no connection
 (`ConnectFailed`), no answer in time (`HeaderTimeout`), a body cut short (`BodyBroken`).
+
+requests and urllib3 are imported with the first request: a run that makes none (a warm digest-pinned sync) loads
+neither.
 """
 
 from __future__ import annotations
 
-import _socket
 import binascii
-from _thread import allocate_lock
+import threading
 from collections.abc import Callable, Iterator
 from time import monotonic
 
 from ocivendir import jsondoc
-from ocivendir.registry.http11 import (
-    MAX_INFORMATIONAL,
-    Disconnected,
-    Headers,
-    ProtocolError,
-    RawResponse,
-    Wire,
-    read_response,
-    request_bytes,
-)
-from ocivendir.registry.tlsprobe import check_speaks_tls
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
     from typing import Any
 
+    import requests
+    from requests.structures import CaseInsensitiveDict
+
+    from ocivendir.registry.pools import Adapter
+    from ocivendir.registry.watchdog import Alarm
+
 __all__ = [
-    "MAX_INFORMATIONAL",
     "Agent",
     "BodyBroken",
     "BodyTooLarge",
@@ -48,14 +43,13 @@ __all__ = [
     "Request",
     "Response",
     "basic_auth",
-    "open_connection",
 ]
 
 MAX_REDIRECTS = 30
 MAX_BODY_BYTES = 32 << 20  # a body read at once (token, error, tag list page); manifests have their own, smaller cap
 REDIRECT_DRAIN_BYTES = 2 << 10  # Go's maxBodySlurpSize: a redirect's body longer than this closes the connection
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_STALE = (Disconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+_NO_BODY = frozenset({204, 304})
 ProxyChooser = Callable[[str, str, int], "str | None"]
 
 
@@ -87,32 +81,57 @@ class Request:
         self.headers = headers
 
 
+def _root(exc: BaseException) -> BaseException:
+    """The innermost cause of a requests or urllib3 error (what a message should name)."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        nested = [a for a in exc.args if isinstance(a, BaseException)]
+        inner = nested[0] if nested else (exc.__cause__ or getattr(exc, "reason", None) or exc.__context__)
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return exc
+
+
+def _why(exc: BaseException) -> str:
+    root = _root(exc)
+    expected = getattr(root, "expected", None)  # `http.client`'s and urllib3's IncompleteRead: the bytes not come
+    if isinstance(expected, int):
+        return f"the body was cut short: {expected} of its Content-Length bytes never came"
+    return str(root) or type(root).__name__
+
+
 class Response:
     """An answer: status, headers, the body read at once or streamed, and the redirects that led to it."""
 
-    def __init__(self, raw: RawResponse, request: Request, release: Callable[[bool], None]) -> None:
-        """Wrap `raw`; `release(reusable)` hands the connection back once the body is done with."""
-        self.raw = raw
+    def __init__(self, answer: requests.Response, request: Request, alarm: Alarm | None = None) -> None:
+        """Wrap requests' streamed `answer`; `alarm` bounds its body's reads by the deadline until it is done."""
+        self.raw = answer.raw
         self.request = request
         self.url = request.url
-        self.status_code = raw.status
-        self.reason = raw.reason
-        self.headers: Headers = raw.headers
+        self.status_code = answer.status_code
+        self.reason: str = answer.reason or ""
+        self.headers: CaseInsensitiveDict[str] = answer.headers
         self.history: list[Response] = []
-        self._release: Callable[[bool], None] | None = release
+        self._alarm = alarm
+        self._open = True
         self._content: bytes | None = None
 
     def iter_content(self, chunk_size: int) -> Iterator[bytes]:
-        """The body in chunks; a dropped connection or a body cut short is `BodyBroken`."""
+        """The body in chunks, as the registry sent it; a dropped connection or a body cut short is `BodyBroken`."""
         if self._content is not None:
             yield self._content
             return
+        from http.client import HTTPException  # noqa: PLC0415 - loaded with urllib3 already
+
+        from urllib3.exceptions import HTTPError  # noqa: PLC0415 - likewise
+
         try:
-            while chunk := self.raw.read(chunk_size):
-                yield chunk
-        except (OSError, ProtocolError) as exc:
+            yield from self.raw.stream(chunk_size, decode_content=False)
+        except (OSError, HTTPError, HTTPException) as exc:
             self._done(reusable=False)
-            raise BodyBroken(str(exc) or type(exc).__name__) from None
+            raise BodyBroken(_why(exc)) from None
         self._done(reusable=True)
 
     @property
@@ -131,13 +150,14 @@ class Response:
 
     def discard(self) -> None:
         """Done with a redirect: a short body is read so the connection can be reused, a longer one closes it."""
-        length, drained = self.raw.length, 0
-        if self._release is not None and (length is None or length <= REDIRECT_DRAIN_BYTES):
-            try:
-                while drained <= REDIRECT_DRAIN_BYTES and (chunk := self.raw.read(REDIRECT_DRAIN_BYTES)):
-                    drained += len(chunk)
-            except (OSError, ProtocolError):
-                self._done(reusable=False)
+        length = self.raw.length_remaining
+        if length is None or length > REDIRECT_DRAIN_BYTES:
+            self._done(reusable=False)
+            return
+        try:
+            self.content  # noqa: B018 - at most 2 KiB
+        except BodyBroken:
+            return
         self.close()
 
     @property
@@ -151,183 +171,46 @@ class Response:
 
     @property
     def links(self) -> dict[str, dict[str, str]]:
-        """The `Link` header by relation: `{"next": {"url": …, "rel": "next"}}` (RFC 8288, as requests gives it)."""
-        found: dict[str, dict[str, str]] = {}
-        for part in (self.headers.get("Link") or "").split(","):
-            target, _, params = part.strip().partition(";")
-            if not target.startswith("<") or not target.endswith(">"):
-                continue
-            link = {"url": target[1:-1]}
-            for param in params.split(";"):
-                key, _, value = param.partition("=")
-                if key.strip():
-                    link[key.strip().lower()] = value.strip().strip("\"'")
-            found[link.get("rel", link["url"])] = link
-        return found
+        """The `Link` header by relation: `{"next": {"url": …, "rel": "next"}}` (RFC 8288, requests' reading)."""
+        from requests.utils import parse_header_links  # noqa: PLC0415 - loaded with requests already
+
+        header = self.headers.get("Link") or ""
+        return {link.get("rel") or link["url"]: link for link in parse_header_links(header)}
 
     def close(self) -> None:
-        """Done with the answer: an unread body closes the connection, a read one returns it to the pool."""
-        self._done(reusable=self.raw.isclosed())
+        """Done with the answer: an unread body closes the connection, a read (or empty) one returns it to the pool."""
+        done = self._content is not None or self.raw.length_remaining == 0
+        if done and self._content is None:
+            try:
+                self.raw.read(decode_content=False)  # nothing is left: `http.client` marks the answer finished
+            except Exception:  # noqa: BLE001 - a connection that fails here is dropped, not reused
+                done = False
+        self._done(reusable=done)
 
     def _done(self, *, reusable: bool) -> None:
-        release, self._release = self._release, None
-        if release is not None:
-            release(reusable and not self.raw.will_close)
+        alarm, self._alarm = self._alarm, None
+        if alarm is not None:
+            alarm.cancel()
+        if self._open:
+            self._open = False
+            if not reusable:
+                self.raw.close()  # with its connection: the pool opens a new one next time
+            self.raw.release_conn()
 
 
-def _dial(host: str, port: int, timeout: float) -> _socket.socket:
-    """A TCP connection to the first address of `host` that answers (`socket.create_connection`, on `_socket`).
-
-    An ASCII host name is looked up as bytes, so the `idna` codec is loaded only for a name that needs it.
-    """
-    name = host.encode("ascii") if host.isascii() else host.encode("idna")
-    failure: OSError = OSError(f"no address found for {host}")
-    for family, kind, proto, _, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
-        sock = _socket.socket(family, kind, proto)
-        try:
-            sock.settimeout(timeout)
-            sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
-            sock.connect(address)
-        except OSError as exc:
-            sock.close()
-            failure = exc
-            continue
-        return sock
-    raise failure
-
-
-def _host_header(host: str, port: int, default: int) -> str:
-    name = f"[{host}]" if ":" in host else host
-    return name if port == default else f"{name}:{port}"
-
-
-def _open_tunnel(sock: _socket.socket, host: str, port: int, headers: dict[str, str], timeout: float) -> None:
-    """Ask the proxy on `sock` for a tunnel to `host:port`; anything but 200 is `OSError` (as `http.client` says it).
-
-    The proxy's whole answer must come within `timeout` (the connect timeout), however it is paced.
-    """
-    target = _host_header(host, port, -1)
-    sock.sendall(request_bytes("CONNECT", target, target, headers, None))
-    wire = Wire(sock)
-    wire.limit(timeout, monotonic() + timeout)
-    answer = read_response(wire, "CONNECT")
-    if answer.status != 200:  # noqa: PLR2004
-        raise OSError(f"Tunnel connection failed: {answer.status} {answer.reason.strip()}")
-
-
-class _Connection:
-    """One connection: TCP (to the origin or its proxy), a `CONNECT` tunnel when set, then TLS for https.
-
-    The TLS context is asked for only once the TCP connection (and tunnel) stands: a refused or unreachable registry
-    fails without the trust store ever being read.
-    """
-
-    def __init__(self, scheme: str, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext]) -> None:
-        """Prepare; nothing is connected yet."""
-        self._scheme, self._host, self._port, self._timeout, self._tls = scheme, host, port, timeout, tls
-        self._tunnel: tuple[str, int, dict[str, str]] | None = None
-        self._method = ""
-        self.sock: Any = None
-        self._wire: Wire | None = None
-
-    def set_tunnel(self, host: str, port: int, headers: dict[str, str]) -> None:
-        """Ask the proxy for a `CONNECT` tunnel to `host:port` (with `headers`) before TLS."""
-        self._tunnel = (host, port, headers)
-
-    def connect(self) -> None:
-        """TCP, the tunnel, TLS; a failure closes the socket and raises (`OSError`, `ProtocolError`)."""
-        sock: Any = _dial(self._host, self._port, self._timeout)
-        try:
-            if self._tunnel is not None:
-                _open_tunnel(sock, *self._tunnel, self._timeout)
-            if self._scheme == "https" and self._tls is speaks_tls:
-                check_speaks_tls(
-                    sock, None if ":" in self._host or self._host.replace(".", "").isdigit() else self._host
-                )
-            elif self._scheme == "https":
-                sock = self._handshake(sock)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock, self._wire = sock, Wire(sock)
-
-    def _handshake(self, raw: _socket.socket) -> Any:  # noqa: ANN401 - an ssl.SSLSocket
-        import socket  # noqa: PLC0415 - only for TLS: ssl wraps a socket.socket (ssl imports socket anyway)
-
-        context = self._tls()
-        sock = socket.socket(raw.family, raw.type, raw.proto, fileno=raw.detach())
-        sock.settimeout(self._timeout)
-        server_hostname = self._tunnel[0] if self._tunnel is not None else self._host
-        try:
-            return context.wrap_socket(sock, server_hostname=server_hostname)
-        except BaseException:
-            sock.close()
-            raise
-
-    def request(
-        self, method: str, target: str, body: bytes | None = None, headers: dict[str, str] | None = None
-    ) -> None:
-        """Send one request (`target` absolute for a plain-HTTP proxy, else origin-form)."""
-        assert self.sock is not None  # noqa: S101 - connected by the agent before any request
-        if "://" in target:
-            host = target.split("/", 3)[2]
-        elif self._tunnel is not None:
-            host = _host_header(self._tunnel[0], self._tunnel[1], 443)
-        else:
-            host = _host_header(self._host, self._port, 443 if self._scheme == "https" else 80)
-        self._method = method
-        self.sock.sendall(request_bytes(method, target, host, headers or {}, body))
-
-    def limit(self, idle: float, until: float) -> None:
-        """Bound the reads from now on: each wait at most `idle` seconds, none past `until` (`time.monotonic()`)."""
-        assert self._wire is not None  # noqa: S101
-        self._wire.limit(idle, until)
-
-    def getresponse(self) -> RawResponse:
-        """The response's head; its body stays on the connection for the caller to read."""
-        assert self._wire is not None  # noqa: S101
-        return read_response(self._wire, self._method)
-
-    def close(self) -> None:
-        """Close the socket (again: nothing)."""
-        sock, self.sock, self._wire = self.sock, None, None
-        if sock is not None:
-            sock.close()
-
-
-def open_connection(scheme: str, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext]) -> Any:  # noqa: ANN401
-    """A new, unconnected connection (a test seam: the unit tier answers here without sockets)."""
-    return _Connection(scheme, host, port, timeout, tls)
-
-
-def _split(url: str) -> tuple[str, str, int, str]:
-    """Scheme, host (lower case, IPv6 without brackets), port and request target of an absolute URL.
-
-    `urlsplit`'s answer, without importing `urllib.parse` for the URLs the transport builds (`scheme://host[:port]/…`);
-    any other form (user info, brackets, escapes, blanks, non-ASCII) is left to `urlsplit`.
-    """
-    scheme, sep, rest = url.partition("://")
-    cut = min((at for at in map(rest.find, "/?#") if at >= 0), default=len(rest))
-    netloc = rest[:cut]
-    host, colon, port_text = netloc.partition(":")
-    unusual = scheme.lower() not in {"http", "https"} or not sep or not host or not url.isascii()
-    unusual = unusual or any(c in netloc for c in "@[]%\t\r\n ")
-    if unusual or (colon and not (port_text.isdigit() and int(port_text) <= 65535)):  # noqa: PLR2004
-        return _split_parsed(url)
-    scheme = scheme.lower()
-    path, _, query = rest[cut:].partition("#")[0].partition("?")
-    target = (path or "/") + (f"?{query}" if query else "")
-    return scheme, host.lower(), (int(port_text) if port_text else 0) or (443 if scheme == "https" else 80), target
-
-
-def _split_parsed(url: str) -> tuple[str, str, int, str]:
-    from urllib.parse import urlsplit  # noqa: PLC0415 - only for a URL `_split` does not take apart itself
-
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    port = parts.port or (443 if scheme == "https" else 80)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return scheme, parts.hostname or "", port, target
+def _check_framing(response: Response, method: str) -> None:
+    """A body framed some way other than one `Content-Length` or `chunked` is refused (`ConnectFailed`)."""
+    if method == "HEAD" or response.status_code in _NO_BODY or response.status_code < 200:  # noqa: PLR2004
+        return
+    codings = response.headers.get("Transfer-Encoding")
+    if codings is not None and codings.strip().lower() != "chunked":
+        raise ConnectFailed(f"an unsupported Transfer-Encoding: {codings!r}")
+    length = response.headers.get("Content-Length")
+    if codings is None and length is not None:
+        values = {value.strip() for value in length.split(",")}
+        value = values.pop()
+        if values or not value.isascii() or not value.isdigit() or len(value) > 18:  # noqa: PLR2004 - past 10^18
+            raise ConnectFailed(f"an invalid or conflicting Content-Length: {length!r}")
 
 
 def _redirect_target(url: str, location: str) -> str:
@@ -345,25 +228,17 @@ def _redirect_target(url: str, location: str) -> str:
     return target
 
 
-def _leaves_origin(url: str, target: str) -> bool:
-    """Does a redirect go to another host or port, or from https down to http? Then credentials stay behind."""
+def _leaves_origin(url: str, target: str) -> tuple[bool, str]:
+    """Does a redirect leave the origin (another host or port, user info, https down to http)? And the bare target.
+
+    Leaving it, credentials stay behind. User info is never sent on (requests would make it a Basic header).
+    """
     from urllib.parse import urlsplit  # noqa: PLC0415 - only for a redirect
 
     before, after = urlsplit(url), urlsplit(target)
     downgrade = before.scheme.lower() == "https" and after.scheme.lower() != "https"
-    return downgrade or after.netloc.lower() != before.netloc.lower()
-
-
-def _proxy_parts(proxy: str) -> tuple[str, str, int, dict[str, str]]:
-    """A proxy URL's scheme, host, port and the `Proxy-Authorization` header its user info asks for."""
-    from urllib.parse import unquote, urlsplit  # noqa: PLC0415 - only through a proxy
-
-    parts = urlsplit(proxy)
-    scheme = parts.scheme.lower() or "http"
-    headers = {}
-    if parts.username is not None:
-        headers["Proxy-Authorization"] = basic_auth(unquote(parts.username), unquote(parts.password or ""))
-    return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80), headers
+    bare = after._replace(netloc=after.netloc.rpartition("@")[2]).geturl()
+    return downgrade or after.netloc.lower() != before.netloc.lower(), bare
 
 
 def basic_auth(username: str, password: str) -> str:
@@ -372,19 +247,11 @@ def basic_auth(username: str, password: str) -> str:
     return "Basic " + binascii.b2a_base64(pair, newline=False).decode("ascii")
 
 
-def _connected(connection: Any) -> Any:  # noqa: ANN401 - a _Connection (or the unit tier's fake)
-    """`connection`, connected (TCP, tunnel, TLS); a failure closes it and is `ConnectFailed`."""
-    try:
-        connection.connect()
-    except (OSError, ProtocolError) as exc:
-        connection.close()
-        raise ConnectFailed(str(exc)) from exc
-    return connection
+def _stale(exc: BaseException) -> bool:
+    """Did a reused connection turn out closed before any answer (the server dropped it while idle)?"""
+    from http.client import RemoteDisconnected  # noqa: PLC0415 - loaded with urllib3 already
 
-
-def speaks_tls() -> ssl.SSLContext:
-    """No context: as a connection's `tls`, it asks only whether the server speaks TLS (`registry/tlsprobe.py`)."""
-    raise AssertionError("a TLS probe makes no context")  # pragma: no cover - never called, compared by identity
+    return isinstance(_root(exc), RemoteDisconnected | BrokenPipeError | ConnectionResetError | ConnectionAbortedError)
 
 
 class Agent:
@@ -397,7 +264,7 @@ class Agent:
         pool_size: int,
         probe: Callable[[str, int], bool] = lambda _host, _port: False,
     ) -> None:
-        """Prepare; nothing is connected and no TLS context made until needed.
+        """Prepare; nothing is connected, no TLS context made and requests not imported until needed.
 
         `probe(host, port)` says whether an https connection there may be a first guess (plain HTTP is allowed there
         and not yet known): then a handshake that verifies nothing asks first whether the server speaks TLS at all,
@@ -408,16 +275,15 @@ class Agent:
         self._context: ssl.SSLContext | None = None
         self._user_agent = user_agent
         self._pool_size = pool_size
-        self._lock = allocate_lock()  # threading's Lock, without importing threading
-        self._idle: dict[tuple[str, str, int, str], list[Any]] = {}
+        self._lock = threading.Lock()
+        self._adapter: Adapter | None = None
 
     def close(self) -> None:
-        """Close every idle connection."""
+        """Close every pooled connection."""
         with self._lock:
-            idle, self._idle = self._idle, {}
-        for connections in idle.values():
-            for connection in connections:
-                connection.close()
+            adapter, self._adapter = self._adapter, None
+        if adapter is not None:
+            adapter.close()
 
     def request(
         self,
@@ -425,7 +291,7 @@ class Agent:
         url: str,
         headers: dict[str, str],
         *,
-        body: bytes | None = None,
+        body: str | None = None,
         timeouts: tuple[float, float],
         proxy_for: ProxyChooser,
         until: float = float("inf"),
@@ -446,8 +312,8 @@ class Agent:
                 return response
             response.discard()
             history.append(response)
-            target = _redirect_target(url, location)
-            if _leaves_origin(url, target):
+            leaves, target = _leaves_origin(url, _redirect_target(url, location))
+            if leaves:
                 sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
             if response.status_code == 303 or (response.status_code in {301, 302} and method == "POST"):  # noqa: PLR2004
                 method, body = ("HEAD" if method == "HEAD" else "GET"), None
@@ -458,80 +324,65 @@ class Agent:
         method: str,
         url: str,
         headers: dict[str, str],
-        body: bytes | None,
+        body: str | None,
         bounds: tuple[float, float, float],
         proxy_for: ProxyChooser,
     ) -> Response:
-        scheme, host, port, target = _split(url)
-        proxy = proxy_for(scheme, host, port) or ""
-        key = (scheme, host, port, proxy)
+        import requests  # noqa: PLC0415 - the first request loads the HTTP stack
+
+        from ocivendir.registry.pools import EXCHANGE  # noqa: PLC0415 - likewise
+
+        adapter = self._pool()
         connect, read, until = bounds
         for _ in range(2):
             left = until - monotonic()
             if left <= 0:
                 raise HeaderTimeout("the deadline passed before the request was sent")
-            connection, reused = self._checkout(key, (min(connect, left), min(read, left)))
             try:
-                if proxy and scheme == "http":
-                    connection.request(method, url, body=body, headers={**headers, **_proxy_parts(proxy)[3]})
-                else:
-                    connection.request(method, target, body=body, headers=headers)
-                connection.limit(read, min(monotonic() + read, until))  # the whole head, however it is paced
-                raw = connection.getresponse()
-                connection.limit(read, until)  # the body: each wait, and all of it within the deadline
-            except TimeoutError as exc:
-                connection.close()
-                raise HeaderTimeout(str(exc)) from None
-            except _STALE as exc:
-                connection.close()
-                if reused:
+                prepared = requests.Request(method, url, headers=headers, data=body).prepare()
+                proxies = self._proxies(prepared.url or url, proxy_for)
+                EXCHANGE.begin((min(connect, left), read, until), self._tls, self._probe)
+                answer = adapter.send(prepared, stream=True, timeout=(min(connect, left), min(read, left)),
+                                      proxies=proxies)  # fmt: skip
+            except requests.exceptions.ReadTimeout as exc:
+                raise HeaderTimeout(_why(exc)) from None
+            except (requests.RequestException, OSError, ValueError) as exc:
+                if EXCHANGE.fired:
+                    raise HeaderTimeout("timed out") from None
+                if EXCHANGE.reused and _stale(exc):
                     continue  # the server closed an idle connection: once more on a new one
-                raise ConnectFailed(str(exc)) from exc
-            except (OSError, ProtocolError) as exc:
-                connection.close()
-                raise ConnectFailed(str(exc)) from exc
-            return Response(raw, Request(method, url, headers), self._releaser(key, connection))
+                raise ConnectFailed(_why(exc)) from exc
+            response = Response(answer, Request(method, url, headers), EXCHANGE.body)
+            try:
+                _check_framing(response, method)
+            except ConnectFailed:
+                connection = answer.raw.connection
+                if connection is not None:
+                    connection.spend()  # type: ignore[union-attr] # one of pools' connections
+                response.close()
+                raise
+            return response
         raise ConnectFailed("the connection closed twice")  # pragma: no cover - the loop returns or raises
 
-    def _checkout(self, key: tuple[str, str, int, str], timeouts: tuple[float, float]) -> tuple[Any, bool]:
-        with self._lock:
-            idle = self._idle.get(key)
-            if idle:
-                connection = idle.pop()
-                connection.sock.settimeout(timeouts[1])
-                return connection, True
-        return self._connect(key, timeouts), False
+    @staticmethod
+    def _proxies(url: str, proxy_for: ProxyChooser) -> dict[str, str]:
+        from urllib.parse import urlsplit  # noqa: PLC0415 - loaded with requests already
 
-    def _connect(self, key: tuple[str, str, int, str], timeouts: tuple[float, float]) -> Any:  # noqa: ANN401
-        scheme, host, port, proxy = key
-        if proxy:
-            proxy_scheme, proxy_host, proxy_port, proxy_headers = _proxy_parts(proxy)
-            if proxy_scheme != "http":
-                raise ConnectFailed(f"proxy {proxy}: only http:// proxies are supported")
-            connection = open_connection(scheme, proxy_host, proxy_port, timeouts[0], self._tls)
-            if scheme == "https":
-                connection.set_tunnel(host, port, headers=proxy_headers)
-        else:
-            if scheme == "https" and self._probe(f"[{host}]" if ":" in host else host, port):
-                _connected(open_connection(scheme, host, port, timeouts[0], speaks_tls)).close()
-            connection = open_connection(scheme, host, port, timeouts[0], self._tls)
-        _connected(connection).sock.settimeout(timeouts[1])
-        return connection
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        proxy = proxy_for(scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80))
+        return {scheme: proxy} if proxy else {}
+
+    def _pool(self) -> Adapter:
+        with self._lock:
+            if self._adapter is None:
+                from ocivendir.registry.pools import Adapter  # noqa: PLC0415 - the first request loads the HTTP stack
+
+                self._adapter = Adapter(self._pool_size)
+            return self._adapter
 
     def _tls(self) -> ssl.SSLContext:
         with self._lock:
             if self._context is None:
                 self._context = self._make_context()
             return self._context
-
-    def _releaser(self, key: tuple[str, str, int, str], connection: Any) -> Callable[[bool], None]:  # noqa: ANN401
-        return lambda reusable: self._checkin(key, connection, reusable)
-
-    def _checkin(self, key: tuple[str, str, int, str], connection: Any, reusable: bool) -> None:  # noqa: ANN401
-        if reusable:
-            with self._lock:
-                idle = self._idle.setdefault(key, [])
-                if len(idle) < self._pool_size:
-                    idle.append(connection)
-                    return
-        connection.close()

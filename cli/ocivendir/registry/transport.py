@@ -1,6 +1,6 @@
 """Owns: HTTP transport to registries — which connection agent, scheme and proxy a request takes, and its counting.
 
-Agents (`registry/connections.py`: pooled connections speaking `registry/http11.py`) per TLS profile, TLS contexts
+Agents (`registry/connections.py`: requests' pooled connections, `registry/pools.py`) per TLS profile, TLS contexts
 (system CAs plus added ones, or none for skip-verify registries) made only for https, proxies from Settings,
 https-then-http for the hosts where plain HTTP is allowed with the scheme that worked remembered, the run's network
 deadline, and the request counter every result reports (design §4.1). It knows hosts and paths, not the distribution
@@ -58,7 +58,6 @@ __all__ = [
     "Route",
     "Transport",
     "basic_auth",
-    "form_encode",
 ]
 
 _log = diag.logger("ocivendir.registry")
@@ -82,7 +81,7 @@ def _log_exchange(response: Response) -> None:
         _http_log.debug("<-- %s %s %s\n%s", each.status_code, each.reason, each.url, _headers(each.headers))
 
 
-def _headers(headers: Any) -> str:  # noqa: ANN401 - a dict or an http11.Headers
+def _headers(headers: Any) -> str:  # noqa: ANN401 - a dict or requests' case-insensitive one
     lines = []
     for name, value in sorted(headers.items(), key=lambda item: str(item[0]).lower()):
         shown = "<redacted>" if str(name).lower() in _SECRET_HEADERS else value
@@ -275,22 +274,6 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
-_FORM_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
-
-
-def _form_quote(text: str) -> str:
-    """`urllib.parse.quote_plus(text)`: UTF-8, unreserved characters kept, a space as `+`, the rest `%XX`."""
-    return "".join(
-        chr(byte) if byte in _FORM_SAFE else "+" if byte == 0x20 else f"%{byte:02X}"  # noqa: PLR2004
-        for byte in text.encode("utf-8")
-    )
-
-
-def form_encode(form: dict[str, str]) -> str:
-    """`urllib.parse.urlencode(form)` for str keys and values, without importing urllib.parse for a token."""
-    return "&".join(f"{_form_quote(key)}={_form_quote(value)}" for key, value in form.items())
-
-
 def iter_body(response: Response, chunk_size: int) -> Iterator[bytes]:
     """A streamed body's chunks; a dropped connection is `BodyBroken`."""
     return response.iter_content(chunk_size)
@@ -417,15 +400,17 @@ class Transport:
         """A token endpoint request (a form POST or a GET with the form as query), counted as an auth request."""
         agent = self._agent(route.registry, route.tls)
         timeouts, chooser, until = self._timeout(what), self._options.proxy.for_url, self.deadline.until(what)
+        from urllib.parse import urlencode  # noqa: PLC0415 - loaded with requests, which the token request loads
+
         try:
             if post:
-                body = form_encode(form).encode()
+                body = urlencode(form)
                 headers = {"Content-Type": "application/x-www-form-urlencoded"}
                 response = agent.request(
                     "POST", realm, headers, body=body, timeouts=timeouts, proxy_for=chooser, until=until
                 )
             else:
-                url = f"{realm}{'&' if '?' in realm else '?'}{form_encode(form)}"
+                url = f"{realm}{'&' if '?' in realm else '?'}{urlencode(form)}"
                 headers = {"Authorization": basic_auth(*basic)} if basic else {}
                 response = agent.request("GET", url, headers, timeouts=timeouts, proxy_for=chooser, until=until)
             response.content  # noqa: B018 - a token answer is small: read it now

@@ -4,7 +4,8 @@ Every fork copies the parent's page tables and every page a worker touches is co
 is paid on every call: measured on a warm digest-pinned kapp-controller sync, a parent holding the whole package and
 every lazy import (33 MiB, 393 modules) cost each worker 11 ms of CPU, one holding what warm calls use (13-22 MiB)
 7.8-9.5 ms. So the server loads what the warm paths of `vendir sync`, `ocivendir sync|pull|verify-relocation`, `imgpkg
-pull` and `version` need — the click tree, the fast paths, the engines, the registry client and TLS for a tag's HEAD —
+pull` and `version` need — the click tree, the fast paths, the engines, the registry client with requests and TLS
+for a tag's HEAD —
 and leaves the rest (rich's live view on a terminal, SQLite when the read memo misses, the cold fetch's extras) to the
 worker that needs it. `tests/unit/test_server_parts.py` runs representative warm calls after `preload()` and fails
 when one of them still has to import a module.
@@ -25,7 +26,7 @@ WARM = (
     "ocivendir.engine.image", "ocivendir.engine.relocate", "ocivendir.engine.placement", "ocivendir.engine.access",
     "ocivendir.cache.memo", "ocivendir.cache.store", "ocivendir.cache.grants",
     "ocivendir.registry.client", "ocivendir.registry.transport", "ocivendir.registry.connections",
-    "ocivendir.registry.http11", "ocivendir.registry.challenge", "ocivendir.registry.auth",
+    "ocivendir.registry.pools", "ocivendir.registry.challenge", "ocivendir.registry.auth",  # pools: requests, urllib3
     "ocivendir.goyaml.emit", "ocivendir.goyaml.load", "ocivendir.vendir.config",
     "ocivendir.vendir.lockfile", "ocivendir.oci.imageslock", "ocivendir.oci.relocation", "ocivendir.oci.manifest",
     "ocivendir.fs.extract", "ocivendir.fs.swap", "ocivendir.fs.locks", "ocivendir.fs.tarread", "ocivendir.fs.gunzip",

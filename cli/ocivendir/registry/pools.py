@@ -1,0 +1,196 @@
+"""Owns: urllib3's connections with ocivendir's bounds, and the requests adapter that pools them.
+
+requests' `HTTPAdapter` keeps a urllib3 pool per origin (and proxy, `CONNECT` tunnels included); its connections here
+are urllib3's with four things added, read from `EXCHANGE` (what the request being sent on this thread allows):
+- the whole connect (TCP, tunnel, TLS handshake) within the connect timeout, and a response head within the read
+  timeout of its request being sent, however slowly it trickles: `registry/watchdog.py` shuts the socket down at the
+  deadline, since urllib3's timeouts bound each read alone; the body is bounded by the run's deadline the same way;
+- the TLS context asked for only once the TCP connection stands (a refused registry never reads the trust store),
+  after a bare ClientHello (`registry/tlsprobe.py`) where https is only a first guess (plain HTTP allowed there), so a
+  plain-HTTP registry never reads it either; trust is that context alone, never certifi's bundle;
+- whether the request went out on a reused connection (the caller retries a stale one once);
+- a connection is not reused after an answer that leaves it in doubt: an HTTP/1.0 answer with `Transfer-Encoding`
+  (RFC 9112 §6.1: close after it; `http.client` keeps a keep-alive one open), `chunked` beside a `Content-Length`
+  (§6.3), a `101`, or one whose framing was refused.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from time import monotonic
+from typing import TYPE_CHECKING, Any
+
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import InsecureRequestWarning
+
+from ocivendir.registry.tlsprobe import check_speaks_tls
+from ocivendir.registry.watchdog import WATCHDOG, Alarm
+
+if TYPE_CHECKING:
+    import socket
+    import ssl
+
+    from urllib3.response import HTTPResponse
+
+__all__ = ["EXCHANGE", "Adapter", "Exchange"]
+
+_INF = float("inf")
+
+
+def _never(_host: str, _port: int) -> bool:
+    return False
+
+
+def _no_context() -> ssl.SSLContext:
+    raise AssertionError("no TLS context was given for this exchange")  # pragma: no cover - the agent always sets one
+
+
+class Exchange(threading.local):
+    """What the request being sent on this thread allows, and what became of it (set by `Agent`, read here)."""
+
+    connect: float = 10.0  # seconds for the whole connect
+    head: float = 30.0  # seconds for the whole response head
+    until: float = _INF  # `time.monotonic()` past which nothing is read (the run's deadline)
+    tls: Callable[[], ssl.SSLContext] = staticmethod(_no_context)
+    probe: Callable[[str, int], bool] = staticmethod(_never)
+    reused: bool = False  # the request went out on a connection that had served one before
+    fired: bool = False  # the head's deadline passed: its socket was shut down
+    body: Alarm | None = None  # the alarm guarding the answer's body until the deadline
+
+    def begin(
+        self,
+        bounds: tuple[float, float, float],
+        tls: Callable[[], ssl.SSLContext],
+        probe: Callable[[str, int], bool],
+    ) -> None:
+        """A new request: its connect and head timeouts and deadline, and its agent's TLS context and probe."""
+        self.connect, self.head, self.until = bounds
+        self.tls, self.probe = tls, probe
+        self.reused = self.fired = False
+        self.body = None
+
+
+EXCHANGE = Exchange()
+
+
+def _arm(sock: socket.socket, when: float) -> Alarm | None:
+    return WATCHDOG.arm(sock, when) if when < _INF else None
+
+
+class _Bounded(HTTPConnection):
+    """urllib3's connection, bounded by the exchange's deadlines and told apart when reused."""
+
+    _fresh = False  # connected and not yet used
+    _spent = False  # its last answer left it unusable: replaced before reuse
+    _connecting: Alarm | None = None  # bounds the connect in progress
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        self._connecting = _arm(sock, min(monotonic() + EXCHANGE.connect, EXCHANGE.until))
+        return sock
+
+    def connect(self) -> None:
+        """TCP, tunnel, TLS, all within the connect timeout."""
+        self._connecting = None
+        try:
+            super().connect()
+        except BaseException:
+            if self._connecting is not None and self._connecting.cancel():
+                raise TimeoutError("timed out") from None
+            raise
+        if self._connecting is not None and self._connecting.cancel():
+            raise TimeoutError("timed out")
+        self._fresh, self._spent = True, False
+
+    @property
+    def is_connected(self) -> bool:
+        """Open and usable: a spent connection counts as dropped, so the pool replaces it."""
+        return not self._spent and super().is_connected
+
+    def request(self, method: str, url: str, body: Any = None, headers: Any = None, **options: Any) -> None:  # noqa: ANN401 - urllib3's signature
+        """Send; note whether this connection had served a request before."""
+        EXCHANGE.reused = self.sock is not None and not self._fresh
+        try:
+            super().request(method, url, body=body, headers=headers, **options)  # a plain one connects in here
+        finally:
+            self._fresh = False
+
+    def getresponse(self) -> HTTPResponse:  # type: ignore[override] # urllib3's own override
+        """The head within the head timeout; the body's reads then within the deadline."""
+        sock = self.sock  # `http.client` lets go of it on a closing answer, whose body still comes through it
+        alarm = _arm(sock, min(monotonic() + EXCHANGE.head, EXCHANGE.until))
+        try:
+            response = super().getresponse()
+        finally:
+            EXCHANGE.fired = alarm is not None and alarm.cancel()
+        codings = response.headers.get("Transfer-Encoding")
+        doubt = codings is not None and (response.version == 10 or "Content-Length" in response.headers)  # noqa: PLR2004
+        self._spent = doubt or response.status == 101  # noqa: PLR2004
+        EXCHANGE.body = _arm(sock, EXCHANGE.until)
+        return response
+
+    def spend(self) -> None:
+        """Never reuse this connection (its answer's framing was refused)."""
+        self._spent = True
+
+
+class _PlainConnection(_Bounded):
+    pass
+
+
+class _TLSConnection(_Bounded, HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        """TCP (after a ClientHello probe where https is only a guess), then the agent's TLS context."""
+        if self._tunnel_host is None and EXCHANGE.probe(self.host, self.port or 443):
+            probe = HTTPConnection._new_conn(self)  # noqa: SLF001 - urllib3's own dial, unbounded by the alarm
+            try:
+                plain_name = ":" in self.host or self.host.replace(".", "").isdigit()
+                check_speaks_tls(probe, None if plain_name else self.host)
+            finally:
+                probe.close()
+        sock = super()._new_conn()
+        try:
+            self.ssl_context = EXCHANGE.tls()
+        except BaseException:
+            sock.close()
+            raise
+        self.cert_reqs = self.ssl_context.verify_mode  # urllib3 sets the context's mode from this
+        return sock
+
+
+class _PlainPool(HTTPConnectionPool):
+    ConnectionCls = _PlainConnection
+
+
+class _TLSPool(HTTPSConnectionPool):
+    ConnectionCls = _TLSConnection
+
+
+_POOLS = {"http": _PlainPool, "https": _TLSPool}
+
+
+class Adapter(HTTPAdapter):
+    """requests' adapter on the bounded connections; no retries of its own (the client's policy decides)."""
+
+    def __init__(self, pool_size: int) -> None:
+        """Keep up to `pool_size` idle connections per origin."""
+        super().__init__(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+        urllib3.disable_warnings(InsecureRequestWarning)  # skip-verify is a registry's setting: no warning per request
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401 - requests' signature
+        """The pool manager, making the bounded connections."""
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _POOLS
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:  # noqa: ANN401 - requests' signature
+        """The proxy manager (absolute form for http, `CONNECT` for https), making the bounded connections."""
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        manager.pool_classes_by_scheme = _POOLS
+        return manager
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:  # noqa: ANN401 - requests' signature
+        """Trust is the agent's TLS context (Go's roots plus the added CAs): certifi's bundle is never added."""
