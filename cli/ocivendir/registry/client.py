@@ -65,7 +65,7 @@ MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_TAG_PAGES = 10_000
 MAX_TAGS = 1_000_000
 MAX_TAG_LIST_BYTES = 64 << 20  # all pages together; one page is at most the 32 MiB any body read at once may be
-_CHUNK = 1 << 22
+_CHUNK = 1 << 20
 _TARGET_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC  # never write through a link
 _HEAD_REFUSED = frozenset({405, 501})
 
