@@ -1,0 +1,145 @@
+"""Owns: one blob download's file — the bytes kept from an earlier attempt, hashing every byte, and Range answers.
+
+A download that breaks off (a dropped connection, a killed run, the run's deadline) leaves the bytes it received in
+its file. The next attempt — a retry in the same run, or the next run — hashes the kept bytes again from the file (and
+shows them to the chunk callback, as if they had just arrived), then asks for the rest with `Range: bytes=<kept>-`.
+Only the digest of every byte, checked at the end, says the blob is good: kept bytes are never trusted on their own.
+How the registry answered the Range is read here: a 206 whose `Content-Range` starts at the kept size continues the
+file; a 200 (Range ignored: the whole body) starts it over; anything else means starting over without a Range.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+
+from ocivendir.errors import DigestMismatch
+from ocivendir.oci.reference import Digest
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Self
+
+__all__ = ["BlobFile", "NotAFile", "range_start"]
+
+_CHUNK = 1 << 20
+_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never through a link or a FIFO
+
+
+class NotAFile(OSError):
+    """What is at a download's path is not a regular file (it was replaced while this run was not looking).
+
+    Its errno is ELOOP, as for the link O_NOFOLLOW refuses: callers treat both alike (the cache: tampering).
+    """
+
+    def __init__(self, path: str) -> None:
+        """Name the path."""
+        super().__init__(errno.ELOOP, f"{path} is not a regular file")
+
+
+class BlobFile:
+    """A blob being written to `path`: bytes kept there are hashed first, new ones appended and hashed."""
+
+    def __init__(
+        self,
+        path: str,
+        digest: Digest,
+        size: int,
+        on_chunk: Callable[[int, bytes], None] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """Open (or create) the file; nothing is read until `prepare`."""
+        self.digest = digest
+        self.size = size
+        self._on_chunk = on_chunk
+        self._progress = progress
+        self._fd = os.open(path, _FLAGS, 0o600)
+        info = os.fstat(self._fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(self._fd)
+            raise NotAFile(path)
+        os.set_blocking(self._fd, True)
+        self._hash = hashlib.sha256()
+        self.written = 0
+        self._prepared = False
+
+    def __enter__(self) -> Self:
+        """The file, open."""
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        """Close it (what it holds stays on disk)."""
+        os.close(self._fd)
+
+    def prepare(self) -> int:
+        """The bytes kept so far: on first use, hashed again from the file (and shown to the chunk callback).
+
+        A file longer than the blob cannot be a prefix of it and is emptied.
+        """
+        if self._prepared:
+            return self.written
+        self._prepared = True
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        while chunk := os.read(self._fd, _CHUNK):
+            if self.written + len(chunk) > self.size:
+                self.restart()
+                return 0
+            self._hashed(chunk)
+        return self.written
+
+    def _hashed(self, chunk: bytes) -> None:
+        offset = self.written
+        self._hash.update(chunk)
+        self.written += len(chunk)
+        if self._on_chunk is not None:
+            self._on_chunk(offset, chunk)
+        if self._progress is not None:
+            self._progress(self.written)
+
+    def append(self, chunk: bytes) -> None:
+        """Write a chunk after the bytes there (all of it: a short write is continued), then hash it."""
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self._hashed(chunk)
+
+    def restart(self) -> None:
+        """Drop every byte: the file is emptied and the hash begins again (the chunk callback sees offset 0 next)."""
+        os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        self._hash = hashlib.sha256()
+        self.written = 0
+        self._prepared = True
+
+    @property
+    def matches(self) -> bool:
+        """Whether the bytes so far are the whole blob."""
+        return self.written == self.size and Digest(self._hash.hexdigest()) == self.digest
+
+    def verify(self, what: str) -> None:
+        """Raise DigestMismatch unless the bytes so far have the blob's size and sha256."""
+        if self.written != self.size:
+            raise DigestMismatch(f"{what}: expected {self.size} bytes, got {self.written}")
+        actual = Digest(self._hash.hexdigest())
+        if actual != self.digest:
+            raise DigestMismatch(f"{what}: expected digest {self.digest}, got {actual}")
+
+
+def range_start(content_range: str, size: int) -> int | None:
+    """Where a 206's `Content-Range: bytes <first>-<last>/<total>` starts, if it is a range of this blob; else None.
+
+    The total must be the blob's size (or `*`, unknown) and the range must lie within it.
+    """
+    unit, _, spec = content_range.strip().partition(" ")
+    span, _, total = spec.partition("/")
+    first, _, last = span.partition("-")
+    numbers = (first, last) if total.strip() == "*" else (first, last, total)
+    if unit.lower() != "bytes" or not all(n.strip().isascii() and n.strip().isdigit() for n in numbers):
+        return None
+    start, end = int(first), int(last)
+    if total.strip() != "*" and int(total) != size:
+        return None
+    return start if start <= end < size else None
