@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tests.conftest import run_cli
 from tests.support.builders import Image, Pusher, make_image
+from tests.support.cutter import CuttingProxy
 from tests.support.faults import FaultProxy, Rule, fault_proxy
 from tests.support.registry import Registry
 
@@ -221,3 +222,19 @@ def test_processes_pulling_a_blob_with_a_kept_partial_at_once_resume_it_once(
         assert _layer_ranges(proxy, layer) == [f"bytes={half}-"]  # one download, of the missing half
     for n in range(4):
         assert (tmp_path / f"out{n}/big.bin").read_bytes() == DATA
+
+
+def test_a_connection_reset_mid_blob_is_resumed_from_the_bytes_received(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    image, layer, blob = _image(pusher, f"{repo_prefix}/img")
+    mark = registry.mark()
+    with CuttingProxy(registry.host, cut_at=len(blob) // 2) as proxy:
+        result = run_cli("pull", "-i", f"{proxy.host}/{repo_prefix}/img@{image.digest}", "-o", str(tmp_path / "out"),
+                         "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+        assert result.exit_code == 0, result.stderr
+        assert proxy.cut
+        assert proxy.total < len(blob) + len(blob) // 2  # the bytes before the reset were not sent again
+    gets = [status for method, path, status in registry.since(mark) if method == "GET" and path.endswith(layer)]
+    assert gets == [200, 206]
+    assert (tmp_path / "out/big.bin").read_bytes() == DATA

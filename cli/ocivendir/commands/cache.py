@@ -151,6 +151,8 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
         output.block(f"{verb} {entry.ref} ({_human(entry.size)})\n")
     for ref in result.skipped_in_use:
         output.block(f"skipped {ref}: in use\n")
+    for line in result.partials:
+        output.block(f"{line}\n")
     output.block(f"{len(result.removed)} entries, {_human(result.bytes_freed)} {'to free' if dry_run else 'freed'}\n")
     output.envelope("cache prune", "ok", result)
 
