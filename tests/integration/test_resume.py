@@ -22,7 +22,7 @@ from tests.support.faults import FaultProxy, Rule, fault_proxy
 from tests.support.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = os.urandom(3 << 20)  # incompressible: the layer is about as large as the file
+DATA = os.urandom(9 << 20)  # incompressible, and large enough to be written on a thread of its own
 
 
 def _image(pusher: Pusher, repo: str) -> tuple[Image, str, bytes]:
