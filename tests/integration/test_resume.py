@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.support.builders import Image, Pusher, make_image
 from tests.support.cutter import CuttingProxy
@@ -237,4 +239,46 @@ def test_a_connection_reset_mid_blob_is_resumed_from_the_bytes_received(
         assert proxy.total < len(blob) + len(blob) // 2  # the bytes before the reset were not sent again
     gets = [status for method, path, status in registry.since(mark) if method == "GET" and path.endswith(layer)]
     assert gets == [200, 206]
+    assert (tmp_path / "out/big.bin").read_bytes() == DATA
+
+
+def test_a_sync_resumes_a_blob_cut_off_mid_download_as_a_pull_does(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    image, layer, blob = _image(pusher, f"{repo_prefix}/img")
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    with fault_proxy(registry.host) as proxy:
+        proxy.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, times=1))
+        (work / "vendir.yml").write_text(
+            "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: vendor\n  contents:\n"
+            f"  - path: app\n    image:\n      url: {proxy.host}/{repo_prefix}/img@{image.digest}\n"
+        )
+        result = run_cli("sync", "--chdir", str(work), "--cache-dir", str(cache))
+        assert result.exit_code == 0, result.stderr
+        assert _layer_ranges(proxy, layer) == [None, f"bytes={len(blob) // 2}-"]
+    assert (work / "vendor/app/big.bin").read_bytes() == DATA
+    assert list((cache / "tmp").iterdir()) == []
+
+
+def test_bytes_kept_from_a_mirror_are_resumed_at_the_origin_when_the_mirror_fails(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image, layer, blob = _image(pusher, f"{repo_prefix}/img")
+    half = len(blob) // 2
+    mark = registry.mark()
+    with fault_proxy(registry.host) as mirror:
+        mirror.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, times=1))
+        mirror.rules.append(Rule("GET", f"/blobs/{layer}", status=503, ranged=True))  # then the mirror is down
+        config = tmp_path / "registries.yaml"
+        config.write_text(f'mirrors:\n  "{registry.host}":\n    endpoint: ["{mirror.url}"]\n')
+        monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(config))
+        result = run_cli("pull", "-i", f"{registry.host}/{repo_prefix}/img@{image.digest}", "-o",
+                         str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+        assert result.exit_code == 0, result.stderr
+        ranges = _layer_ranges(mirror, layer)
+        assert ranges[0] is None
+        assert set(ranges[1:]) == {f"bytes={half}-"}
+    at_registry = [(s) for m, p, s in registry.since(mark) if m == "GET" and p.endswith(layer)]
+    assert at_registry == [200, 206]  # the mirror's forward of the first GET; the origin's answer to the Range
     assert (tmp_path / "out/big.bin").read_bytes() == DATA
