@@ -40,6 +40,13 @@ def _pull(proxy: FaultProxy, repo: str, image: Image, out: Path, cache: Path, *e
     return result.exit_code, result.stderr
 
 
+def _pull_ok(proxy: FaultProxy, repo: str, image: Image, out: Path, cache: Path) -> None:
+    """A pull through `proxy` that succeeds and writes DATA."""
+    code, stderr = _pull(proxy, repo, image, out, cache)
+    assert code == 0, stderr
+    assert (out / "big.bin").read_bytes() == DATA
+
+
 def _layer_ranges(proxy: FaultProxy, layer: str) -> list[str | None]:
     """The Range header of each GET of the layer, in order (None: the whole blob was asked for)."""
     return [value for method, path, value in proxy.ranges if method == "GET" and path.endswith(f"/blobs/{layer}")]
@@ -49,6 +56,19 @@ def _partial(cache: Path, layer: str) -> Path:
     return cache / "tmp" / f"{layer.split(':')[1]}.partial"
 
 
+def _keep(cache: Path, layer: str, data: bytes) -> None:
+    """Leave `data` as the layer's partial download, as a broken-off run (or someone else) would."""
+    _partial(cache, layer).parent.mkdir(parents=True)
+    _partial(cache, layer).write_bytes(data)
+
+
+def _spawn(*args: str, stderr: int | None = subprocess.DEVNULL) -> subprocess.Popen[str]:
+    """`python -m ocivendir ARGS` in a process of its own (one a test can kill)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "cli")}
+    return subprocess.Popen([sys.executable, "-m", "ocivendir", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=stderr, text=True)  # fmt: skip
+
+
 def test_a_download_cut_off_mid_blob_resumes_from_where_it_broke_in_the_same_run(
     registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
 ) -> None:
@@ -56,12 +76,10 @@ def test_a_download_cut_off_mid_blob_resumes_from_where_it_broke_in_the_same_run
     cache = tmp_path / "cache"
     with fault_proxy(registry.host) as proxy:
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, times=1))
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
         assert _layer_ranges(proxy, layer) == [None, f"bytes={len(blob) // 2}-"]
         assert [s for m, p, s in proxy.log if p.endswith(layer)] == [200, 206]
         assert proxy.body_bytes == len(image.manifest) + len(image.config) + len(blob)  # no byte sent twice
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
     assert list((cache / "tmp").iterdir()) == []
 
 
@@ -73,10 +91,7 @@ def test_a_process_killed_mid_download_leaves_its_bytes_and_the_next_run_asks_on
     with fault_proxy(registry.host) as proxy:
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, stall=60, times=1))  # half, then silence
         ref = f"{proxy.host}/{repo_prefix}/img@{image.digest}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "cli")}
-        process = subprocess.Popen([sys.executable, "-m", "ocivendir", "pull", "-i", ref, "-o", str(tmp_path / "out"),
-                                    "--cache-dir", str(cache)], env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)  # fmt: skip
+        process = _spawn("pull", "-i", ref, "-o", str(tmp_path / "out"), "--cache-dir", str(cache))
         partial, deadline = _partial(cache, layer), time.monotonic() + 30
         while time.monotonic() < deadline and not (partial.exists() and partial.stat().st_size):
             time.sleep(0.01)
@@ -85,10 +100,8 @@ def test_a_process_killed_mid_download_leaves_its_bytes_and_the_next_run_asks_on
         process.send_signal(signal.SIGKILL)
         process.wait()
         assert partial.stat().st_size == kept > 0
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
         assert _layer_ranges(proxy, layer) == [None, f"bytes={kept}-"]
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
     assert list((cache / "tmp").iterdir()) == []
     assert run_cli("cache", "verify", "--cache-dir", str(cache)).exit_code == 0
 
@@ -100,11 +113,9 @@ def test_a_registry_that_ignores_range_sends_the_whole_blob_and_it_is_taken_from
     with fault_proxy(registry.host) as proxy:
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, times=1))
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", strip_range=True, ranged=True))
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", tmp_path / "cache")
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", tmp_path / "cache")
         assert _layer_ranges(proxy, layer) == [None, f"bytes={len(blob) // 2}-"]
         assert [s for m, p, s in proxy.log if p.endswith(layer)] == [200, 200]
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
 
 
 def test_a_416_answer_to_the_range_drops_the_kept_bytes_and_fetches_the_blob_again(
@@ -114,10 +125,8 @@ def test_a_416_answer_to_the_range_drops_the_kept_bytes_and_fetches_the_blob_aga
     with fault_proxy(registry.host) as proxy:
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, times=1))
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", status=416, ranged=True, times=1))
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", tmp_path / "cache")
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", tmp_path / "cache")
         assert _layer_ranges(proxy, layer) == [None, f"bytes={len(blob) // 2}-", None]
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
 
 
 def test_a_tampered_partial_is_caught_by_the_digest_and_the_blob_is_fetched_again_from_byte_zero(
@@ -127,13 +136,10 @@ def test_a_tampered_partial_is_caught_by_the_digest_and_the_blob_is_fetched_agai
     cache = tmp_path / "cache"
     tampered = bytearray(blob[: len(blob) // 2])
     tampered[100] ^= 0xFF
-    _partial(cache, layer).parent.mkdir(parents=True)
-    _partial(cache, layer).write_bytes(bytes(tampered))
+    _keep(cache, layer, bytes(tampered))
     with fault_proxy(registry.host) as proxy:
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
         assert _layer_ranges(proxy, layer) == [f"bytes={len(tampered)}-", None]
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
     assert list((cache / "tmp").iterdir()) == []
 
 
@@ -143,13 +149,10 @@ def test_a_partial_holding_another_blobs_bytes_is_dropped_and_the_blob_fetched_f
     image, layer, _ = _image(pusher, f"{repo_prefix}/img")
     other = make_image({"other.bin": os.urandom(1 << 20)}).layers[0]
     cache = tmp_path / "cache"
-    _partial(cache, layer).parent.mkdir(parents=True)
-    _partial(cache, layer).write_bytes(other[:700_000])
+    _keep(cache, layer, other[:700_000])
     with fault_proxy(registry.host) as proxy:
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
         assert _layer_ranges(proxy, layer) == ["bytes=700000-", None]
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
 
 
 def test_a_complete_partial_from_a_run_killed_before_it_published_is_verified_without_a_request(
@@ -157,13 +160,10 @@ def test_a_complete_partial_from_a_run_killed_before_it_published_is_verified_wi
 ) -> None:
     image, layer, blob = _image(pusher, f"{repo_prefix}/img")
     cache = tmp_path / "cache"
-    _partial(cache, layer).parent.mkdir(parents=True)
-    _partial(cache, layer).write_bytes(blob)
+    _keep(cache, layer, blob)
     with fault_proxy(registry.host) as proxy:
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
         assert _layer_ranges(proxy, layer) == []
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
     assert (cache / "blobs/sha256" / layer.split(":")[1]).read_bytes() == blob
 
 
@@ -176,12 +176,10 @@ def test_a_resumed_download_follows_a_redirect_to_blob_storage_with_its_range(
     with fault_proxy(registry.host) as proxy:
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, times=1))
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", status=307, headers={"Location": storage}, ranged=True))
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", tmp_path / "cache")
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", tmp_path / "cache")
         assert _layer_ranges(proxy, layer) == [None, f"bytes={len(blob) // 2}-"]
     direct = [status for method, path, status in registry.since(mark) if method == "GET" and path.endswith(layer)]
     assert direct == [200, 206]  # the proxy's forward of the first GET, then the storage URL's ranged GET
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
 
 
 def test_a_download_cut_off_by_the_runs_deadline_keeps_its_bytes_for_the_next_run(
@@ -197,10 +195,8 @@ def test_a_download_cut_off_by_the_runs_deadline_keeps_its_bytes_for_the_next_ru
         assert time.monotonic() - started < 7  # the deadline ended it, not the proxy's silence
         kept = _partial(cache, layer).stat().st_size
         assert 0 < kept <= len(blob) // 2  # what had arrived in whole chunks before the silence
-        code, stderr = _pull(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
-        assert code == 0, stderr
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", cache)
         assert _layer_ranges(proxy, layer) == [None, f"bytes={kept}-"]
-    assert (tmp_path / "out/big.bin").read_bytes() == DATA
 
 
 def test_processes_pulling_a_blob_with_a_kept_partial_at_once_resume_it_once(
@@ -208,16 +204,12 @@ def test_processes_pulling_a_blob_with_a_kept_partial_at_once_resume_it_once(
 ) -> None:
     image, layer, blob = _image(pusher, f"{repo_prefix}/img")
     cache, half = tmp_path / "cache", len(blob) // 2
-    _partial(cache, layer).parent.mkdir(parents=True)
-    _partial(cache, layer).write_bytes(blob[:half])
+    _keep(cache, layer, blob[:half])
     with fault_proxy(registry.host) as proxy:
         proxy.rules.append(Rule("GET", f"/blobs/{layer}", delay=0.5))  # long enough for the others to wait
         ref = f"{proxy.host}/{repo_prefix}/img@{image.digest}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "cli")}
-        processes = [subprocess.Popen([sys.executable, "-m", "ocivendir", "pull", "-i", ref, "-o",
-                                       str(tmp_path / f"out{n}"), "--cache-dir", str(cache)], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                     for n in range(4)]  # fmt: skip
+        processes = [_spawn("pull", "-i", ref, "-o", str(tmp_path / f"out{n}"), "--cache-dir", str(cache),
+                            stderr=subprocess.PIPE) for n in range(4)]  # fmt: skip
         for process in processes:
             _, stderr = process.communicate(timeout=120)
             assert process.returncode == 0, stderr
