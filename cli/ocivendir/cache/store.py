@@ -1,11 +1,13 @@
 """Owns: the OCI image layout on disk.
 
-Blob admission (verify, fsync, rename under a per-digest lock), verified reads, and `index.json`.
+Blob admission (verify, fsync, rename under a per-digest lock), the partial download a broken-off fetch leaves for the
+next holder of that lock to resume (`tmp/<hex>.partial`), verified reads, and `index.json`.
 
 A shared cache directory is writable by every caller, so nothing under it is trusted to be what its name says: blobs
 are opened with O_NOFOLLOW and must be regular files (a symlink, FIFO or device planted in `blobs/sha256/` counts as a
 missing blob and is unlinked, never read through), temp files are created with O_EXCL|O_NOFOLLOW and their mode and
-fsync go through the descriptor, and `blobs/sha256/`, `tmp/` and `locks/` themselves must be real directories.
+fsync go through the descriptor, a partial is resumed only if it is a regular file of this user with one link (else it
+is removed first), and `blobs/sha256/`, `tmp/` and `locks/` themselves must be real directories.
 """
 
 from __future__ import annotations
