@@ -274,3 +274,21 @@ def test_bytes_kept_from_a_mirror_are_resumed_at_the_origin_when_the_mirror_fail
     at_registry = [(s) for m, p, s in registry.since(mark) if m == "GET" and p.endswith(layer)]
     assert at_registry == [200, 206]  # the mirror's forward of the first GET; the origin's answer to the Range
     assert (tmp_path / "out/big.bin").read_bytes() == DATA
+
+
+def test_files_from_bytes_a_download_started_over_from_never_stay_in_the_tree(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """The tee applies only what is verified in the end, even when a download starts over.
+
+    A registry sends half of another layer (with a file of its own), then cuts; the resumed bytes do not match, the
+    blob is fetched again from byte zero and verifies: the tree holds the verified layer's files alone.
+    """
+    image, layer, blob = _image(pusher, f"{repo_prefix}/img")
+    other = make_image({"injected.txt": "not in the layer\n", "pad.bin": os.urandom(len(blob))}).layers[0]
+    with fault_proxy(registry.host) as proxy:
+        proxy.rules.append(Rule("GET", f"/blobs/{layer}", body=other, times=1, ranged=False))
+        proxy.rules.append(Rule("GET", f"/blobs/{layer}", truncate=True, times=1, ranged=False))
+        _pull_ok(proxy, f"{repo_prefix}/img", image, tmp_path / "out", tmp_path / "cache")
+        assert _layer_ranges(proxy, layer) == [None, f"bytes={len(other) // 2}-", None]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["big.bin"]
