@@ -6,6 +6,7 @@ mode comes from argv[0], as installed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -103,13 +104,15 @@ def stop_servers(directory: Path) -> None:
     """End every server of `directory` (SIGTERM, then SIGKILL after 5 s)."""
     pids = server_pids(directory)
     for pid in pids:
-        os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # ended since it was listed (a worker finishing its call)
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 5
     while pids and time.monotonic() < deadline:
         pids = [pid for pid in pids if Path(f"/proc/{pid}").exists() and _alive(pid)]
         time.sleep(0.02)
     for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:
