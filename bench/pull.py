@@ -1,7 +1,9 @@
 """Owns: the cold-pull scenario: a large single-layer bundle and a bundle of many small files.
 
 Pulled by ocivendir (fetch, verify, extract), `skopeo copy` (fetch and verify into a dir: layout, no extraction) and
-`imgpkg pull` when IMGPKG_BIN is set; wall, CPU, peak RSS and the registry's traffic per pull.
+`imgpkg pull` when IMGPKG_BIN is set; wall, CPU, peak RSS and the registry's traffic per pull. Then a resumed pull:
+the largest single-layer bundle through a proxy that resets the connection half-way through the layer, once; the
+registry's log and the proxy's count say how much of the layer was sent again.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.cutter import CuttingProxy
 from tests.support.registry import Registry
 
 from bench import seed
@@ -66,13 +69,17 @@ def _cold(registry: Registry, argv: list[str], work: Path, reps: int) -> dict[st
 def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: bool) -> dict[str, Any]:
     """Every case, every tool; ratios of each tool's median wall against ocivendir's."""
     results: list[dict[str, Any]] = []
+    largest: tuple[Case, str] | None = None
     for number, case in enumerate(cases(smoke)):
         ref = _push(registry, case, number, work)
         commands = _commands(tools, ref, work / "out", work / "cache")
         measured = {name: _cold(registry, argv, work, reps) for name, argv in commands.items()}
         results.append({"name": case.name, "ref": ref, "tools": measured})
+        if case.size_mib and (largest is None or case.size_mib > largest[0].size_mib):
+            largest = (case, ref)
     skipped = {name: why for name, why in tools.skipped.items() if name in {"skopeo", "imgpkg"}}
-    return {"cases": results, "skipped": skipped,
+    resumed = _resumed(registry, tools, work, *largest) if largest is not None else None
+    return {"cases": results, "skipped": skipped, "resume": resumed,
             "notes": "skopeo copy to a dir: layout fetches and verifies but does not extract; ocivendir and imgpkg "
                      "extract the bundle into a directory"}  # fmt: skip
 
@@ -82,3 +89,38 @@ def _push(registry: Registry, case: Case, number: int, work: Path) -> str:
         return seed.many_files_bundle(registry, f"pull/files{number}", case.files)
     work.mkdir(parents=True, exist_ok=True)
     return seed.big_bundle(registry, f"pull/big{number}", case.size_mib << 20, work)
+
+
+def _resumed(registry: Registry, tools: Tools, work: Path, case: Case, ref: str) -> dict[str, Any]:
+    """One cold ocivendir pull of `ref` through a proxy that resets the connection half-way through the layer.
+
+    The registry's log gives each layer GET's bytes (the first one cut off, the resumed one with `Range`); the result
+    says what fraction of the layer was sent twice, and checks the pulled file's size.
+    """
+    for name in ("out", "cache", "home"):
+        shutil.rmtree(work / name, ignore_errors=True)
+    (work / "home").mkdir(parents=True)
+    layer_bytes = case.size_mib << 20
+    log = AccessLog(registry)
+    mark = log.mark()
+    with CuttingProxy(registry.host, cut_at=layer_bytes // 2) as proxy:
+        argv = [str(tools.ocivendir), "pull", "-b", ref.replace(registry.host, proxy.host, 1), "-o", str(work / "out"),
+                "--cache-dir", str(work / "cache"), "-q"]  # fmt: skip
+        done = run(argv, env=clean_env(work / "home"))
+        through_proxy = proxy.total
+    if done.code != 0:
+        raise RuntimeError(f"the resumed pull failed with exit code {done.code}: {done.stderr[-2000:]}")
+    pulled = (work / "out" / "data.bin").stat().st_size
+    if pulled != layer_bytes:
+        raise RuntimeError(f"the resumed pull wrote {pulled} bytes of data.bin, not {layer_bytes}")
+    traffic = log.since(mark)
+    blob_gets: dict[str, list[int]] = {}
+    for method, path, size in log.settled()[mark:]:
+        if method == "GET" and "/blobs/" in path:
+            blob_gets.setdefault(path, []).append(size)
+    layer_gets = max(blob_gets.values(), key=len)  # the layer is the blob asked for more than once
+    return {"name": case.name, "cut_at": layer_bytes // 2, "layer_gets": layer_gets, "registry_bytes": traffic.bytes,
+            "proxy_bytes": through_proxy, "layer_bytes": layer_bytes,
+            "resumed_fraction": round(layer_gets[-1] / layer_bytes, 4) if len(layer_gets) > 1 else 0.0,
+            "sent_twice": round((through_proxy - layer_bytes) / layer_bytes, 4), "wall_s": round(done.wall_s, 4),
+            "cpu_s": round(done.cpu_s, 4), "max_rss_kib": done.rss_kib}  # fmt: skip

@@ -65,7 +65,23 @@ def _pull(section: Row) -> list[str]:
         lines += table(["tool", "wall", "÷ ocivendir", "CPU (user+sys)", "peak RSS MiB", "requests", "bytes"], rows)
         lines.append("")
     lines += [f"- {what} skipped: {why}" for what, why in section.get("skipped", {}).items()]
-    return [*lines, ""]
+    resumed = section.get("resume")
+    return [*lines, "", *_resume(resumed), ""] if resumed else [*lines, ""]
+
+
+def _resume(resumed: Row) -> list[str]:
+    """The resumed pull: the connection reset half-way through the layer, and what was sent again."""
+    gets = " + ".join(f"{size:,}" for size in resumed["layer_gets"])
+    row = [resumed["name"], f"{resumed['cut_at']:,}", gets, f"{resumed['resumed_fraction']:.1%}",
+           f"{resumed['sent_twice']:.1%}", f"{resumed['wall_s']:.3f} s", f"{resumed['cpu_s']:.3f} s",
+           mib(resumed["max_rss_kib"])]  # fmt: skip
+    return ["### Resumed after a reset half-way", "",
+            ("ocivendir, cold, through a proxy that resets the connection once it has carried half the layer; the next "
+             "attempt asks for the rest with `Range`. *Layer GETs* are the bytes the registry logged for each request "
+             "of the layer; *resumed request* is the last one's share of the layer; *sent twice* is the proxy's bytes "
+             "beyond the layer's size (manifest, config and the bytes in flight when the reset came)."), "",
+            *table(["bundle", "reset after (bytes)", "layer GETs (registry bytes)", "resumed request", "sent twice",
+                    "wall", "CPU", "peak RSS MiB"], [row])]  # fmt: skip
 
 
 def _startup(section: Row) -> list[str]:

@@ -96,6 +96,7 @@ class CachePruneResult:
     skipped_in_use: tuple[str, ...]
     bytes_freed: int
     dry_run: bool
+    partials: tuple[str, ...] = ()  # stale partial downloads removed from tmp/ (their bytes are in bytes_freed)
 
 
 @dataclass(frozen=True, kw_only=True)

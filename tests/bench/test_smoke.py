@@ -112,6 +112,11 @@ def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:
         assert ocivendir["wall_s"]["n"] == 1
         assert ocivendir["max_rss_kib"]["median"] > 0
     assert results["pull"]["cases"][1]["tools"]["ocivendir"]["bytes"] > 8 << 20
+    resumed = results["pull"]["resume"]  # the 8 MiB bundle, its connection reset once half the layer went through
+    assert resumed["name"] == "8 MiB single-layer bundle"
+    assert len(resumed["layer_gets"]) == 2  # cut off, then resumed with Range: never from byte zero again
+    assert 0 < resumed["layer_gets"][1] < resumed["layer_bytes"]
+    assert 0 < resumed["resumed_fraction"] < 1
     assert [row["tool"] for row in results["startup"]["rows"][:2]] == ["python -c pass",
                                                                         "ocivendir (venv console script)"]  # fmt: skip
     warm = [row for row in results["startup"]["rows"] if row["what"] == "warm digest-pinned sync"]

@@ -19,7 +19,7 @@ PINNED = {
     reports.CacheLsResult: {"entries", "root", "totals"},
     reports.CacheEntry: {"created", "digest", "kind", "last_used", "ref", "signature", "size", "verdict"},
     reports.CacheTotals: {"bytes", "entries"},
-    reports.CachePruneResult: {"bytes_freed", "dry_run", "removed", "skipped_in_use"},
+    reports.CachePruneResult: {"bytes_freed", "dry_run", "partials", "removed", "skipped_in_use"},
     reports.CacheVerifyResult: {"checked", "consistent", "repair", "repairs"},
     results.RequestStats: {"auth", "by_endpoint", "by_method", "by_status", "bytes_received", "connect_errors",
                            "served_by", "total"},

@@ -118,7 +118,7 @@ def test_a_process_killed_mid_download_leaves_nothing_that_is_served(own_registr
     layer_hex = json.loads(big.manifest)["layers"][0]["digest"].split(":")[1]
     process = ocivendir("pull", "-i", ref, "-o", str(out), "--cache-dir", str(cache))
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any((cache / "tmp").glob(f"{layer_hex}-*")):
+    while time.monotonic() < deadline and not any((cache / "tmp").glob(f"{layer_hex}.partial")):
         time.sleep(0.005)
     process.send_signal(signal.SIGKILL)
     process.wait()

@@ -34,9 +34,14 @@ class Rule:
     delay: float = 0.0
     times: int = 0
     hits: int = 0
+    ranged: bool | None = None  # match only requests with (True) or without (False) a Range header
+    strip_range: bool = False  # forward without the Range header: a registry that ignores Range (200, whole body)
+    stall: float = 0.0  # with truncate: wait this long after the first half before cutting the connection
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, ranged: bool = False) -> bool:
         if self.times and self.hits >= self.times:
+            return False
+        if self.ranged is not None and self.ranged != ranged:
             return False
         return self.method in {method, "*"} and re.search(self.path, path) is not None
 
@@ -48,6 +53,8 @@ class FaultProxy:
         self.upstream = upstream
         self.rules: list[Rule] = []
         self.log: list[tuple[str, str, int]] = []
+        self.ranges: list[tuple[str, str, str | None]] = []  # (method, path, Range header) of every request
+        self.body_bytes = 0  # body bytes sent to the client, all requests together
         self.in_flight = 0
         self.max_in_flight = 0
         self._count_lock = threading.Lock()
@@ -55,24 +62,24 @@ class FaultProxy:
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def first(self, method: str, path: str, kind: Callable[[Rule], bool]) -> Rule | None:
+    def first(self, method: str, path: str, kind: Callable[[Rule], bool], ranged: bool = False) -> Rule | None:
         """The first rule of a kind that matches."""
-        return next((r for r in self.rules if kind(r) and r.matches(method, path)), None)
+        return next((r for r in self.rules if kind(r) and r.matches(method, path, ranged)), None)
 
-    def wait(self, method: str, path: str) -> None:
+    def wait(self, method: str, path: str, ranged: bool = False) -> None:
         """Stall as the delay rules say (each counts its hits)."""
         for rule in self.rules:
-            if rule.delay and rule.matches(method, path):
+            if rule.delay and rule.matches(method, path, ranged):
                 rule.hits += 1
                 time.sleep(rule.delay)
 
-    def altered(self, method: str, path: str, data: bytes) -> bytes:
+    def altered(self, method: str, path: str, data: bytes, ranged: bool = False) -> bytes:
         """The upstream's body, the bytes of the first matching `body` rule, or with a `tamper` rule's flipped byte."""
-        replaced = self.first(method, path, lambda r: r.body is not None)
+        replaced = self.first(method, path, lambda r: r.body is not None, ranged)
         if replaced is not None and replaced.body is not None:
             replaced.hits += 1
             return replaced.body
-        tamper = self.first(method, path, lambda r: r.tamper)
+        tamper = self.first(method, path, lambda r: r.tamper, ranged)
         if tamper is None or not data:
             return data
         tamper.hits += 1
@@ -104,15 +111,20 @@ class FaultProxy:
         self.server.server_close()
 
 
-def _write_body(handler: BaseHTTPRequestHandler, data: bytes, truncate: Rule | None) -> None:
+def _write_body(handler: BaseHTTPRequestHandler, data: bytes, truncate: Rule | None) -> int:
+    """Send the body (half of it, then cut, for a truncate rule); the bytes sent."""
     if truncate is not None:
         truncate.hits += 1
         handler.wfile.write(data[: len(data) // 2])
         handler.wfile.flush()
+        if truncate.stall:
+            time.sleep(truncate.stall)
         handler.close_connection = True
-        return
+        return len(data) // 2
     if handler.command != "HEAD":
         handler.wfile.write(data)
+        return len(data)
+    return 0
 
 
 def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
@@ -134,8 +146,10 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
-            proxy.wait(self.command, self.path)
-            rule = proxy.first(self.command, self.path, lambda r: bool(r.status))
+            ranged = "Range" in self.headers
+            proxy.ranges.append((self.command, self.path, self.headers.get("Range")))
+            proxy.wait(self.command, self.path, ranged)
+            rule = proxy.first(self.command, self.path, lambda r: bool(r.status), ranged)
             if rule is not None:
                 rule.hits += 1
                 proxy.log.append((self.command, self.path, rule.status))
@@ -148,23 +162,27 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 if self.command != "HEAD":
                     self.wfile.write(data)
                 return
-            self._forward(body)
+            self._forward(body, ranged)
 
-        def _forward(self, body: bytes | None) -> None:
+        def _forward(self, body: bytes | None, ranged: bool) -> None:
             connection = http.client.HTTPConnection(proxy.upstream, timeout=30)
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+            strip = proxy.first(self.command, self.path, lambda r: r.strip_range, ranged)
+            dropped = {"host", "range"} if strip is not None else {"host"}
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
             connection.request(self.command, self.path, body=body, headers=headers)
             response = connection.getresponse()
-            data = proxy.altered(self.command, self.path, response.read())
+            data = proxy.altered(self.command, self.path, response.read(), ranged)
             proxy.log.append((self.command, self.path, response.status))
-            truncate = proxy.first(self.command, self.path, lambda r: r.truncate)
+            truncate = proxy.first(self.command, self.path, lambda r: r.truncate, ranged)
             self.send_response(response.status)
             for key, value in response.getheaders():
                 if key.lower() not in {"transfer-encoding", "connection", "content-length"}:
                     self.send_header(key, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            _write_body(self, data, truncate)
+            sent = _write_body(self, data, truncate)
+            with proxy._count_lock:
+                proxy.body_bytes += sent
 
         do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _handle  # noqa: N815
 

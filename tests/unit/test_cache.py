@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
@@ -275,3 +276,62 @@ def test_verify_finds_and_repair_removes_junk_orphans_stale_files_and_a_broken_l
     assert (Path(store.root) / "mine.txt").exists()
     assert [e.ref.split("@")[0] for e in list_entries(store, index).entries] == ["r.io/keep"]
     assert store.has(kept)
+
+
+def _partials(store: BlobStore) -> dict[str, bytes]:
+    """Partial downloads in tmp/, by digest hex."""
+    return {p.name.removesuffix(".partial"): p.read_bytes() for p in Path(store.tmp).glob("*.partial")}
+
+
+def _plant_partial(store: BlobStore, data: bytes, age_days: float = 0) -> Path:
+    path = Path(store.partial_path(digest_of(data)))
+    path.write_bytes(data[: len(data) // 2])
+    when = time.time() - age_days * 86400
+    os.utime(path, (when, when))
+    return path
+
+
+def test_prune_removes_stale_partial_downloads_and_keeps_recent_ones_and_those_being_written(
+    cache: tuple[BlobStore, CacheIndex],
+) -> None:
+    store, index = cache
+    recent = _plant_partial(store, b"recent blob" * 100)
+    old = _plant_partial(store, b"old blob" * 100, age_days=8)
+    busy = _plant_partial(store, b"being downloaded" * 100, age_days=30)
+    cached = b"published, not yet cleaned" * 100
+    add(cache, "r.example/a", [cached])
+    finished = _plant_partial(store, cached)
+    dry = prune(store, index, PrunePlan(dry_run=True))
+    assert [line.split(" (")[0] for line in dry.partials] == [
+        f"would remove partial download {p}" for p in sorted([str(old), str(busy), str(finished)])
+    ]
+    assert len(_partials(store)) == 4
+    with file_lock(store.lock_path(f"blob-{busy.name.removesuffix('.partial')}")):  # a pull is resuming it
+        result = prune(store, index, PrunePlan())
+    assert sorted(result.partials) == sorted([
+        f"removed partial download {old} (not written for 8.0 days)",
+        f"removed partial download {finished} (its blob is cached)",
+    ])  # fmt: skip
+    assert result.bytes_freed >= len(b"old blob" * 100) // 2
+    assert sorted(_partials(store)) == sorted([recent.name[:64], busy.name[:64]])
+    assert prune(store, index, PrunePlan(older_than=86400.0)).partials == (
+        f"removed partial download {busy} (not written for 30.0 days)",
+    )
+    assert prune(store, index, PrunePlan(everything=True)).partials == (
+        f"removed partial download {recent} (not written for 0.0 days)",
+    )
+    assert _partials(store) == {}
+
+
+def test_verify_keeps_a_recent_partial_download_for_the_next_pull_and_repair_removes_stale_ones(
+    cache: tuple[BlobStore, CacheIndex],
+) -> None:
+    store, index = cache
+    recent = _plant_partial(store, b"recent blob" * 100)
+    old = _plant_partial(store, b"old blob" * 100, age_days=8)
+    checked = verify(store, index, exclusive=True)
+    assert f"would remove {old}: stale partial download (not written for 8.0 days)" in checked.repairs
+    assert not [line for line in checked.repairs if str(recent) in line]
+    repaired = verify(store, index, repair=True, exclusive=True)
+    assert f"removed {old}: stale partial download (not written for 8.0 days)" in repaired.repairs
+    assert sorted(_partials(store)) == [recent.name[:64]]

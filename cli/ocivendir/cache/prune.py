@@ -2,6 +2,8 @@
 
 A ref in use by a running pull or sync holds a shared entry lock; prune takes each candidate's lock exclusively
 without waiting, and skips (and reports) the ones it cannot get. A blob goes only when no remaining ref needs it.
+Stale partial downloads in `tmp/` go too (`cache/partials.py`): unwritten for `--older-than` (a week by default),
+any age under `--all`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ocivendir.cache.index import CacheIndex, RefRow
+from ocivendir.cache.partials import STALE_AFTER, sweep
 from ocivendir.cache.store import BlobStore
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.reports import CacheEntry, CacheLsResult, CachePruneResult, CacheTotals
@@ -122,10 +125,11 @@ def prune(store: BlobStore, index: CacheIndex, plan: PrunePlan) -> CachePruneRes
     skipped: list[str] = []
     freed = 0
     candidates, planned = _candidates(index, plan)
+    partials, partial_bytes = sweep(store, _partial_age(plan), dry_run=plan.dry_run)
     if plan.dry_run:
-        freed = planned
+        freed = planned + partial_bytes
         return CachePruneResult(removed=tuple(_entry(*c) for c in candidates), skipped_in_use=(), bytes_freed=freed,
-                                dry_run=True)  # fmt: skip
+                                dry_run=True, partials=tuple(partials))  # fmt: skip
     for row, size, verdict in candidates:
         with _exclusive(store, row.ref) as taken:
             if not taken:
@@ -140,7 +144,15 @@ def prune(store: BlobStore, index: CacheIndex, plan: PrunePlan) -> CachePruneRes
             removed.append(_entry(row, size, verdict))
     if removed:
         store.write_index_json(index.layout_entries)
-    return CachePruneResult(removed=tuple(removed), skipped_in_use=tuple(skipped), bytes_freed=freed, dry_run=False)
+    return CachePruneResult(removed=tuple(removed), skipped_in_use=tuple(skipped), bytes_freed=freed + partial_bytes,
+                            dry_run=False, partials=tuple(partials))  # fmt: skip
+
+
+def _partial_age(plan: PrunePlan) -> float | None:
+    """How long a partial download may go unwritten before this prune removes it (None: any age, under --all)."""
+    if plan.everything:
+        return None
+    return plan.older_than if plan.older_than is not None else STALE_AFTER
 
 
 def prune_to_budget(store: BlobStore, index: CacheIndex, budget: int, keep: Iterable[str]) -> CachePruneResult | None:

@@ -1,11 +1,13 @@
 """Owns: the OCI image layout on disk.
 
-Blob admission (verify, fsync, rename under a per-digest lock), verified reads, and `index.json`.
+Blob admission (verify, fsync, rename under a per-digest lock), the partial download a broken-off fetch leaves for the
+next holder of that lock to resume (`tmp/<hex>.partial`), verified reads, and `index.json`.
 
 A shared cache directory is writable by every caller, so nothing under it is trusted to be what its name says: blobs
 are opened with O_NOFOLLOW and must be regular files (a symlink, FIFO or device planted in `blobs/sha256/` counts as a
 missing blob and is unlinked, never read through), temp files are created with O_EXCL|O_NOFOLLOW and their mode and
-fsync go through the descriptor, and `blobs/sha256/`, `tmp/` and `locks/` themselves must be real directories.
+fsync go through the descriptor, a partial is resumed only if it is a regular file of this user with one link (else it
+is removed first), and `blobs/sha256/`, `tmp/` and `locks/` themselves must be real directories.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from typing import IO
 
-__all__ = ["LAYOUT_MARKER", "BlobStore", "LayoutEntry", "NotABlob", "VerifyingReader"]
+__all__ = ["LAYOUT_MARKER", "PARTIAL_SUFFIX", "BlobStore", "LayoutEntry", "NotABlob", "VerifyingReader"]
 
 LAYOUT_MARKER = b'{"imageLayoutVersion":"1.0.0"}'
 # OCI-layout readers (containers/image, so skopeo) only look at descriptors typed as OCI manifests or indexes; a
@@ -40,6 +42,7 @@ _LAYOUT_TYPES = {
     "application/vnd.docker.distribution.manifest.v2+json": "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json": "application/vnd.oci.image.index.v1+json",
 }
+PARTIAL_SUFFIX = ".partial"
 _CHUNK = 1 << 20
 _log = diag.logger("ocivendir.cache")
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a planted FIFO cannot hang open
@@ -178,29 +181,65 @@ class BlobStore:
         return f"{self.locks}/{name}"
 
     def admit(
-        self, digest: Digest, size: int, fill: Callable[[str], None], reuse: Callable[[], bool] | None = None
+        self,
+        digest: Digest,
+        size: int,
+        fill: Callable[[str], None],
+        reuse: Callable[[], bool] | None = None,
+        *,
+        resumable: bool = False,
     ) -> bool:
         """Make sure the blob is present; `fill(tmp)` writes and verifies it. True if it was fetched now.
 
         Runs under the digest's exclusive lock, so concurrent processes fetch a blob once; a temp file left by a
         killed run is removed by the next holder of the lock. A present blob is kept only when `reuse()` (asked under
         the lock) says the caller may have it; otherwise it is fetched again and the verified copy replaces it.
+
+        `resumable`: `tmp` is the digest's partial file (`tmp/<hex>.partial`), which may hold the bytes an earlier
+        attempt received; a failed `fill` leaves it for the next holder of the lock to resume from (`fill` empties
+        it when its bytes must not be kept). A partial this process may not trust is removed first.
         """
         with file_lock(self.lock_path(f"blob-{digest.hex}")):
             if self.has(digest, size) and (reuse is None or reuse()):
+                if resumable:
+                    remove_file(self.partial_path(digest))  # a run killed after publishing, before removing it
                 return False
             self._remove_stale(digest)
             with self._no_links(digest):
-                tmp = self._new_tmp(digest)
+                tmp = self._usable_partial(digest, size) if resumable else self._new_tmp(digest)
+                done = False
                 try:
                     fill(tmp)
                     self._publish(tmp, digest)
+                    done = True
                 finally:
-                    remove_file(tmp)
+                    if done or not resumable or _empty(tmp):
+                        remove_file(tmp)
             return True
 
+    def partial_path(self, digest: Digest) -> str:
+        """Where a download of `digest` keeps the bytes it received (one per digest, written under its lock)."""
+        return f"{self.tmp}/{digest.hex}{PARTIAL_SUFFIX}"
+
+    def _usable_partial(self, digest: Digest, size: int) -> str:
+        """The partial's path, with whatever is there removed unless it may be resumed from.
+
+        Resumable: a regular file of this user with one link, no longer than the blob. Anything else (a link, a FIFO,
+        another user's file, a hard link to a file elsewhere) was not left by this user's download.
+        """
+        path = self.partial_path(digest)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return path
+        usable = stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_size <= size
+        if not usable or info.st_uid != os.geteuid():
+            _log.debug("cache: not resuming from %s (not a partial download of this user's)", path)
+            remove_tree(path)  # never follows a link
+        return path
+
     def _remove_stale(self, digest: Digest) -> None:
-        """Remove the temp files of `digest` a killed run left (`tmp/<hex>-*`)."""
+        """Remove the temp files of `digest` a killed run left (`tmp/<hex>-*`; a partial download is kept)."""
         prefix = f"{digest.hex}-"
         try:
             names = os.listdir(self.tmp)
@@ -347,6 +386,14 @@ class BlobStore:
             ]
             doc = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
             atomic_write(os.path.join(self.root, "index.json"), json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
+
+
+def _empty(path: str) -> bool:
+    """Nothing worth keeping there: no file, or an empty one."""
+    try:
+        return os.lstat(path).st_size == 0
+    except FileNotFoundError:
+        return True
 
 
 def _write_tmp(tmp: str, data: bytes) -> None:

@@ -1,6 +1,7 @@
 """Owns: finding — and with repair, removing — what does not belong in the cache directory.
 
-Junk and orphan files under `blobs/`, stale temp files, stray entries under `locks/`, a broken `oci-layout` or
+Junk and orphan files under `blobs/`, stale temp files (a partial download only when `cache/partials.py` finds it
+stale: a recent one is kept for the next pull to resume), stray entries under `locks/`, a broken `oci-layout` or
 `index.json`, and a directory where a blob or a lock file belongs. It runs only while the caller holds the cache's
 root lock exclusively, so no running pull or sync is writing. Unknown entries at the top of the cache directory are
 left alone: the directory may have been named by mistake.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.memo import GENERATION, MEMO_DIR
+from ocivendir.cache.partials import is_partial, stale_partials
 from ocivendir.cache.store import LAYOUT_MARKER, BlobStore
 from ocivendir.fs.swap import atomic_write, remove_tree
 
@@ -51,7 +53,13 @@ def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[st
 
 
 def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
-    found = [_remove(path, "stale temp file", repair=repair) for path in sorted(Path(store.tmp).iterdir())]
+    stale = {path: why for path, why, _ in stale_partials(store)}
+    found = [
+        _remove(path, f"stale partial download ({stale[str(path)]})" if str(path) in stale else "stale temp file",
+                repair=repair)
+        for path in sorted(Path(store.tmp).iterdir())
+        if not is_partial(path.name) or str(path) in stale  # a recent partial is a download to resume: kept
+    ]  # fmt: skip
     found += _memo(Path(store.root), repair=repair)
     for path in sorted(Path(store.locks).iterdir()):
         if path.is_symlink() or not path.is_file():

@@ -122,7 +122,8 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
     """Remove cached entries; shared blobs go only when no remaining entry needs them.
 
     With neither --older-than nor --max-size, prunes down to the configured budget (--cache-max-size). Entries in use
-    by a running sync or pull are skipped and reported.
+    by a running sync or pull are skipped and reported. Partial downloads kept for resuming go too once stale: not
+    written for a week (or for --older-than; any age under --all), or their blob is cached.
 
     \b
     Examples:
@@ -151,6 +152,8 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
         output.block(f"{verb} {entry.ref} ({_human(entry.size)})\n")
     for ref in result.skipped_in_use:
         output.block(f"skipped {ref}: in use\n")
+    for line in result.partials:
+        output.block(f"{line}\n")
     output.block(f"{len(result.removed)} entries, {_human(result.bytes_freed)} {'to free' if dry_run else 'freed'}\n")
     output.envelope("cache prune", "ok", result)
 

@@ -359,7 +359,7 @@ class Content:
             client.fetch_blob_to(repo, blob.digest, blob.size, tmp, progress, on_chunk)  # verified, or it raises
             self._possess(repo, (blob.digest,))
 
-        if self.store.admit(blob.digest, blob.size, fill, lambda: self.holds(repo, blob.digest)):
+        if self.store.admit(blob.digest, blob.size, fill, lambda: self.holds(repo, blob.digest), resumable=True):
             self.counters.fetch(blob.size)
             return True
         self.counters.hit()

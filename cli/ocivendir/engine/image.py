@@ -131,9 +131,20 @@ def _clear(directory: str) -> None:
         remove_tree(os.path.join(directory, name))
 
 
+class _Restream(Exception):
+    """A layer's download started over after its tee had applied some of the bytes before: `dest` must be rebuilt.
+
+    What the tee wrote from those bytes (a cut-off attempt's, kept bytes that did not match, a registry that ignored
+    a Range) may hold entries the verified layer lacks, which applying the layer on top would leave in place.
+    """
+
+
 def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: str, policy: TreePolicy,
               stats: ExtractStats, what: str) -> bool:  # fmt: skip
-    """Fetch a missing layer while applying it; False when the caller must apply it from the store."""
+    """Fetch a missing layer while applying it; False when the caller must apply it from the store.
+
+    `_Restream` when the tee applied bytes that the download then started over from (nothing of them is verified).
+    """
     if content.offline or content.cached(image.repo, layer):
         return False
     from ocivendir.engine.stream import TeeExtractor  # noqa: PLC0415 - only a download tees (a warm run never does)
@@ -151,7 +162,11 @@ def _streamed(content: Content, image: FetchedImage, layer: Descriptor, dest: st
         except Exception:  # noqa: BLE001, S110 - the failure being handled is the one re-raised below
             pass
         raise
-    return tee.finish(complete=fetched)
+    if tee.finish(complete=fetched):
+        return True
+    if tee.fed:
+        raise _Restream
+    return False
 
 
 def extract_layers(content: Content, image: FetchedImage, dest: str | os.PathLike[str], *, policy: TreePolicy,
@@ -159,10 +174,10 @@ def extract_layers(content: Content, image: FetchedImage, dest: str | os.PathLik
     """Apply every layer first to last into `dest` (made by this run), streaming uncached ones as they download.
 
     A layer being streamed is not verified until its download ends, so until then it may only add to, replace in or
-    delete from `dest`, within `policy.limits`: on a digest mismatch `dest` is emptied and every layer applied again
-    from verified blobs (or the caller discards its stage). A blob that fails its check in the cache is fetched again
-    once. With `--policy`, the image must first pass its signature policies (`signed=False`: the caller reports
-    them itself).
+    delete from `dest`, within `policy.limits`: on a digest mismatch, or a download that started over after some of
+    its bytes were applied, `dest` is emptied and every layer applied again from verified blobs (or the caller
+    discards its stage). A blob that fails its check in the cache is fetched again once. With `--policy`, the image
+    must first pass its signature policies (`signed=False`: the caller reports them itself).
     """
     if signed and content.signatures is not None:  # before a byte is written: `--policy` may refuse the image
         content.signatures.check(content, image)
@@ -170,29 +185,35 @@ def extract_layers(content: Content, image: FetchedImage, dest: str | os.PathLik
     for layer in image.manifest.layers:
         layer_compression(layer.media_type)
     check_declared([layer.size for layer in image.manifest.layers], policy.limits, f"image '{image.ref}'")
-    total = len(image.manifest.layers)
-    for attempt in range(2):
-        stats = ExtractStats(tally=Tally(policy.limits))
+    mismatches, stream = 0, True
+    while True:
         try:
-            for position, layer in enumerate(image.manifest.layers, start=1):
-                content.events(
-                    LogEvent(message=f"Extracting layer '{layer.digest}' ({position}/{total})", indent=indent)
-                )
-                what = f"layer '{layer.digest}' of '{image.ref}'"
-                if not _streamed(content, image, layer, dest, policy, stats, what):
-                    content.ensure_blobs(image.repo, (layer,))
-                    _apply(content, layer, dest, policy, stats, what)
+            return _apply_all(content, image, dest, policy, indent, stream=stream)
+        except _Restream:
+            stream = False  # every layer from verified blobs now: nothing is applied before it is verified
         except DigestMismatch as exc:
-            if attempt:
+            if mismatches:
                 raise
+            mismatches += 1
             content.warn(f"{exc}; fetching it again")
             if content.index is not None:
                 content.index.forget_blob(_failed_digest(image, exc))
-            _clear(dest)
-            content.ensure_blobs(image.repo, image.manifest.layers)
-            continue
-        return stats
-    raise AssertionError("unreachable")  # pragma: no cover
+        _clear(dest)
+        content.ensure_blobs(image.repo, image.manifest.layers)
+
+
+def _apply_all(content: Content, image: FetchedImage, dest: str, policy: TreePolicy, indent: int, *,
+               stream: bool) -> ExtractStats:  # fmt: skip
+    """One pass over the layers, first to last; with `stream`, uncached ones are applied as they download."""
+    stats = ExtractStats(tally=Tally(policy.limits))
+    total = len(image.manifest.layers)
+    for position, layer in enumerate(image.manifest.layers, start=1):
+        content.events(LogEvent(message=f"Extracting layer '{layer.digest}' ({position}/{total})", indent=indent))
+        what = f"layer '{layer.digest}' of '{image.ref}'"
+        if not (stream and _streamed(content, image, layer, dest, policy, stats, what)):
+            content.ensure_blobs(image.repo, (layer,))
+            _apply(content, layer, dest, policy, stats, what)
+    return stats
 
 
 def _failed_digest(image: FetchedImage, exc: DigestMismatch) -> Digest:

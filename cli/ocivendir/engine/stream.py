@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ChunkPipe", "TeeExtractor"]
 
-_DEPTH = 8
+_DEPTH = 2
 
 
 class ChunkPipe:

@@ -1,4 +1,4 @@
-"""Owns: OCI/Docker media types, manifests, indexes and image configs parsed from raw bytes, and DigestingWriter."""
+"""Owns: OCI/Docker media types, manifests, indexes and image configs parsed from raw bytes."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import hashlib
 from dataclasses import dataclass, field
 
 from ocivendir import jsondoc
-from ocivendir.errors import BadReference, DigestMismatch, RegistryError, UnsupportedMediaType
+from ocivendir.errors import BadReference, RegistryError, UnsupportedMediaType
 from ocivendir.oci import gokeys
 from ocivendir.oci.reference import Digest, parse_digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Any
+    from typing import Any
 
 __all__ = [
     "ACCEPT_MANIFESTS",
@@ -28,7 +28,6 @@ __all__ = [
     "OCI_INDEX",
     "OCI_MANIFEST",
     "Descriptor",
-    "DigestingWriter",
     "ImageConfig",
     "Index",
     "Manifest",
@@ -223,31 +222,3 @@ def layer_compression(media_type: str) -> str:
         return _LAYER_TYPES[media_type]
     except KeyError:
         raise UnsupportedMediaType(f"unsupported layer media type '{media_type}'") from None
-
-
-class DigestingWriter:
-    """Writes to a binary file while hashing and counting; `verify` checks sha256 and size at EOF."""
-
-    def __init__(self, target: IO[bytes]) -> None:
-        """Wrap an open binary file."""
-        self._target = target
-        self._hash = hashlib.sha256()
-        self.size = 0
-
-    def write(self, chunk: bytes) -> int:
-        """Hash, count and write a chunk."""
-        self._hash.update(chunk)
-        self.size += len(chunk)
-        return self._target.write(chunk)
-
-    @property
-    def digest(self) -> Digest:
-        """The digest of what was written so far."""
-        return Digest(self._hash.hexdigest())
-
-    def verify(self, expected: Digest, expected_size: int | None, what: str) -> None:
-        """Raise DigestMismatch unless what was written has the expected size and digest."""
-        if expected_size is not None and self.size != expected_size:
-            raise DigestMismatch(f"{what}: expected {expected_size} bytes, got {self.size}")
-        if self.digest != expected:
-            raise DigestMismatch(f"{what}: expected digest {expected}, got {self.digest}")

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from threading import Lock
 
+from ocivendir import diag
 from ocivendir.errors import (
     Denied,
     DigestMismatch,
@@ -24,11 +25,11 @@ from ocivendir.errors import (
     Transient,
     Unauthorized,
 )
-from ocivendir.fs.remove import remove_file
-from ocivendir.oci.manifest import ACCEPT_MANIFESTS, DigestingWriter, served_digest, sha256_digest
+from ocivendir.oci.manifest import ACCEPT_MANIFESTS, served_digest, sha256_digest
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.registry.challenge import parse_challenge
 from ocivendir.registry.credentials import Credential
+from ocivendir.registry.download import BlobFile, range_start
 from ocivendir.registry.endpoints import EndpointWalker, Unreachable
 from ocivendir.registry.ggcrtext import transport_text
 from ocivendir.registry.mirrors import Endpoint, MirrorPlan
@@ -65,9 +66,9 @@ MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_TAG_PAGES = 10_000
 MAX_TAGS = 1_000_000
 MAX_TAG_LIST_BYTES = 64 << 20  # all pages together; one page is at most the 32 MiB any body read at once may be
-_CHUNK = 1 << 22
-_TARGET_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC  # never write through a link
+_CHUNK = 1 << 18
 _HEAD_REFUSED = frozenset({405, 501})
+_log = diag.logger("ocivendir.registry")
 
 
 _RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
@@ -409,58 +410,85 @@ class RegistryClient:
         progress: ProgressCallback | None = None,
         on_chunk: ChunkCallback | None = None,
     ) -> None:
-        """Stream a blob into `target`, verifying size and sha256; on a mismatch the file is deleted.
+        """Stream a blob into `target`, verifying size and sha256, resuming from the bytes `target` already holds.
 
-        `on_chunk(offset, chunk)` sees every chunk as it is written (offset 0 again means a retry, or the next
-        endpoint, started over); the bytes it saw are verified only when this call returns.
+        Bytes an earlier attempt left in `target` are hashed again and the rest asked for with an HTTP Range
+        (`registry/download.py`); a broken-off download keeps what it received there for the next attempt, in this
+        run or the next. Only a mismatch empties `target`: the digest is checked over every byte at the end.
+        `on_chunk(offset, chunk)` sees every chunk, kept ones first (offset 0 again means the download started
+        over); the bytes it saw are verified only when this call returns.
         """
         what = f"Fetching blob '{repo}@{digest}'"
+        with BlobFile(os.fspath(target), digest, size, on_chunk, progress) as blob:
+            self._walker.walk(repo, f"{repo}@{digest}", lambda endpoint: self._blob_at(endpoint, blob, what))
 
-        def attempt(endpoint: Endpoint) -> None:
-            self._blob_at(endpoint, _BlobTarget(digest, size, os.fspath(target), progress, on_chunk), what)
+    def _blob_at(self, endpoint: Endpoint, blob: BlobFile, what: str) -> None:
+        """Attempts at one endpoint: a broken-off one resumes; only attempts that received nothing count.
 
-        self._walker.walk(repo, f"{repo}@{digest}", attempt)
-
-    def _blob_at(self, endpoint: Endpoint, blob: _BlobTarget, what: str) -> None:
+        A mismatch after resuming from kept bytes drops them and fetches once more from byte zero: kept bytes may
+        be anything (a killed run's, or planted); a mismatch of a download from byte zero is the registry's.
+        """
         policy = self._options.retry
-        for attempt in range(policy.attempts):
+        failures, started_over = 0, False
+        while True:
+            kept = blob.prepare()
             try:
-                self._fetch_blob_once(endpoint, blob, what)
+                self._fetch_blob_once(endpoint, blob, kept, what)
             except _ShortRead as exc:
-                blob.discard()
-                if attempt + 1 >= policy.attempts:
+                failures = failures + 1 if blob.written <= kept else 0
+                if failures >= policy.attempts:
                     raise Transient(f"{what}: {exc}") from None
-                self._sleep(policy.delay(attempt, None, what), what)
-            except BaseException:
-                blob.discard()
-                raise
+                self._sleep(policy.delay(max(failures - 1, 0), None, what), what)
+            except _StartOver as exc:
+                _log.debug("%s: %s; fetching it from the start", what, exc)
+                blob.restart()
+            except DigestMismatch:
+                blob.restart()
+                if not kept or started_over:
+                    raise
+                _log.debug("%s: the %d bytes kept from an earlier attempt did not match; fetching it again", what, kept)
+                started_over = True
             else:
                 return
 
-    def _fetch_blob_once(self, endpoint: Endpoint, blob: _BlobTarget, what: str) -> None:
+    def _fetch_blob_once(self, endpoint: Endpoint, blob: BlobFile, kept: int, what: str) -> None:
+        if kept and kept == blob.size:  # all there (a run killed before it published the blob): no request
+            blob.verify(what)
+            return
         path = endpoint.api_path(f"blobs/{blob.digest}")
-        response = self._send("GET", endpoint, path, {}, stream=True, what=what)
+        response = self._send("GET", endpoint, path, {"Range": f"bytes={kept}-"} if kept else {}, stream=True,
+                              what=what)  # fmt: skip
+        if kept and response.status_code == 416:  # noqa: PLR2004 - Range Not Satisfiable
+            response.close()
+            raise _StartOver(f"the registry refused the range from byte {kept} (416)")
         self._raise_for(response, what)
-        size = blob.size
-        with contextlib.closing(response), os.fdopen(os.open(blob.target, _TARGET_FLAGS, 0o600), "wb") as handle:
-            writer = DigestingWriter(handle)
+        if kept:
+            self._continue_at(response, blob, kept)
+        with contextlib.closing(response):
             try:
                 for chunk in iter_body(response, _CHUNK):
-                    offset = writer.size
-                    writer.write(chunk)
-                    if blob.on_chunk is not None:
-                        blob.on_chunk(offset, chunk)
                     self._stats.received(len(chunk))
-                    if writer.size > size:
+                    blob.append(chunk)
+                    if blob.written > blob.size:
                         break
-                    if blob.progress is not None:
-                        blob.progress(writer.size)
             except BodyBroken as exc:
-                raise _ShortRead(f"connection dropped after {writer.size} of {size} bytes: {exc}") from None
-            handle.flush()
-            if writer.size < size and writer.digest != blob.digest:
-                raise _ShortRead(f"connection closed after {writer.size} of {size} bytes")
-            writer.verify(blob.digest, size, what)
+                raise _ShortRead(f"connection dropped after {blob.written} of {blob.size} bytes: {exc}") from None
+        if blob.written < blob.size and not blob.matches:
+            raise _ShortRead(f"connection closed after {blob.written} of {blob.size} bytes")
+        blob.verify(what)
+
+    @staticmethod
+    def _continue_at(response: Response, blob: BlobFile, kept: int) -> None:
+        """A ranged request's answer: a 206 from the kept size continues; a 200 (Range ignored) starts over."""
+        if response.status_code != 206:  # noqa: PLR2004
+            _log.debug("the registry ignored the range (status %d): taking the whole blob", response.status_code)
+            blob.restart()
+            return
+        start = range_start(response.headers.get("Content-Range", ""), blob.size)
+        if start != kept:
+            response.close()
+            raise _StartOver(f"the registry answered the range from byte {kept} with Content-Range "
+                             f"{_shown(response.headers.get('Content-Range', ''))!r}")  # fmt: skip
 
     def exists(self, repo: Repository, digest: Digest) -> ImageStatusValue:
         """Is this manifest digest in this repository?"""
@@ -527,21 +555,6 @@ class RegistryClient:
         return tags
 
 
-@dataclass(frozen=True)
-class _BlobTarget:
-    """A blob to fetch into a file, with the caller's progress and chunk callbacks."""
-
-    digest: Digest
-    size: int
-    target: str
-    progress: ProgressCallback | None
-    on_chunk: ChunkCallback | None
-
-    def discard(self) -> None:
-        """Remove what a failed attempt wrote, if anything."""
-        remove_file(self.target)
-
-
 def _route(endpoint: Endpoint) -> Route:
     """The transport's view of an endpoint: a mirror gets its own host's TLS; the origin its registry's."""
     return Route(
@@ -559,6 +572,10 @@ class _Refused(Unauthorized):
 
 class _ShortRead(Exception):
     """The connection ended before the blob's size."""
+
+
+class _StartOver(Exception):
+    """The registry's answer to a Range cannot continue the kept bytes: drop them and ask without a Range."""
 
 
 def _challenged_elsewhere(response: Response, endpoint: Endpoint, what: str) -> None:

@@ -1,0 +1,120 @@
+"""Test support: a TCP proxy on 127.0.0.1 that resets a connection once it has carried a given number of bytes.
+
+Bytes are passed through as they come (nothing is parsed or held, so a 1 GiB blob streams through in constant
+memory); the first connection whose server-to-client bytes reach `cut_at` is reset (RST, as a dropped link or a
+middlebox does) on both sides, once. It counts the bytes it sent to clients, per connection and in all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+from typing import Self
+
+__all__ = ["CuttingProxy"]
+
+_BUFFER = 1 << 20
+
+
+class CuttingProxy:
+    """Listen on a free 127.0.0.1 port and forward to `upstream` (`host:port`); cut once at `cut_at` bytes."""
+
+    def __init__(self, upstream: str, cut_at: int) -> None:
+        """Ready to `start`; nothing is cut when `cut_at` is 0."""
+        host, _, port = upstream.rpartition(":")
+        self.upstream = (host, int(port))
+        self.cut_at = cut_at
+        self.cut = False
+        self.sent: list[int] = []  # bytes sent to the client, per connection in the order they were accepted
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.host = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def total(self) -> int:
+        """Bytes sent to clients over every connection."""
+        with self._lock:
+            return sum(self.sent)
+
+    def start(self) -> Self:
+        """Begin accepting."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting (open connections end when either side closes)."""
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        """Started."""
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        """Stopped."""
+        self.stop()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            with self._lock:
+                self.sent.append(0)
+                number = len(self.sent) - 1
+            upward = threading.Thread(target=self._pump, args=(client, server), daemon=True)
+            upward.start()
+            threading.Thread(target=self._down, args=(server, client, number, upward), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        """Client to server, as it comes."""
+        buffer = bytearray(_BUFFER)
+        with contextlib.suppress(OSError):
+            while count := source.recv_into(buffer):
+                sink.sendall(memoryview(buffer)[:count])
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def _down(self, server: socket.socket, client: socket.socket, number: int, upward: threading.Thread) -> None:
+        """Server to client, counted; reset both once this connection has carried `cut_at` bytes (the first time)."""
+        buffer = bytearray(_BUFFER)
+        try:
+            while count := server.recv_into(buffer):
+                with self._lock:
+                    room = self.cut_at - self.sent[number] if self.cut_at and not self.cut else count
+                    count = min(count, max(room, 0))
+                    self.sent[number] += count
+                    cutting = self.cut_at and not self.cut and self.sent[number] >= self.cut_at
+                    if cutting:
+                        self.cut = True
+                client.sendall(memoryview(buffer)[:count])
+                if cutting:
+                    _reset(client, upward)
+                    server.close()
+                    return
+        except OSError:
+            pass
+        for end in (client, server):
+            with contextlib.suppress(OSError):
+                end.close()
+
+
+def _reset(end: socket.socket, reader: threading.Thread) -> None:
+    """Close with an RST (linger 0), not a FIN: the peer sees `connection reset by peer`.
+
+    The thread blocked reading `end` is woken first (SHUT_RD sends nothing): while a read holds the socket, closing it
+    would send nothing at all.
+    """
+    with contextlib.suppress(OSError):
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        end.shutdown(socket.SHUT_RD)
+    reader.join(timeout=5)
+    end.close()
