@@ -54,6 +54,7 @@ OPTION_ENV: Mapping[str, tuple[str, ...]] = _MappingProxy({
     "registry_config": ("OCIVENDIR_REGISTRY_CONFIG",),
     "registry_concurrency": ("OCIVENDIR_REGISTRY_CONCURRENCY",),
     "policy": ("OCIVENDIR_POLICY",),
+    "trusted_root": ("OCIVENDIR_TRUSTED_ROOT",),
     "color": ("NO_COLOR",),
     "delegate_vendir": ("OCIVENDIR_DELEGATE_VENDIR",),
     "insecure_hosts": ("OCIVENDIR_INSECURE_REGISTRIES",),
@@ -153,6 +154,7 @@ class Flags:
     registry_token: str | None = field(default=None, repr=False)
     registry_anon: bool | None = None
     policy: str | None = None
+    trusted_root: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,6 +188,7 @@ class Settings:
     delegate_vendir: str | None = None
     home: str | None = None  # HOME, as Go's os.UserHomeDir reads it: `pull -o` never replaces it
     policy: str | None = None  # --policy / OCIVENDIR_POLICY: a file or directory of ClusterImagePolicy documents
+    trusted_root: str | None = None  # --trusted-root / OCIVENDIR_TRUSTED_ROOT: Sigstore's trusted_root.json
 
     @property
     def proxy(self) -> ProxyConfig:
@@ -289,14 +292,9 @@ def _count(name: str, given: int | None, flag: str, environ: Mapping[str, str], 
     return int(value)
 
 
-def _registry_config(flags: Flags, environ: Mapping[str, str]) -> str | None:
-    given = _text("registry_config", flags.registry_config, environ)
-    return absolute(os.path.expanduser(given)) if given else None
-
-
-def _policy_path(flags: Flags, environ: Mapping[str, str]) -> str | None:
-    given = _text("policy", flags.policy, environ)
-    return absolute(os.path.expanduser(given)) if given else None
+def _path(name: str, given: str | None, environ: Mapping[str, str]) -> str | None:
+    text = _text(name, given, environ)
+    return absolute(os.path.expanduser(text)) if text else None
 
 
 def load_policies(settings: Settings) -> PolicySet | None:
@@ -319,7 +317,14 @@ def load_policies(settings: Settings) -> PolicySet | None:
     for name in files:
         if names is None or os.path.isfile(name):
             policies += parse_policies(_config_text(name, "signature policy"), name)
-    return policy_set(policies)
+    chosen = policy_set(policies)
+    if chosen.keyless and settings.trusted_root is None:
+        policy, authority = chosen.keyless[0]
+        raise ConfigError(
+            f"signature policy '{policy.name}' ({policy.source}), authority '{authority.name}': a keyless authority "
+            "needs a Sigstore trusted root: give --trusted-root PATH or OCIVENDIR_TRUSTED_ROOT (trusted_root.json)"
+        )
+    return chosen
 
 
 def _config_text(path: str, what: str) -> str:
@@ -428,8 +433,9 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         insecure_registries=_insecure_hosts(flags, env),
         delegate_vendir=pure(delegate) if delegate else None,
         home=pure(env["HOME"]) if env.get("HOME") else None,
-        registry_config=_registry_config(flags, env),
-        policy=_policy_path(flags, env),
+        registry_config=_path("registry_config", flags.registry_config, env),
+        policy=_path("policy", flags.policy, env),
+        trusted_root=_path("trusted_root", flags.trusted_root, env),
         registry_concurrency=_count(
             "registry_concurrency",
             flags.registry_concurrency,

@@ -243,7 +243,7 @@ def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str
         if policies is not None:
             from ocivendir.engine.signatures import SignatureGate  # noqa: PLC0415 - only with --policy
 
-            content.signatures = SignatureGate(policies)
+            content.signatures = SignatureGate(policies, settings.trusted_root)
         try:
             yield content, lock_dir
             if index is not None and content.counters.stored_new:

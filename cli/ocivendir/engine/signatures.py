@@ -4,9 +4,11 @@ Every policy whose globs match the image's digest reference (`registry/repo@sha2
 matches once a tag is resolved) must pass; a policy passes when one of its authorities does. A key authority passes
 when one of cosign's signatures of the image (`sign/cosign.py`, fetched from the image's own repository through
 `Content`: verified against their digests, cached and possessed like any content) verifies with its key and its
-payload names the manifest digest. An `enforce` failure is a SignatureError (exit 1) raised before the caller
-extracts anything; a `warn` failure is a warning. A pass is remembered in the cache index per (digest reference,
-the matching policies' digests, trusted root), so a warm run checks nothing and asks nothing; failures are never
+payload names the manifest digest; a keyless authority, when one is a valid keyless signature by one of its
+identities under the trusted root (`sign/keyless.py`; the root is read from its file when first needed). An
+`enforce` failure is a SignatureError (exit 1) raised before the caller extracts anything; a `warn` failure is a
+warning. A pass is remembered in the cache index per (digest reference, the matching policies' digests, the trusted
+root's digest when one of them is keyless), so a warm run checks nothing and asks nothing; failures are never
 remembered, so a signature pushed later is found on the next run.
 """
 
@@ -16,9 +18,19 @@ import hashlib
 from dataclasses import dataclass
 from threading import Lock
 
-from ocivendir.errors import NotFound, OcivendirError, SignatureError
+from ocivendir.errors import ConfigError, NotFound, OcivendirError, SignatureError
 from ocivendir.oci.manifest import Manifest
-from ocivendir.sign.cosign import MAX_PAYLOAD, MAX_SIGNATURES, payload_digest, signature_bytes, signature_tag
+from ocivendir.sign.cosign import (
+    BUNDLE_ANNOTATION,
+    CERTIFICATE_ANNOTATION,
+    CHAIN_ANNOTATION,
+    MAX_PAYLOAD,
+    MAX_SIGNATURES,
+    payload_digest,
+    signature_bytes,
+    signature_tag,
+)
+from ocivendir.sign.keyless import Signed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +40,7 @@ if TYPE_CHECKING:
     from ocivendir.engine.image import FetchedImage
     from ocivendir.sign.keys import PublicKey
     from ocivendir.sign.policy import Authority, ImagePolicy, PolicySet
+    from ocivendir.sign.trustroot import TrustedRoot
 
 __all__ = ["FAILED", "UNMATCHED", "VERIFIED", "WARNED", "PolicyOutcome", "SignatureGate", "Signatures"]
 
@@ -39,9 +52,9 @@ FAILED = "failed"  # an enforce policy failed
 
 @dataclass(frozen=True, kw_only=True)
 class Signatures:
-    """The cosign signatures found for an image: (payload, signature) pairs, or why none could be read."""
+    """The cosign signatures found for an image, or why none could be read."""
 
-    pairs: tuple[tuple[bytes, bytes], ...] = ()
+    items: tuple[Signed, ...] = ()
     problem: str = ""
 
 
@@ -77,8 +90,14 @@ def read_signatures(content: Content, image: FetchedImage) -> Signatures:
                                       f"over {MAX_PAYLOAD} bytes")  # fmt: skip
         layers = [(layer, sig) for layer in manifest.layers if (sig := signature_bytes(layer)) is not None]
         content.ensure_blobs(image.repo, manifest.blobs)  # the config too: the ref is recorded whole
-        pairs = tuple(
-            (content.store.read_verified(layer.digest, layer.size, f"signature payload of '{tag}'"), sig)
+        items = tuple(
+            Signed(
+                payload=content.store.read_verified(layer.digest, layer.size, f"signature payload of '{tag}'"),
+                signature=sig,
+                certificate=layer.annotations.get(CERTIFICATE_ANNOTATION, ""),
+                chain=layer.annotations.get(CHAIN_ANNOTATION, ""),
+                bundle=layer.annotations.get(BUNDLE_ANNOTATION, ""),
+            )
             for layer, sig in layers
         )
         content.record(image.repo, digest, raw, manifest, "signature")
@@ -86,16 +105,23 @@ def read_signatures(content: Content, image: FetchedImage) -> Signatures:
         return Signatures(problem=f"no signatures (no '{tag}' in the registry)")
     except OcivendirError as exc:
         return Signatures(problem=f"its signatures could not be read: {exc}")
-    return Signatures(pairs=pairs)
+    return Signatures(items=items)
 
 
 class SignatureGate:
     """The run's policies, the keys they name (loaded on first use) and this run's answers."""
 
-    def __init__(self, policies: PolicySet) -> None:
-        """A gate for a set of policies (a run without `--policy` has no gate)."""
+    def __init__(self, policies: PolicySet, trusted_root: str | None = None) -> None:
+        """A gate for a set of policies (a run without `--policy` has no gate) and the trusted root's path."""
         self.policies = policies
+        self.trusted_root = trusted_root
         self._keys: dict[tuple[str, str], PublicKey] = {}
+        self._root_bytes: bytes | None = None  # the trusted root file, read now: a missing one fails before a request
+        self._parsed: TrustedRoot | None = None  # parsed when a keyless authority is first evaluated
+        if trusted_root is not None:
+            from ocivendir.sign.trustroot import read_trusted_root  # noqa: PLC0415 - only with --trusted-root
+
+            self._root_bytes = read_trusted_root(trusted_root)
         self._lock = Lock()
 
     def check(self, content: Content, image: FetchedImage) -> None:
@@ -114,13 +140,15 @@ class SignatureGate:
         if not matched:
             return UNMATCHED, []
         key = verdict_key(matched)
+        keyless = any(a.kind == "keyless" for policy in matched for a in policy.authorities)
+        root = self._root_digest() if keyless else ""
         index = content.index
-        if index is not None and index.signature_verdict(image.ref, key, "") == VERIFIED:
+        if index is not None and index.signature_verdict(image.ref, key, root) == VERIFIED:
             return VERIFIED, []
         failed = [outcome for outcome in self.evaluate(content, image, matched) if not outcome.passed]
         if not failed:
             if index is not None:
-                index.put_signature_verdict(image.ref, key, "", VERIFIED)
+                index.put_signature_verdict(image.ref, key, root, VERIFIED)
             return VERIFIED, []
         return (FAILED if any(o.policy.mode == "enforce" for o in failed) else WARNED), failed
 
@@ -155,21 +183,60 @@ class SignatureGate:
         found = signatures()
         if found.problem:
             return found.problem
-        if not found.pairs:
+        if not found.items:
             return "the signature image holds no cosign signature"
-        from ocivendir.sign.keys import signature_verifies  # noqa: PLC0415 - cryptography only when verifying
+        return self._signed_by(found, self._verifier(policy, authority), authority, digest)
 
-        key = self._key(policy, authority)
-        other = None
-        for payload, signature in found.pairs:
-            if signature_verifies(key, signature, payload, authority.hash_algorithm):
-                named = payload_digest(payload)
+    @staticmethod
+    def _signed_by(
+        found: Signatures, verifies: Callable[[Signed], str | None], authority: Authority, digest: str
+    ) -> str | None:
+        """None when one signature verifies and its payload names the digest, else why none does."""
+        other, problems = None, []
+        for signed in found.items:
+            problem = verifies(signed)
+            if problem is None:
+                named = payload_digest(signed.payload)
                 if named == digest:
                     return None
                 other = named or "no digest"
+            else:
+                problems.append(problem)
         if other is not None:
             return f"a signature verifies, but its payload names {other}, not {digest}"
-        return f"no signature verifies with its key ({len(found.pairs)} checked)"
+        if authority.kind == "key":
+            return f"no signature verifies with its key ({len(found.items)} checked)"
+        return f"no valid keyless signature ({len(found.items)} checked: {'; '.join(dict.fromkeys(problems))})"
+
+    def _verifier(self, policy: ImagePolicy, authority: Authority) -> Callable[[Signed], str | None]:
+        """The authority's check of one signature: None when it vouches for it, else why not."""
+        if authority.kind == "keyless":
+            from ocivendir.sign.keyless import keyless_problem  # noqa: PLC0415 - cryptography only when verifying
+
+            root = self._trusted()
+            return lambda signed: keyless_problem(signed, authority.identities, root, check_sct=authority.check_sct)
+        from ocivendir.sign.keys import signature_verifies  # noqa: PLC0415 - cryptography only when verifying
+
+        key = self._key(policy, authority)
+        return lambda signed: (
+            None if signature_verifies(key, signed.signature, signed.payload, authority.hash_algorithm) else "no"
+        )
+
+    def _root_digest(self) -> str:
+        """The sha256 of the trusted root file (a remembered keyless verdict depends on it)."""
+        if self._root_bytes is None:  # pragma: no cover - settings refuse keyless policies without a trusted root
+            raise ConfigError("a keyless authority needs --trusted-root")
+        return hashlib.sha256(self._root_bytes).hexdigest()
+
+    def _trusted(self) -> TrustedRoot:
+        """The trusted root, parsed when a keyless authority is first evaluated (ConfigError if it is not one)."""
+        from ocivendir.sign.trustroot import parse_trusted_root  # noqa: PLC0415 - keyless only
+
+        self._root_digest()
+        with self._lock:
+            if self._parsed is None:
+                self._parsed = parse_trusted_root(self._root_bytes or b"", str(self.trusted_root))
+            return self._parsed
 
     def _key(self, policy: ImagePolicy, authority: Authority) -> PublicKey:
         from ocivendir.sign.keys import load_public_key  # noqa: PLC0415 - cryptography only when verifying

@@ -1,7 +1,8 @@
 """Owns: the signature policy model — Sigstore policy-controller's ClusterImagePolicy (v1beta1), parsed strictly.
 
 A policy names images by globs (`sign/glob.py`) and authorities that may vouch for them: a public key (`key.data`,
-PEM), a keyless identity (`keyless.identities`), or a static verdict (`static.action: pass|fail`). As in
+PEM), keyless identities (`keyless.identities`, checked under the Sigstore trusted root), or a static verdict
+(`static.action: pass|fail`). As in
 policy-controller, every policy whose globs match an image must pass, and a policy passes when any one of its
 authorities verifies the image; `mode: warn` turns a policy's failure into a warning. Fields policy-controller knows
 but ocivendir does not implement (`spec.policy`, `spec.match`, `source`, `ctlog`, `attestations`, `secretRef`, `kms`,
@@ -31,7 +32,7 @@ _UNSUPPORTED = {
     "spec": frozenset({"policy", "match"}),
     "authority": frozenset({"source", "ctlog", "attestations", "rfc3161timestamp"}),
     "key": frozenset({"secretRef", "kms"}),
-    "keyless": frozenset({"ca-cert", "trustRootRef", "insecureIgnoreSCT"}),
+    "keyless": frozenset({"ca-cert", "trustRootRef"}),
 }
 _KNOWN = {
     "document": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
@@ -39,7 +40,7 @@ _KNOWN = {
     "image": frozenset({"glob"}),
     "authority": frozenset({"name", "key", "keyless", "static", "signatureFormat"}),
     "key": frozenset({"data", "hashAlgorithm"}),
-    "keyless": frozenset({"url", "identities"}),
+    "keyless": frozenset({"url", "identities", "insecureIgnoreSCT"}),
     "identity": frozenset({"issuer", "subject", "issuerRegExp", "subjectRegExp"}),
     "static": frozenset({"action", "message"}),
 }
@@ -72,6 +73,7 @@ class Authority:
     key_pem: str = ""
     hash_algorithm: str = "sha256"
     identities: tuple[Identity, ...] = ()
+    check_sct: bool = True  # keyless: `insecureIgnoreSCT: true` turns it off
     action: str = ""  # static: pass or fail
     message: str = ""
 
@@ -98,6 +100,11 @@ class PolicySet:
     """Every policy read from `--policy`; `matching` gives those that apply to an image."""
 
     policies: tuple[ImagePolicy, ...] = ()
+
+    @property
+    def keyless(self) -> tuple[tuple[ImagePolicy, Authority], ...]:
+        """Every keyless authority, with its policy (they need a trusted root)."""
+        return tuple((p, a) for p in self.policies for a in p.authorities if a.kind == "keyless")
 
     def matching(self, image: str) -> tuple[ImagePolicy, ...]:
         """The policies whose globs match an image reference, in the order they were read."""
@@ -199,9 +206,10 @@ def _authority(reader: _Reader, raw: Any, number: int) -> Authority:  # noqa: AN
     identities = tuple(
         _identity(reader, item, f"{where}[{i}]") for i, item in enumerate(reader.items(keyless, "identities", where))
     )
-    if identities:  # well-formed; verifying Fulcio certificates and Rekor bundles is not implemented yet
-        raise reader.fail(f"{path}.keyless", "keyless verification is not supported by this version of ocivendir")
-    return Authority(name=name, kind="keyless", identities=identities)  # pragma: no cover - identities is non-empty
+    ignore_sct = keyless.get("insecureIgnoreSCT", False)
+    if not isinstance(ignore_sct, bool):
+        raise reader.fail(f"{path}.keyless.insecureIgnoreSCT", "expected true or false")
+    return Authority(name=name, kind="keyless", identities=identities, check_sct=not ignore_sct)
 
 
 def _policy(reader: _Reader, doc: dict[str, Any]) -> ImagePolicy:
