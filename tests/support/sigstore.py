@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
-from tests.support.builders import Pusher
+from tests.support.builders import Pusher, sha
 from tests.support.cosign import OCI_MANIFEST, SIMPLE_SIGNING, payload, signature_manifest
 
 NOW = dt.datetime.now(tz=dt.UTC).replace(microsecond=0)
@@ -163,6 +163,19 @@ class Sigstore:
         assert cert.tbs_precertificate_bytes == tbs
         return cert
 
+    def promise(self, entry: dict[str, object], *, integrated: dt.datetime | None = None,
+                rekor: ec.EllipticCurvePrivateKey | None = None) -> tuple[dict[str, object], bytes]:  # fmt: skip
+        """Rekor's answer for an entry: the payload (body, integratedTime, logID, logIndex) and its SET."""
+        self.log_index[0] += 1
+        promised: dict[str, object] = {
+            "body": base64.b64encode(json.dumps(entry).encode()).decode(),
+            "integratedTime": int((integrated or NOW).timestamp()),
+            "logID": hashlib.sha256(der(self.rekor.public_key())).hexdigest(),
+            "logIndex": self.log_index[0],
+        }
+        canonical = json.dumps(promised, sort_keys=True, separators=(",", ":")).encode()
+        return promised, (rekor or self.rekor).sign(canonical, ec.ECDSA(hashes.SHA256()))
+
     def keyless(self, body: bytes, *, subject: str = "dev@example.com", issuer: str = "https://accounts.test",
                 lifetime: tuple[dt.datetime, dt.datetime] | None = None, integrated: dt.datetime | None = None,
                 rekor: ec.EllipticCurvePrivateKey | None = None) -> Keyless:  # fmt: skip
@@ -175,14 +188,9 @@ class Sigstore:
             "data": {"hash": {"algorithm": "sha256", "value": hashlib.sha256(body).hexdigest()}},
             "signature": {"content": base64.b64encode(signature).decode(),
                           "publicKey": {"content": base64.b64encode(cert_pem.encode()).decode()}}}}  # fmt: skip
-        self.log_index[0] += 1
-        when = integrated or NOW
-        promised = {"body": base64.b64encode(json.dumps(entry).encode()).decode(),
-                    "integratedTime": int(when.timestamp()), "logID": hashlib.sha256(der(self.rekor.public_key())).hexdigest(),
-                    "logIndex": self.log_index[0]}  # fmt: skip
-        canonical = json.dumps(promised, sort_keys=True, separators=(",", ":")).encode()
-        stamp = (rekor or self.rekor).sign(canonical, ec.ECDSA(hashes.SHA256()))
+        promised, stamp = self.promise(entry, integrated=integrated, rekor=rekor)
         bundle = {"SignedEntryTimestamp": base64.b64encode(stamp).decode(), "Payload": promised}
+
         return Keyless(payload=body, signature=signature, certificate=cert_pem, chain=pem(self.intermediate) + pem(self.root),
                        bundle=json.dumps(bundle))  # fmt: skip
 
@@ -222,3 +230,107 @@ def keyless_policy(name: str, glob: str, identities: list[dict[str, str]], *, mo
         f'  mode: {mode}\n  images:\n  - glob: "{glob}"\n  authorities:\n  - name: keyless\n    keyless:\n'
         f"      url: https://fulcio.test\n{extra}      identities:\n{listed}"
     )
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+EMPTY = b"{}"
+
+
+def statement(repo: str, digest: str) -> bytes:
+    """The in-toto statement cosign's new bundle format signs for an image."""
+    return json.dumps({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": repo, "digest": {"sha256": digest.split(":", 1)[1]}}],
+        "predicateType": "https://sigstore.dev/cosign/sign/v1", "predicate": {},
+    }).encode()  # fmt: skip
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    return b"DSSEv1 %d %b %d %b" % (len(payload_type), payload_type.encode(), len(payload), payload)
+
+
+def bundle(*, digest: str, statement_of: bytes | None = None, key: ec.EllipticCurvePrivateKey | None = None,
+           sigstore: Sigstore | None = None, subject: str = "dev@example.com", issuer: str = "https://accounts.test",
+           tamper: bool = False) -> bytes:  # fmt: skip
+    """A Sigstore bundle v0.3: a message signature over the manifest digest, or (`statement_of`) a DSSE envelope.
+
+    Signed by `key` (verification material: a key hint) or keylessly by `sigstore` (a certificate and a Rekor entry).
+    """
+    from cryptography.hazmat.primitives.asymmetric.utils import Prehashed  # noqa: PLC0415
+
+    signer = key or ec.generate_private_key(ec.SECP256R1())
+    hashed = bytes.fromhex(digest.split(":", 1)[1])
+    if statement_of is None:
+        signature = signer.sign(hashed, ec.ECDSA(Prehashed(hashes.SHA256())))
+        content: dict[str, object] = {"messageSignature": {
+            "messageDigest": {"algorithm": "SHA2_256", "digest": b64(hashed)}, "signature": b64(signature)}}  # fmt: skip
+    else:
+        signature = signer.sign(pae("application/vnd.in-toto+json", statement_of), ec.ECDSA(hashes.SHA256()))
+        content = {"dsseEnvelope": {"payload": b64(statement_of), "payloadType": "application/vnd.in-toto+json",
+                                    "signatures": [{"sig": b64(signature), "keyid": ""}]}}  # fmt: skip
+    if tamper:
+        signed = bytearray(signature)
+        signed[len(signed) // 2] ^= 1
+        field_ = content.get("messageSignature") or content["dsseEnvelope"]["signatures"][0]  # type: ignore[index]
+        field_["signature" if "signature" in field_ else "sig"] = b64(bytes(signed))
+    material: dict[str, object] = {"publicKey": {"hint": "test"}}
+    if sigstore is not None:
+        cert = sigstore.certificate(signer, subject, issuer)
+        cert_pem = b64(pem(cert).encode())
+        if statement_of is None:
+            entry: dict[str, object] = {"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
+                "data": {"hash": {"algorithm": "sha256", "value": hashed.hex()}},
+                "signature": {"content": b64(signature), "publicKey": {"content": cert_pem}}}}  # fmt: skip
+        else:
+            entry = {"apiVersion": "0.0.1", "kind": "dsse", "spec": {
+                "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(statement_of).hexdigest()},
+                "envelopeHash": {"algorithm": "sha256", "value": "0" * 64},
+                "signatures": [{"signature": b64(signature), "verifier": cert_pem}]}}  # fmt: skip
+        promised, stamp = sigstore.promise(entry)
+        material = {
+            "certificate": {"rawBytes": b64(cert.public_bytes(serialization.Encoding.DER))},
+            "tlogEntries": [{
+                "logIndex": str(promised["logIndex"]),
+                "logId": {"keyId": b64(bytes.fromhex(str(promised["logID"])))},
+                "kindVersion": {"kind": entry["kind"], "version": "0.0.1"},
+                "integratedTime": str(promised["integratedTime"]),
+                "inclusionPromise": {"signedEntryTimestamp": b64(stamp)},
+                "canonicalizedBody": promised["body"],
+            }],
+        }  # fmt: skip
+    return json.dumps({"mediaType": BUNDLE_TYPE, "verificationMaterial": material, **content}).encode()
+
+
+def attach_bundle(pusher: Pusher, repo: str, digest: str, data: bytes, *, tag_schema: bool = True) -> tuple[str, bytes]:
+    """Push `data` as an OCI 1.1 referrer of `repo@digest` (cosign's layout), and the referrers tag listing it.
+
+    `tag_schema=False` leaves out the tag `sha256-<hex>` (for a registry whose referrers API answers instead).
+    Returns the referrer's manifest digest and the referrers index.
+    """
+    pusher.blob(repo, EMPTY)
+    pusher.blob(repo, data)
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": BUNDLE_TYPE,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": sha(EMPTY), "size": len(EMPTY)},
+        "layers": [{"mediaType": BUNDLE_TYPE, "digest": sha(data), "size": len(data)}],
+        "subject": {"mediaType": OCI_MANIFEST, "digest": digest, "size": 0},
+        "annotations": {"dev.sigstore.bundle.content": "dsse-envelope"},
+    }, separators=(",", ":")).encode()  # fmt: skip
+    referrer = pusher.manifest(repo, sha(manifest), manifest, OCI_MANIFEST)
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                {"mediaType": OCI_MANIFEST, "digest": referrer, "size": len(manifest), "artifactType": BUNDLE_TYPE}
+            ],
+        }
+    ).encode()
+    if tag_schema:
+        pusher.manifest(repo, f"sha256-{digest.split(':', 1)[1]}", index, OCI_INDEX)
+    return referrer, index

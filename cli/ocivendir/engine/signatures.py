@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
     from ocivendir.engine.content import Content
     from ocivendir.engine.image import FetchedImage
+    from ocivendir.engine.referrers import Bundles
+    from ocivendir.sign.bundle import SigstoreBundle
     from ocivendir.sign.keys import PublicKey
     from ocivendir.sign.policy import Authority, ImagePolicy, PolicySet
     from ocivendir.sign.trustroot import TrustedRoot
@@ -108,6 +110,27 @@ def read_signatures(content: Content, image: FetchedImage) -> Signatures:
     return Signatures(items=items)
 
 
+class _Evidence:
+    """An image's signatures and Sigstore bundles, each read on first need and once per run."""
+
+    def __init__(self, content: Content, image: FetchedImage) -> None:
+        self.content, self.image = content, image
+        self._signatures: Signatures | None = None
+        self._bundles: Bundles | None = None
+
+    def signatures(self) -> Signatures:
+        if self._signatures is None:
+            self._signatures = read_signatures(self.content, self.image)
+        return self._signatures
+
+    def bundles(self) -> Bundles:
+        if self._bundles is None:
+            from ocivendir.engine.referrers import read_bundles  # noqa: PLC0415 - only when no signature sufficed
+
+            self._bundles = read_bundles(self.content, self.image)
+        return self._bundles
+
+
 class SignatureGate:
     """The run's policies, the keys they name (loaded on first use) and this run's answers."""
 
@@ -153,19 +176,13 @@ class SignatureGate:
         return (FAILED if any(o.policy.mode == "enforce" for o in failed) else WARNED), failed
 
     def evaluate(self, content: Content, image: FetchedImage, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:
-        """Each policy's outcome; the signatures are read once, and only if an authority needs them."""
-        found: list[Signatures] = []
-
-        def signatures() -> Signatures:
-            if not found:
-                found.append(read_signatures(content, image))
-            return found[0]
-
+        """Each policy's outcome; signatures and bundles are read once, and only if an authority needs them."""
+        evidence = _Evidence(content, image)
         outcomes = []
         for policy in policies:
             reasons = []
             for authority in policy.authorities:
-                reason = self._authority(policy, authority, str(image.digest), signatures)
+                reason = self._authority(policy, authority, str(image.digest), evidence)
                 if reason is None:
                     outcomes.append(PolicyOutcome(policy=policy, passed=True))
                     break
@@ -174,18 +191,46 @@ class SignatureGate:
                 outcomes.append(PolicyOutcome(policy=policy, passed=False, reasons=tuple(reasons)))
         return outcomes
 
-    def _authority(
-        self, policy: ImagePolicy, authority: Authority, digest: str, signatures: Callable[[], Signatures]
-    ) -> str | None:
-        """None when the authority vouches for the image, else why not."""
-        if authority.kind == "static":
-            return None if authority.action == "pass" else (authority.message or "static action is fail")
-        found = signatures()
-        if found.problem:
-            return found.problem
-        if not found.items:
-            return "the signature image holds no cosign signature"
-        return self._signed_by(found, self._verifier(policy, authority), authority, digest)
+    def _authority(self, policy: ImagePolicy, authority: Authority, digest: str, evidence: _Evidence) -> str | None:
+        """None when the authority vouches for the image, else why not: cosign's signatures first, then bundles."""
+        if authority.kind == "static":  # policy-controller's words
+            return None if authority.action == "pass" else f"disallowed by static policy: {authority.message}"
+        reasons = []
+        if "legacy" in authority.formats:
+            found = evidence.signatures()
+            if not found.items:
+                reasons.append(found.problem or "the signature image holds no cosign signature")
+            elif (reason := self._signed_by(found, self._verifier(policy, authority), authority, digest)) is None:
+                return None
+            else:
+                reasons.append(reason)
+        if "bundle" in authority.formats:
+            bundles = evidence.bundles()
+            if not bundles.found:
+                reasons.append(bundles.problem)
+            elif (bundled := self._bundled(bundles, self._bundle_verifier(policy, authority), digest)) is None:
+                return None
+            else:
+                reasons.append(bundled)
+        return "; ".join(reasons)
+
+    @staticmethod
+    def _bundled(bundles: Bundles, verifies: Callable[[SigstoreBundle], str | None], digest: str) -> str | None:
+        """None when one Sigstore bundle verifies and speaks for the digest, else why none does."""
+        from ocivendir.sign.bundle import parse_bundle  # noqa: PLC0415 - bundles only
+
+        problems = []
+        for raw in bundles.found:
+            try:
+                bundle = parse_bundle(raw)
+            except ValueError as exc:
+                problems.append(str(exc))
+                continue
+            problem = verifies(bundle)
+            if problem is None and bundle.names(digest):
+                return None
+            problems.append(problem or f"a Sigstore bundle verifies, but it does not name {digest}")
+        return f"no valid Sigstore bundle ({len(bundles.found)} checked: {'; '.join(dict.fromkeys(problems))})"
 
     @staticmethod
     def _signed_by(
@@ -207,6 +252,18 @@ class SignatureGate:
         if authority.kind == "key":
             return f"no signature verifies with its key ({len(found.items)} checked)"
         return f"no valid keyless signature ({len(found.items)} checked: {'; '.join(dict.fromkeys(problems))})"
+
+    def _bundle_verifier(self, policy: ImagePolicy, authority: Authority) -> Callable[[SigstoreBundle], str | None]:
+        """The authority's check of one Sigstore bundle: None when it vouches for it, else why not."""
+        from ocivendir.sign.bundle import bundle_key_problem, bundle_keyless_problem  # noqa: PLC0415 - bundles only
+
+        if authority.kind == "keyless":
+            root = self._trusted()
+            return lambda bundle: bundle_keyless_problem(
+                bundle, authority.identities, root, check_sct=authority.check_sct
+            )
+        key = self._key(policy, authority)
+        return lambda bundle: bundle_key_problem(bundle, key, authority.hash_algorithm)
 
     def _verifier(self, policy: ImagePolicy, authority: Authority) -> Callable[[Signed], str | None]:
         """The authority's check of one signature: None when it vouches for it, else why not."""

@@ -10,14 +10,19 @@ payload's digest is the caller's to compare, as for key signatures.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from cryptography.x509 import Certificate
+
     from ocivendir.sign.policy import Identity
     from ocivendir.sign.trustroot import TrustedRoot
 
-__all__ = ["Signed", "keyless_problem"]
+__all__ = ["Signed", "certificate_problem", "keyless_problem"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,7 +42,7 @@ def keyless_problem(
     """None when the signature is a valid keyless one by one of the identities, else why not."""
     from cryptography.hazmat.primitives import hashes  # noqa: PLC0415 - keyless only
 
-    from ocivendir.sign.fulcio import certificate_identity, load_certificates, verify_certificate  # noqa: PLC0415
+    from ocivendir.sign.fulcio import load_certificates  # noqa: PLC0415
     from ocivendir.sign.keys import signature_verifies_with  # noqa: PLC0415
     from ocivendir.sign.rekor import classic_entry, verify_entry  # noqa: PLC0415
 
@@ -50,10 +55,28 @@ def keyless_problem(
         if not signed.bundle:
             return "the signature carries no Rekor bundle"
         entry = classic_entry(signed.bundle)
-        verify_entry(entry, root, payload=signed.payload, signature=signed.signature,
+        verify_entry(entry, root, digest=hashlib.sha256(signed.payload).hexdigest(), signature=signed.signature,
                      public_pem=signed.certificate.encode())  # fmt: skip
         extra = load_certificates(signed.chain, "certificate chain") if signed.chain else []
-        verify_certificate(cert, extra, root, entry.when, check_sct=check_sct)
+    except ValueError as exc:
+        return str(exc)
+    return certificate_problem(cert, extra, entry.when, identities, root, check_sct=check_sct)
+
+
+def certificate_problem(
+    cert: Certificate,
+    extra: list[Certificate],
+    when: datetime,
+    identities: tuple[Identity, ...],
+    root: TrustedRoot,
+    *,
+    check_sct: bool,
+) -> str | None:
+    """None when the certificate is valid under the root at the signing time and names one of the identities."""
+    from ocivendir.sign.fulcio import certificate_identity, verify_certificate  # noqa: PLC0415 - keyless only
+
+    try:
+        verify_certificate(cert, extra, root, when, check_sct=check_sct)
         issuer, subjects = certificate_identity(cert)
     except ValueError as exc:
         return str(exc)

@@ -12,6 +12,7 @@ from ocivendir.errors import ConfigError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
+    from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
     from cryptography.hazmat.primitives.hashes import HashAlgorithm
 
     PublicKey = PublicKeyTypes
@@ -44,9 +45,12 @@ def signature_verifies(key: PublicKeyTypes, signature: bytes, payload: bytes, ha
 
 
 def signature_verifies_with(
-    key: PublicKeyTypes, signature: bytes, payload: bytes, digest: HashAlgorithm | None
+    key: PublicKeyTypes, signature: bytes, payload: bytes, digest: HashAlgorithm | Prehashed | None
 ) -> bool:
-    """Whether `signature` is the key's signature of `payload` (ECDSA and RSA over `digest`; Ed25519 needs none)."""
+    """Whether `signature` is the key's signature of `payload` (ECDSA and RSA over `digest`; Ed25519 needs none).
+
+    `Prehashed(...)` means `payload` is already the digest (a Sigstore bundle's message signature).
+    """
     from cryptography.exceptions import InvalidSignature  # noqa: PLC0415 - only when verifying
     from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa  # noqa: PLC0415

@@ -34,6 +34,14 @@ _UNSUPPORTED = {
     "key": frozenset({"secretRef", "kms"}),
     "keyless": frozenset({"ca-cert", "trustRootRef"}),
 }
+# `signatureFormat`: policy-controller's legacy (cosign's `.sig` images) and bundle (Sigstore bundles as referrers);
+# unset, ocivendir reads both (the `.sig` image first); `simplesigning` is what earlier ocivendir versions accepted
+_FORMATS = {
+    "": frozenset({"legacy", "bundle"}),
+    "legacy": frozenset({"legacy"}),
+    "simplesigning": frozenset({"legacy"}),
+    "bundle": frozenset({"bundle"}),
+}
 _KNOWN = {
     "document": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
     "spec": frozenset({"images", "authorities", "mode"}),
@@ -74,6 +82,7 @@ class Authority:
     hash_algorithm: str = "sha256"
     identities: tuple[Identity, ...] = ()
     check_sct: bool = True  # keyless: `insecureIgnoreSCT: true` turns it off
+    formats: frozenset[str] = frozenset({"legacy", "bundle"})  # `signatureFormat`: which signatures may vouch
     action: str = ""  # static: pass or fail
     message: str = ""
 
@@ -170,7 +179,7 @@ def _identity(reader: _Reader, raw: Any, path: str) -> Identity:  # noqa: ANN401
     return Identity(issuer=issuer, subject=subject, issuer_regexp=issuer_re, subject_regexp=subject_re)
 
 
-def _key(reader: _Reader, raw: Any, name: str, path: str) -> Authority:  # noqa: ANN401 - YAML data
+def _key(reader: _Reader, raw: Any, name: str, path: str, formats: frozenset[str]) -> Authority:  # noqa: ANN401
     doc = reader.mapping(raw, path, "key")
     pem = reader.text(doc, "data", path, required=True)
     if "-----BEGIN PUBLIC KEY-----" not in pem:
@@ -178,7 +187,7 @@ def _key(reader: _Reader, raw: Any, name: str, path: str) -> Authority:  # noqa:
     hash_algorithm = reader.text(doc, "hashAlgorithm", path) or "sha256"
     if hash_algorithm not in HASHES:
         raise reader.fail(f"{path}.hashAlgorithm", f"expected one of {', '.join(sorted(HASHES))}")
-    return Authority(name=name, kind="key", key_pem=pem, hash_algorithm=hash_algorithm)
+    return Authority(name=name, kind="key", key_pem=pem, hash_algorithm=hash_algorithm, formats=formats)
 
 
 def _authority(reader: _Reader, raw: Any, number: int) -> Authority:  # noqa: ANN401 - YAML data
@@ -188,10 +197,11 @@ def _authority(reader: _Reader, raw: Any, number: int) -> Authority:  # noqa: AN
     kinds = [kind for kind in ("key", "keyless", "static") if doc.get(kind) is not None]
     if len(kinds) != 1:
         raise reader.fail(path, "expected exactly one of key, keyless and static")
-    if reader.text(doc, "signatureFormat", path) not in {"", "simplesigning"}:
-        raise reader.fail(f"{path}.signatureFormat", "only simplesigning is supported by ocivendir")
+    formats = _FORMATS.get(reader.text(doc, "signatureFormat", path))
+    if formats is None:
+        raise reader.fail(f"{path}.signatureFormat", "expected legacy or bundle")
     if kinds == ["key"]:
-        return _key(reader, doc["key"], name, f"{path}.key")
+        return _key(reader, doc["key"], name, f"{path}.key", formats)
     if kinds == ["static"]:
         static = reader.mapping(doc["static"], f"{path}.static", "static")
         action = reader.text(static, "action", f"{path}.static", required=True)
@@ -201,7 +211,6 @@ def _authority(reader: _Reader, raw: Any, number: int) -> Authority:  # noqa: AN
             name=name, kind="static", action=action, message=reader.text(static, "message", f"{path}.static")
         )
     keyless = reader.mapping(doc["keyless"], f"{path}.keyless", "keyless")
-    reader.text(keyless, "url", f"{path}.keyless")
     where = f"{path}.keyless.identities"
     identities = tuple(
         _identity(reader, item, f"{where}[{i}]") for i, item in enumerate(reader.items(keyless, "identities", where))
@@ -209,7 +218,8 @@ def _authority(reader: _Reader, raw: Any, number: int) -> Authority:  # noqa: AN
     ignore_sct = keyless.get("insecureIgnoreSCT", False)
     if not isinstance(ignore_sct, bool):
         raise reader.fail(f"{path}.keyless.insecureIgnoreSCT", "expected true or false")
-    return Authority(name=name, kind="keyless", identities=identities, check_sct=not ignore_sct)
+    reader.text(keyless, "url", f"{path}.keyless", required=True)  # policy-controller: one of url and ca-cert
+    return Authority(name=name, kind="keyless", identities=identities, check_sct=not ignore_sct, formats=formats)
 
 
 def _policy(reader: _Reader, doc: dict[str, Any]) -> ImagePolicy:

@@ -6,15 +6,16 @@ cosign's VerifyBundle does, the SET must be the trusted root's Rekor key's signa
 at the integrated time) over the payload's canonical JSON (RFC 8785: keys sorted, no spaces), and the entry's body must
 be the signature being verified: a `hashedrekord` v0.0.1 whose `spec.data.hash` is the sha256 of the payload,
 whose `spec.signature.content` is the signature and whose `spec.signature.publicKey.content` is the signing
-certificate. The integrated time it proves is the signing time certificates are checked at. A Sigstore bundle's
-`tlogEntries[]` (its `inclusionPromise`) is the same promise in protobuf-specs' spelling (`rekor_entry`). Every failure
-is a ValueError whose text says what did not hold.
+certificate (for a DSSE envelope, a `dsse` v0.0.1 whose `payloadHash` is the envelope payload's sha256 and whose
+`signatures[]` hold this signature and certificate). The integrated time it proves is the signing time certificates
+are checked at. A Sigstore bundle's `tlogEntries[]` (its `inclusionPromise`) is the same promise in protobuf-specs'
+spelling (`rekor_entry`); its inclusion proof is not read (the SET is what cosign's offline verification checks).
+Every failure is an EntryError (a ValueError) whose text says what did not hold.
 """
 
 from __future__ import annotations
 
 import binascii
-import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -110,16 +111,24 @@ def _canonical(entry: Entry) -> bytes:
 
 
 def _body_matches(body: bytes, payload_sha256: str, signature: bytes, public: bytes) -> str | None:
-    """None when a hashedrekord body records this signature, payload digest and certificate (or key), else why not."""
+    """None when the entry's body records this signature, payload digest and certificate (or key), else why not."""
     import json  # noqa: PLC0415 - keyless only
 
     try:
         doc = json.loads(body)
     except ValueError:
         return "the Rekor entry's body is not JSON"
-    if not isinstance(doc, dict) or (doc.get("kind"), doc.get("apiVersion")) != ("hashedrekord", "0.0.1"):
-        return "the Rekor entry is not a hashedrekord v0.0.1 (the only kind ocivendir reads)"
-    spec = doc["spec"] if isinstance(doc.get("spec"), dict) else {}
+    kind = (doc.get("kind"), doc.get("apiVersion")) if isinstance(doc, dict) else None
+    spec = doc["spec"] if isinstance(doc, dict) and isinstance(doc.get("spec"), dict) else {}
+    if kind == ("dsse", "0.0.1"):
+        return _dsse_matches(spec, payload_sha256, signature, public)
+    if kind == ("hashedrekord", "0.0.1"):
+        return _hashedrekord_matches(spec, payload_sha256, signature, public)
+    return "the Rekor entry is neither a hashedrekord nor a dsse v0.0.1 (the kinds ocivendir reads)"
+
+
+def _hashedrekord_matches(spec: dict[str, Any], payload_sha256: str, signature: bytes, public: bytes) -> str | None:
+    """A hashedrekord v0.0.1 body: the payload's sha256, this signature, and this certificate."""
     data, sig = spec.get("data"), spec.get("signature")
     hashed = data.get("hash") if isinstance(data, dict) else None
     if not isinstance(hashed, dict) or hashed.get("algorithm") != "sha256" or hashed.get("value") != payload_sha256:
@@ -132,6 +141,22 @@ def _body_matches(body: bytes, payload_sha256: str, signature: bytes, public: by
     except EntryError as exc:
         return str(exc)
     return None if _same_certificate(recorded, public) else "the Rekor entry records another certificate"
+
+
+def _dsse_matches(spec: dict[str, Any], payload_sha256: str, signature: bytes, public: bytes) -> str | None:
+    """A dsse v0.0.1 body: the envelope payload's sha256, and this signature by this certificate among its own."""
+    hashed = spec.get("payloadHash")
+    if not isinstance(hashed, dict) or hashed.get("algorithm") != "sha256" or hashed.get("value") != payload_sha256:
+        return "the Rekor entry records another payload digest"
+    listed = spec.get("signatures")
+    for item in listed if isinstance(listed, list) else []:
+        try:
+            if (isinstance(item, dict) and _b64(item.get("signature"), "entry signature") == signature
+                    and _same_certificate(_b64(item.get("verifier"), "entry verifier"), public)):  # fmt: skip
+                return None
+        except EntryError:
+            continue
+    return "the Rekor entry records another signature or certificate"
 
 
 def _same_certificate(recorded: bytes, public: bytes) -> bool:
@@ -147,8 +172,11 @@ def _same_certificate(recorded: bytes, public: bytes) -> bool:
     return der(recorded) == der(public)
 
 
-def verify_entry(entry: Entry, root: TrustedRoot, *, payload: bytes, signature: bytes, public_pem: bytes) -> None:
-    """Raise ValueError unless the SET is the trusted Rekor's and the entry records this signature of this payload."""
+def verify_entry(entry: Entry, root: TrustedRoot, *, digest: str, signature: bytes, public_pem: bytes) -> None:
+    """Raise EntryError unless the SET is the trusted Rekor's and the entry records this signature.
+
+    `digest` is the hex sha256 the entry must record: of the payload, of the signed message, or of a DSSE payload.
+    """
     from ocivendir.sign.keys import signature_verifies_with  # noqa: PLC0415 - cryptography only when verifying
 
     log = root.tlog(entry.log_id)
@@ -158,6 +186,6 @@ def verify_entry(entry: Entry, root: TrustedRoot, *, payload: bytes, signature: 
         raise EntryError(f"the trusted root's Rekor key was not in force at {entry.when:%Y-%m-%dT%H:%M:%SZ}")
     if not signature_verifies_with(log.key, entry.set_signature, _canonical(entry), None):
         raise EntryError("the Rekor bundle's signed entry timestamp does not verify with the trusted root's log key")
-    problem = _body_matches(entry.body, hashlib.sha256(payload).hexdigest(), signature, public_pem)
+    problem = _body_matches(entry.body, digest, signature, public_pem)
     if problem is not None:
         raise EntryError(problem)
