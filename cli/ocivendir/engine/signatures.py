@@ -30,7 +30,6 @@ from ocivendir.sign.cosign import (
     signature_bytes,
     signature_tag,
 )
-from ocivendir.sign.keyless import Signed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from ocivendir.engine.image import FetchedImage
     from ocivendir.engine.referrers import Bundles
     from ocivendir.sign.bundle import SigstoreBundle
+    from ocivendir.sign.keyless import Signed
     from ocivendir.sign.keys import PublicKey
     from ocivendir.sign.policy import Authority, ImagePolicy, PolicySet
     from ocivendir.sign.trustroot import TrustedRoot
@@ -81,6 +81,7 @@ def verdict_key(policies: tuple[ImagePolicy, ...]) -> str:
 
 def read_signatures(content: Content, image: FetchedImage) -> Signatures:
     """Cosign's signatures of an image, from `<repo>:sha256-<hex>.sig` (none when the tag does not exist)."""
+    from ocivendir.sign.keyless import Signed  # noqa: PLC0415 - a warm run whose verdict is remembered reads none
     tag = signature_tag(image.repo, image.digest)
     try:
         digest = content.resolve(tag)
