@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ocivendir.registry.mirrors import MirrorPlan
     from ocivendir.registry.proxy import ProxyConfig
     from ocivendir.sign.policy import PolicySet
+    from ocivendir.sign.source import PolicySource
 
 __all__ = [
     "DEFAULT_CACHE_MAX_SIZE",
@@ -297,8 +298,8 @@ def _path(name: str, given: str | None, environ: Mapping[str, str]) -> str | Non
     return absolute(os.path.expanduser(text)) if text else None
 
 
-def load_policies(settings: Settings) -> PolicySet | None:
-    """The signature policies of `--policy` / OCIVENDIR_POLICY (None when neither is set).
+def read_policy_source(settings: Settings) -> PolicySource | None:
+    """The policy files of `--policy` / OCIVENDIR_POLICY, read but not parsed (None when neither is set).
 
     A file holds one or more YAML documents; a directory (a mounted ConfigMap) holds such files, read in name order;
     names starting with `.` (a ConfigMap's `..data` links) are skipped. A path that cannot be read is a ConfigError.
@@ -306,25 +307,21 @@ def load_policies(settings: Settings) -> PolicySet | None:
     path = settings.policy
     if path is None:
         return None
-    from ocivendir.sign.policy import parse_policies, policy_set  # noqa: PLC0415 - only with a policy
+    from ocivendir.sign.source import PolicySource  # noqa: PLC0415 - only with a policy
 
     try:
         names = sorted(n for n in os.listdir(path) if not n.startswith(".")) if os.path.isdir(path) else None
     except OSError as exc:
         raise ConfigError(f"Reading signature policy '{path}': {exc.strerror}") from None
     files = [path] if names is None else [os.path.join(path, n) for n in names]
-    policies = []
-    for name in files:
-        if names is None or os.path.isfile(name):
-            policies += parse_policies(_config_text(name, "signature policy"), name)
-    chosen = policy_set(policies)
-    if chosen.keyless and settings.trusted_root is None:
-        policy, authority = chosen.keyless[0]
-        raise ConfigError(
-            f"signature policy '{policy.name}' ({policy.source}), authority '{authority.name}': a keyless authority "
-            "needs a Sigstore trusted root: give --trusted-root PATH or OCIVENDIR_TRUSTED_ROOT (trusted_root.json)"
-        )
-    return chosen
+    return PolicySource(tuple((name, _config_text(name, "signature policy"))
+                              for name in files if names is None or os.path.isfile(name)))  # fmt: skip
+
+
+def load_policies(settings: Settings) -> PolicySet | None:
+    """The signature policies of `--policy` / OCIVENDIR_POLICY, parsed (None when neither is set)."""
+    source = read_policy_source(settings)
+    return None if source is None else source.parse(trusted_root=settings.trusted_root is not None)
 
 
 def _config_text(path: str, what: str) -> str:

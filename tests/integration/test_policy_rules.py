@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tests.integration.test_signatures import pull_image, pushed_image, write_policy
 from tests.support.builders import Pusher
 from tests.support.cosign import Key, policy, sign
+from tests.support.fresh import fresh_python
 from tests.support.registry import Registry
 from tests.support.sigstore import attach_bundle, bundle
 
@@ -93,3 +94,29 @@ def test_signature_format_legacy_reads_only_sig_images_and_bundle_only_sigstore_
             assert not [p for p in asked if "/referrers/" in p]
         if value == "bundle":
             assert not [p for p in asked if p.endswith(".sig")]
+
+
+def test_a_warm_run_with_the_same_policy_files_parses_no_policy_and_an_edit_verifies_again(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    repo = f"{repo_prefix}/app"
+    ref, key = signed(pusher, repo)
+    path = write_policy(tmp_path, policy("p", f"{registry.host}/{repo}@*", key))
+    cache = tmp_path / "cache"
+    assert pull_image(ref, tmp_path / "cold", cache, path).exit_code == 0
+    argv = ["pull", "-i", ref, "-o", str(tmp_path / "warm"), "--cache-dir", str(cache), "--policy", str(path)]
+    code = (
+        "import sys; from ocivendir.commands import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+        "print(sorted(m for m in ('ocivendir.sign.policy', 'ocivendir.sign.glob', 'ocivendir.engine.verification',"
+        " 'cryptography', 'json') if m in sys.modules))"
+    )
+    mark = registry.mark()
+    assert fresh_python(code).stdout.strip().splitlines()[-1] == "[]"
+    assert registry.since(mark) == []
+    # another byte in the files (a comment): the policies are parsed again, the verdict under them is still remembered
+    path.write_text(path.read_text() + "# reviewed\n")
+    mark = registry.mark()
+    again = pull_image(ref, tmp_path / "edited", cache, path)
+    assert again.exit_code == 0, again.stderr
+    assert registry.since(mark) == []
