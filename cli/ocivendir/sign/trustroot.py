@@ -35,30 +35,30 @@ _NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, kw_only=True)
-class LogKey:
-    """A transparency log's key: its id (sha256 of the DER key, as `logId.keyId`) and when it may have signed."""
+class _Validity:
+    """When a key or an authority was in force (`validFor`: start, and end when it has one)."""
 
-    log_id: bytes
-    key: PublicKeyTypes
     start: datetime
     end: datetime
 
     def valid_at(self, when: datetime) -> bool:
-        """Whether the key was in force at a time."""
+        """Whether it was in force at a time."""
         return self.start <= when <= self.end
 
 
 @dataclass(frozen=True, kw_only=True)
-class Authority:
+class LogKey(_Validity):
+    """A transparency log's key: its id (sha256 of the DER key, as `logId.keyId`) and when it may have signed."""
+
+    log_id: bytes
+    key: PublicKeyTypes
+
+
+@dataclass(frozen=True, kw_only=True)
+class Authority(_Validity):
     """A certificate authority: its chain (intermediates first, the root last) and when it issued."""
 
     chain: tuple[Certificate, ...]
-    start: datetime
-    end: datetime
-
-    def valid_at(self, when: datetime) -> bool:
-        """Whether the authority was in force at a time."""
-        return self.start <= when <= self.end
 
 
 @dataclass(frozen=True, kw_only=True)
