@@ -18,11 +18,11 @@ from typing import Any
 from tests.support.builders import Pusher
 from tests.support.registry import Registry
 
-from bench import cache_scale, fleet, fleet_apps, fleet_mirror, machine, pull, report, startup, verify
+from bench import cache_scale, fleet, fleet_apps, fleet_mirror, fleet_signed, machine, pull, report, startup, verify
 from bench.fleet import DIST_SERVER_TOOL, DIST_TOOL, SERVER_TOOL
 from bench.tools import ROOT, Tools, named_vendir
 
-SCENARIOS = ("fleet", "fleet_mirror", "pull", "startup", "cache_scale", "verify_relocation")
+SCENARIOS = ("fleet", "fleet_mirror", "fleet_signed", "pull", "startup", "cache_scale", "verify_relocation")
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -93,12 +93,19 @@ def _fleet_mirror(registry: Registry, tools: Tools, work: Path, args: argparse.N
     return fleet_mirror.scenario(registry, program, published, work, args.nodes, args.mirror_rounds)
 
 
+def _fleet_signed(registry: Registry, tools: Tools, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    published = fleet_apps.publish(Pusher(registry), args.apps)
+    program = named_vendir(tools.ocivendir, work / "bin")
+    return fleet_signed.scenario(registry, program, published, work, args.rounds)
+
+
 def _runners(tools: Tools, args: argparse.Namespace) -> dict[str, Callable[[Registry, Path], dict[str, Any]]]:
     entries = 300 if args.smoke else 10_000
     images = 10 if args.smoke else 200
     return {
         "fleet": lambda registry, work: _fleet(registry, tools, work, args),
         "fleet_mirror": lambda registry, work: _fleet_mirror(registry, tools, work, args),
+        "fleet_signed": lambda registry, work: _fleet_signed(registry, tools, work, args),
         "pull": lambda registry, work: pull.scenario(registry, tools, work, args.reps, args.smoke),
         "startup": lambda registry, work: startup.scenario(registry, tools, work, args.reps),
         "cache_scale": lambda _, work: cache_scale.scenario(tools, work, args.reps, entries),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from bench.markdown import Row, mib, ratio, stat, table
 from bench.report_fleet import fleet_section
 from bench.report_mirror import mirror_section
+from bench.report_signed import signed_section
 
 
 def render(results: Row) -> str:
@@ -23,6 +24,10 @@ def render(results: Row) -> str:
     behind = results["fleet_mirror"]
     lines += (["## Fleet behind a mirror", "", f"Not run: {behind['not_run']}.", ""] if "not_run" in behind
               else mirror_section(behind))  # fmt: skip
+    signed = results.get("fleet_signed", {"not_run": "not in these results"})
+    lines += (
+        ["## Signed fleet", "", f"Not run: {signed['not_run']}.", ""] if "not_run" in signed else signed_section(signed)
+    )
     lines += _machine(results["machine"], results["skipped"])
     for name, render_section in (("pull", _pull), ("startup", _startup), ("cache_scale", _cache_scale),
                                  ("verify_relocation", _verify)):  # fmt: skip

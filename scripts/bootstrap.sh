@@ -16,7 +16,7 @@ pick_python() {
         [ -n "$cand" ] || continue
         command -v "$cand" >/dev/null 2>&1 || continue
         if "$cand" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
-            command -v "$cand"; return 0
+            readlink -f "$(command -v "$cand")"; return 0  # not .venv's own link: an active venv is rebuilt below
         fi
     done
     return 1

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ocivendir.registry.mirrors import MirrorPlan
     from ocivendir.registry.proxy import ProxyConfig
     from ocivendir.sign.policy import PolicySet
+    from ocivendir.sign.source import PolicySource
 
 __all__ = [
     "DEFAULT_CACHE_MAX_SIZE",
@@ -55,6 +56,7 @@ OPTION_ENV: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "registry_config": ("OCIVENDIR_REGISTRY_CONFIG",),
     "registry_concurrency": ("OCIVENDIR_REGISTRY_CONCURRENCY",),
     "policy": ("OCIVENDIR_POLICY",),
+    "trusted_root": ("OCIVENDIR_TRUSTED_ROOT",),
     "color": ("NO_COLOR",),
     "delegate_vendir": ("OCIVENDIR_DELEGATE_VENDIR",),
     "insecure_hosts": ("OCIVENDIR_INSECURE_REGISTRIES",),
@@ -126,6 +128,7 @@ class Flags:
     registry_token: str | None = field(default=None, repr=False)
     registry_anon: bool | None = None
     policy: str | None = None
+    trusted_root: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,6 +162,7 @@ class Settings:
     delegate_vendir: str | None = None
     home: str | None = None  # HOME, as Go's os.UserHomeDir reads it: `pull -o` never replaces it
     policy: str | None = None  # --policy / OCIVENDIR_POLICY: a file or directory of ClusterImagePolicy documents
+    trusted_root: str | None = None  # --trusted-root / OCIVENDIR_TRUSTED_ROOT: Sigstore's trusted_root.json
 
     @property
     def proxy(self) -> ProxyConfig:
@@ -263,18 +267,13 @@ def _count(name: str, given: int | None, flag: str, environ: Mapping[str, str], 
     return int(value)
 
 
-def _registry_config(flags: Flags, environ: Mapping[str, str]) -> str | None:
-    given = _text("registry_config", flags.registry_config, environ)
-    return absolute(os.path.expanduser(given)) if given else None
+def _path(name: str, given: str | None, environ: Mapping[str, str]) -> str | None:
+    text = _text(name, given, environ)
+    return absolute(os.path.expanduser(text)) if text else None
 
 
-def _policy_path(flags: Flags, environ: Mapping[str, str]) -> str | None:
-    given = _text("policy", flags.policy, environ)
-    return absolute(os.path.expanduser(given)) if given else None
-
-
-def load_policies(settings: Settings) -> PolicySet | None:
-    """The signature policies of `--policy` / OCIVENDIR_POLICY (None when neither is set).
+def read_policy_source(settings: Settings) -> PolicySource | None:
+    """The policy files of `--policy` / OCIVENDIR_POLICY, read but not parsed (None when neither is set).
 
     A file holds one or more YAML documents; a directory (a mounted ConfigMap) holds such files, read in name order;
     names starting with `.` (a ConfigMap's `..data` links) are skipped. A path that cannot be read is a ConfigError.
@@ -282,18 +281,21 @@ def load_policies(settings: Settings) -> PolicySet | None:
     path = settings.policy
     if path is None:
         return None
-    from ocivendir.sign.policy import parse_policies, policy_set  # noqa: PLC0415 - only with a policy
+    from ocivendir.sign.source import PolicySource  # noqa: PLC0415 - only with a policy
 
     try:
         names = sorted(n for n in os.listdir(path) if not n.startswith(".")) if os.path.isdir(path) else None
     except OSError as exc:
         raise ConfigError(f"Reading signature policy '{path}': {exc.strerror}") from None
     files = [path] if names is None else [os.path.join(path, n) for n in names]
-    policies = []
-    for name in files:
-        if names is None or os.path.isfile(name):
-            policies += parse_policies(_config_text(name, "signature policy"), name)
-    return policy_set(policies)
+    return PolicySource(tuple((name, _config_text(name, "signature policy"))
+                              for name in files if names is None or os.path.isfile(name)))  # fmt: skip
+
+
+def load_policies(settings: Settings) -> PolicySet | None:
+    """The signature policies of `--policy` / OCIVENDIR_POLICY, parsed (None when neither is set)."""
+    source = read_policy_source(settings)
+    return None if source is None else source.parse(trusted_root=settings.trusted_root is not None)
 
 
 def _config_text(path: str, what: str) -> str:
@@ -402,8 +404,9 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         insecure_registries=_insecure_hosts(flags, env),
         delegate_vendir=pure(delegate) if delegate else None,
         home=pure(env["HOME"]) if env.get("HOME") else None,
-        registry_config=_registry_config(flags, env),
-        policy=_policy_path(flags, env),
+        registry_config=_path("registry_config", flags.registry_config, env),
+        policy=_path("policy", flags.policy, env),
+        trusted_root=_path("trusted_root", flags.trusted_root, env),
         registry_concurrency=_count(
             "registry_concurrency",
             flags.registry_concurrency,

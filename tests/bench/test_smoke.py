@@ -48,7 +48,7 @@ def _rounds_ok(rounds: list[dict[str, object]], expected: int) -> None:
 def test_smoke_run_writes_the_contracted_json_and_the_report(smoke) -> None:
     results, report, done = smoke
     assert done.returncode == 0, done.stderr[-3000:]
-    scenarios = ["fleet", "fleet_mirror", "pull", "startup", "cache_scale", "verify_relocation"]
+    scenarios = ["fleet", "fleet_mirror", "fleet_signed", "pull", "startup", "cache_scale", "verify_relocation"]
     assert set(results) >= {"machine", *scenarios, "skipped"}
     assert {"cores", "cpu_model", "python", "versions", "load"} <= set(results["machine"])
     assert [row["scenario"] for row in results["machine"]["load"]] == scenarios
@@ -59,7 +59,7 @@ def test_smoke_run_writes_the_contracted_json_and_the_report(smoke) -> None:
     for name in ("shared_cache", "concurrency_4"):
         _rounds_ok(fleet["variants"][name]["tools"]["ocivendir"]["rounds"], 3)
     assert report.startswith("# ocivendir benchmark results")
-    for heading in ("## Goal", "## Fleet", "## Fleet behind a mirror", "## Machine", "## Cold pull", "## Start-up",
+    for heading in ("## Goal", "## Fleet", "## Fleet behind a mirror", "## Signed fleet", "## Machine", "## Cold pull", "## Start-up",
                     "## Cache commands", "## verify-relocation"):  # fmt: skip
         assert heading in report
 
@@ -102,6 +102,20 @@ def test_smoke_fleet_behind_a_mirror_spares_the_origin_the_blobs_and_serves_with
     assert (direct_stopped["ok_pinned"], direct_stopped["ok_tag"], direct_stopped["origin_requests"]) == (15, 0, 0)
     assert (stopped["ok"], stopped["ok_tag"], stopped["origin_requests"]) == (18, 3, 0)
     assert stopped["mirror_by_kind"] == {"manifests": 3}  # one tag HEAD per node, answered by the mirror
+
+
+def test_smoke_signed_fleet_verifies_every_app_once_and_then_asks_nothing_more(smoke) -> None:
+    section = smoke[0]["fleet_signed"]
+    assert (section["apps"], section["pinned_apps"], section["signed_artifacts"]) == (6, 5, section["artifacts"])
+    (cold, warm, offline), (signed_cold, signed_warm, signed_offline) = (
+        section["variants"][name]["rounds"] for name in ("unsigned", "signed")
+    )
+    assert (cold["ok"], signed_cold["ok"], signed_warm["ok"]) == (6, 6, 6)
+    assert signed_cold["requests"] > cold["requests"]  # each artifact's .sig tag, manifest and payload, once
+    assert signed_warm["requests"] == warm["requests"] <= 1  # the verdict is remembered: no signature asked again
+    assert (offline["ok_pinned"], signed_offline["ok_pinned"], signed_offline["requests"]) == (5, 5, 0)
+    extra = [c for c in section["goal"]["checks"] if c["check"] == "extra requests with verification"]
+    assert [(c["measured"], c["met"]) for c in extra] == [(0, True)]
 
 
 def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:

@@ -69,6 +69,7 @@ def test_flags_named_in_the_readme_exist() -> None:
     foreign |= {"--frozen", "--onedir", "--standalone", "--build-arg", "--data-value"}  # dist.sh, freezers, docker, ytt
     foreign |= {"--data-value-yaml", "--data-values-file"}  # ytt
     foreign |= {"--only", "--merge", "--reps"}  # bench/run.sh
+    foreign |= {"--from-file"}  # kubectl create configmap
     assert mentioned - known - foreign == set()
 
 

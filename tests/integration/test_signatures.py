@@ -265,7 +265,8 @@ def test_nested_bundles_are_verified_each_before_extraction(
     sync_config(work, ref, recursive=True)
     assert sync(work, tmp_path / "c", both).exit_code == 0
     rows = sqlite3.connect(tmp_path / "c/index.db").execute("SELECT ref, verdict FROM signatures").fetchall()
-    assert {r for r, _ in rows} == {ref, inner.ref(registry)}
+    assert {r for r, verdict in rows if verdict == "verified"} == {ref, inner.ref(registry)}
+    assert {r for r, verdict in rows if verdict != "verified"} == {"policy-files"}  # the policy files parsed
 
 
 @pytest.mark.parametrize(

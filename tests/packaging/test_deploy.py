@@ -118,6 +118,8 @@ def test_the_schema_declares_every_value_with_its_type() -> None:
         "cache_max_size": "2GiB",
         "shared_cache": True,  # a boolean: ytt refuses the string "false" for it
         "cache_claim_name": "",
+        "signature_policies": "",
+        "sigstore_trusted_root": "",
     }
     # a byte count may come as a number (--data-value-yaml) or a string: any type, checked by sidecar.star
     assert re.search(
@@ -161,6 +163,27 @@ def test_without_a_shared_cache_no_cache_dir_no_mount_no_volume() -> None:
     assert set(_env(given)) == {"OCIVENDIR_DELEGATE_VENDIR", "OCIVENDIR_CACHE_MAX_SIZE", "OCIVENDIR_SERVER_IDLE"}
     assert star["sidecar_mounts"](given) == []
     assert star["pod_volumes"](given) == []
+
+
+def test_signature_configmaps_are_mounted_read_only_where_the_variables_name_them() -> None:
+    star = sidecar_star()
+    given = values(signature_policies="ocivendir-policies", sigstore_trusted_root="sigstore-trusted-root")
+    env = _env(given)
+    assert env["OCIVENDIR_POLICY"] == "/etc/ocivendir/policies"
+    assert env["OCIVENDIR_TRUSTED_ROOT"] == "/etc/ocivendir/sigstore/trusted_root.json"
+    assert star["sidecar_mounts"](given)[1:] == [
+        {"name": "ocivendir-policies", "mountPath": "/etc/ocivendir/policies", "readOnly": True},
+        {"name": "ocivendir-trusted-root", "mountPath": "/etc/ocivendir/sigstore", "readOnly": True},
+    ]
+    assert star["pod_volumes"](given)[1:] == [
+        {"name": "ocivendir-policies", "configMap": {"name": "ocivendir-policies"}},
+        {"name": "ocivendir-trusted-root", "configMap": {
+            "name": "sigstore-trusted-root", "items": [{"key": "trusted_root.json", "path": "trusted_root.json"}]}},
+    ]  # fmt: skip
+    policies_only = values(shared_cache=False, signature_policies="p")
+    assert set(_env(policies_only)) - set(_env(values(shared_cache=False))) == {"OCIVENDIR_POLICY"}
+    assert [m["name"] for m in star["sidecar_mounts"](policies_only)] == ["ocivendir-policies"]
+    assert [v["name"] for v in star["pod_volumes"](policies_only)] == ["ocivendir-policies"]
 
 
 SIZES = [

@@ -53,7 +53,7 @@ def _documents(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
 
 def test_every_documented_command_renders_what_sidecar_star_adds_and_nothing_else(operator_dir: Path) -> None:
     commands = [ytt_argv(command) for command in readme_commands("ytt ")]
-    assert len(commands) == 3  # the default, the shared cache off, a PersistentVolumeClaim
+    assert len(commands) == 4  # the default, the shared cache off, a PersistentVolumeClaim, signature ConfigMaps
     outputs = []
     for argv in commands:
         given = given_values(argv)
@@ -61,11 +61,13 @@ def test_every_documented_command_renders_what_sidecar_star_adds_and_nothing_els
         assert documents == rendered(given)
         assert documents[0] == release()[0]  # the Namespace of the same name
         outputs.append(container(documents[1], SIDECAR))
-    default, off, claimed = outputs
+    default, off, claimed, signed = outputs
     assert [e["name"] for e in default["env"]][-1] == "OCIVENDIR_CACHE_DIR"
     assert "OCIVENDIR_CACHE_DIR" not in {e["name"] for e in off["env"]}
     assert off["volumeMounts"] == container(release()[1], SIDECAR)["volumeMounts"]
     assert {"name": "OCIVENDIR_CACHE_MAX_SIZE", "value": "10GiB"} in claimed["env"]
+    assert {"name": "OCIVENDIR_POLICY", "value": "/etc/ocivendir/policies"} in signed["env"]
+    assert [m["name"] for m in signed["volumeMounts"]][-2:] == ["ocivendir-policies", "ocivendir-trusted-root"]
 
 
 def test_a_byte_count_given_as_yaml_is_rendered_as_a_string(operator_dir: Path) -> None:

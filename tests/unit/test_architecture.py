@@ -19,7 +19,7 @@ FLOORS: dict[str, int] = {
     "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "oci.gokeys": 1,
     "diag": 0, "parallel": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
-    "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "engine.signatures": 3,
+    "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "engine.signatures": 3,
     "registry.credentials": 1, "registry.mirrors": 1, "registry.rewrite": 1, "registry.registriesyaml": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.proxy": 2,
@@ -29,7 +29,7 @@ FLOORS: dict[str, int] = {
     "cache": 2, "cache.store": 2, "cache.index": 2, "cache.memo": 2, "cache.prune": 2, "cache.rows": 2, "cache.repair": 2, "cache.tidy": 2, "cache.grants": 2,
     "fs": 2, "fs.locks": 2, "fs.swap": 2, "fs.paths": 2, "fs.extract": 2, "fs.remove": 2, "fs.limits": 2, "fs.tarread": 2, "fs.gunzip": 2,
     "engine": 3, "engine.content": 3, "engine.access": 3, "engine.image": 3, "engine.pull": 3, "engine.relocate": 3, "engine.stream": 3,
-    "engine.verify": 3, "engine.sync": 3, "engine.placement": 3, "engine.sources": 3, "engine.delegate": 3,
+    "engine.verify": 3, "engine.sync": 3, "engine.placement": 3, "engine.sources": 3, "engine.delegate": 3, "engine.referrers": 3, "engine.verification": 3,
     "settings": 4, "output": 4, "__main__": 4,
     "commands": 4, "commands.options": 4, "commands.runtime": 4, "commands.pull": 4, "commands.version": 4,
     "commands.verify": 4, "commands.cache": 4, "commands.sync": 4, "commands._docgen": 4,
@@ -60,7 +60,8 @@ ONLY_IN = {
     "rich": {"output"},
     "platformdirs": {"settings"},
     "fcntl": {"fs.locks"},
-    "cryptography": {"sign.keys"},  # signature checks (`--policy`)
+    # signature checks (`--policy`): keys, the trusted root, Fulcio certificates, Rekor's SET, the keyless check
+    "cryptography": {"sign.keys", "sign.trustroot", "sign.fulcio", "sign.keyless", "sign.bundle"},
     "re2": {"registry.rewrite"},  # Go's regexp for registries.yaml rewrites, in one place
     "concurrent": set(),  # its logging import costs a cold sync a sixth: ocivendir/parallel.py is the thread pool
 }

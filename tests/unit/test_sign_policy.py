@@ -9,7 +9,7 @@ import pytest
 from ocivendir.errors import ConfigError
 from ocivendir.settings import Flags, load_policies, load_settings
 from ocivendir.sign.glob import compile_glob, glob_matches
-from ocivendir.sign.policy import Identity, parse_policies
+from ocivendir.sign.policy import Identity, parse_policies, policy_set
 from tests.support.cosign import Key, policy
 from tests.support.fresh import fresh_python
 
@@ -117,8 +117,13 @@ def test_documents_several_and_empty_ones_and_static_authorities() -> None:
          "spec.authorities[0].attestations: this field is not supported"),
         ("{images: [{glob: '**'}], authorities: [{key: {secretRef: {name: k}}}]}",
          "spec.authorities[0].key.secretRef: this field is not supported"),
-        ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i, subject: s}]}}]}",
-         "spec.authorities[0].keyless: keyless verification is not supported"),
+        ("{images: [{glob: '**'}], authorities: [{keyless: {url: u, identities: [{issuer: i, subject: s}], trustRootRef: r}}]}",
+         "spec.authorities[0].keyless.trustRootRef: this field is not supported"),
+        ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i, subject: s}], ca-cert: {}}}]}",
+         "spec.authorities[0].keyless.ca-cert: this field is not supported"),
+        ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i, subject: s}], "
+         "insecureIgnoreSCT: 'yes'}}]}",
+         "spec.authorities[0].keyless.insecureIgnoreSCT: expected true or false"),
         ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i}]}}]}",
          "expected exactly one of subject and subjectRegExp"),
         ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i, subjectRegExp: '('}]}}]}",
@@ -127,8 +132,10 @@ def test_documents_several_and_empty_ones_and_static_authorities() -> None:
          "expected exactly one of key, keyless and static"),
         ("{images: [{glob: '**'}], authorities: [{key: {data: not-pem}}]}", "key.data: expected a PEM public key"),
         ("{images: [{glob: '**'}], authorities: [{static: {action: maybe}}]}", "static.action: expected pass or fail"),
-        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}, signatureFormat: bundle}]}",
-         "signatureFormat: only simplesigning is supported"),
+        ("{images: [{glob: '**'}], authorities: [{static: {action: pass}, signatureFormat: dsse}]}",
+         "spec.authorities[0].signatureFormat: expected legacy or bundle"),
+        ("{images: [{glob: '**'}], authorities: [{keyless: {identities: [{issuer: i, subject: s}]}}]}",
+         "spec.authorities[0].keyless.url: missing field"),
         ("{images: [{glob: '[a-z]'}], authorities: [{static: {action: pass}}]}", "spec.images: invalid glob"),
         ("{images: [], authorities: [{static: {action: pass}}]}", "spec.images: expected a non-empty list"),
         ("{images: [{glob: '**'}]}", "spec.authorities: missing field"),
@@ -203,3 +210,33 @@ def test_stars_are_taken_as_policy_controller_replaces_them() -> None:
     assert compile_glob("a***b").tokens == ("a", "**", "*", "b")
     assert glob_matches(compile_glob("r.io/a***b"), "r.io/a/x/yb")
     assert not glob_matches(compile_glob("r.io/a*b"), "r.io/a/b")
+
+
+def test_a_keyless_authority_is_parsed_with_its_identities_and_sct_choice() -> None:
+    text = (
+        "apiVersion: policy.sigstore.dev/v1beta1\nkind: ClusterImagePolicy\nmetadata: {name: k}\n"
+        "spec:\n  images: [{glob: '**'}]\n  authorities:\n  - keyless:\n      url: https://fulcio.sigstore.dev\n"
+        "      insecureIgnoreSCT: true\n      identities: [{issuer: i, subjectRegExp: '^s'}]\n"
+    )
+    (parsed,) = parse_policies(text, "f")
+    (authority,) = parsed.authorities
+    assert authority.kind == "keyless"
+    assert authority.identities == (Identity(issuer="i", subject_regexp="^s"),)
+    assert authority.check_sct is False
+    assert policy_set([parsed]).keyless == ((parsed, authority),)
+
+
+@pytest.mark.parametrize(
+    ("given", "formats"),
+    [("", {"legacy", "bundle"}), ("legacy", {"legacy"}), ("simplesigning", {"legacy"}), ("bundle", {"bundle"})],
+)
+def test_signature_format_chooses_cosigns_signature_images_sigstore_bundles_or_both(
+    given: str, formats: set[str]
+) -> None:
+    line = f"    signatureFormat: {given}\n" if given else ""
+    text = (
+        "apiVersion: policy.sigstore.dev/v1beta1\nkind: ClusterImagePolicy\nmetadata: {name: k}\n"
+        f"spec:\n  images: [{{glob: '**'}}]\n  authorities:\n  - key: {{data: '{Key.make().pem.strip()}'}}\n{line}"
+    )
+    (parsed,) = parse_policies(text.replace("\n-----", "\\n-----"), "f")
+    assert parsed.authorities[0].formats == formats

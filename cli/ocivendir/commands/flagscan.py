@@ -36,6 +36,7 @@ GLOBAL_VALUES = {
     "--column": "column", "--cache-dir": "cache_dir", "--cache-max-size": "cache_max_size",
     "--max-extract-size": "max_extract_size", "--relocation-recheck": "relocation_recheck", "--timeout": "timeout",
     "--stale-if-error": "stale_if_error", "--registry-config": "registry_config", "--policy": "policy",
+    "--trusted-root": "trusted_root",
 }  # fmt: skip
 # imgpkg's registry flags (commands/options.py `registry_options`)
 REGISTRY_SWITCHES: dict[str, tuple[str, object]] = {

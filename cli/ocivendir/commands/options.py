@@ -73,6 +73,8 @@ _GLOBAL = (
          help="Concurrent requests per registry endpoint (default 4; registries.yaml may set it per host)."),
     _opt("--policy", metavar="PATH",
          help="Signature policies (ClusterImagePolicy YAML, a file or a directory): verify before extracting."),
+    _opt("--trusted-root", metavar="PATH",
+         help="Sigstore trusted_root.json for keyless policies (Fulcio CAs, Rekor and CT log keys); nothing fetched."),
     _opt("--json", "json_output", is_flag=True, default=None, help="Print one JSON envelope on stdout."),
     _opt("-q", "--quiet", is_flag=True, default=None, help="No progress output (warnings and errors still)."),
     _opt("-v", "--verbose", is_flag=True, default=None,

@@ -22,7 +22,7 @@ from ocivendir.fs.swap import BLOBS, new_sibling, remove_tree
 from ocivendir.output import Output, OutputMode, stderr_is_tty
 from ocivendir.registry.credentials import CredentialRules
 from ocivendir.results import WarningEvent
-from ocivendir.settings import Flags, Settings, load_policies, load_registry_plan, load_settings, parse_duration
+from ocivendir.settings import Flags, Settings, load_registry_plan, load_settings, parse_duration, read_policy_source
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def _throwaway_store(target: str | None) -> BlobStore:
 def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str]]:
     """The engine's Content and the directory for target locks; cleaned up (client, index, temp store) at exit."""
     settings = run.settings
-    policies = load_policies(settings)  # a bad policy fails before anything is opened
+    source = read_policy_source(settings)  # a policy that cannot be read fails before anything is opened
     opened = open_cache(settings)
     with ExitStack() as stack:
         if opened is not None:
@@ -240,10 +240,11 @@ def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str
                           stale_if_error=settings.stale_if_error,
                           extract_limits=ExtractLimits(max_bytes=settings.max_extract_size),
                           principal=_principal(run, store) if index is not None else None)  # fmt: skip
-        if policies is not None:
+        if source is not None:
             from ocivendir.engine.signatures import SignatureGate  # noqa: PLC0415 - only with --policy
 
-            content.signatures = SignatureGate(policies)
+            content.signatures = SignatureGate(source, settings.trusted_root)
+            content.signatures.validate(index)  # a policy that does not parse fails before any request
         try:
             yield content, lock_dir
             if index is not None and content.counters.stored_new:

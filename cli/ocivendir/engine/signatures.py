@@ -1,62 +1,41 @@
 """Owns: the signature gate — is an image or bundle about to be extracted allowed by the signature policies?
 
 Every policy whose globs match the image's digest reference (`registry/repo@sha256:<hex>`, what policy-controller
-matches once a tag is resolved) must pass; a policy passes when one of its authorities does. A key authority passes
-when one of cosign's signatures of the image (`sign/cosign.py`, fetched from the image's own repository through
-`Content`: verified against their digests, cached and possessed like any content) verifies with its key and its
-payload names the manifest digest. An `enforce` failure is a SignatureError (exit 1) raised before the caller
-extracts anything; a `warn` failure is a warning. A pass is remembered in the cache index per (digest reference,
-the matching policies' digests, trusted root), so a warm run checks nothing and asks nothing; failures are never
-remembered, so a signature pushed later is found on the next run.
+matches once a tag is resolved) must pass (`engine/verification.py` decides how). An `enforce` failure is a
+SignatureError (exit 1) raised before the caller extracts anything; a `warn` failure is a warning. A pass is
+remembered in the cache index per (digest reference, the matching policies' digests, the trusted root's digest when
+one of them is keyless), and so is a pass or an image no policy matches per (digest reference, the digest of the
+policy files' bytes, the trusted root's digest): a warm run with the same files neither parses a policy nor checks a
+signature, and asks the registry nothing. Failures are never remembered, so a signature pushed later is found on the
+next run. The policy files are parsed once per cache and content (a remembered `parsed` mark), so a malformed one is
+still refused before any request.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from threading import Lock
 
-from ocivendir.errors import NotFound, OcivendirError, SignatureError
-from ocivendir.oci.manifest import Manifest
-from ocivendir.sign.cosign import MAX_PAYLOAD, MAX_SIGNATURES, payload_digest, signature_bytes, signature_tag
+from ocivendir.errors import SignatureError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from ocivendir.cache.index import CacheIndex
     from ocivendir.engine.content import Content
     from ocivendir.engine.image import FetchedImage
-    from ocivendir.sign.keys import PublicKey
-    from ocivendir.sign.policy import Authority, ImagePolicy, PolicySet
+    from ocivendir.engine.verification import PolicyOutcome, Verifier
+    from ocivendir.sign.policy import ImagePolicy, PolicySet
+    from ocivendir.sign.source import PolicySource
 
-__all__ = ["FAILED", "UNMATCHED", "VERIFIED", "WARNED", "PolicyOutcome", "SignatureGate", "Signatures"]
+__all__ = ["FAILED", "UNMATCHED", "VERIFIED", "WARNED", "SignatureGate", "verdict_key"]
 
 VERIFIED = "verified"  # every matching policy passed
 UNMATCHED = "unmatched"  # no policy matches the image
 WARNED = "warned"  # a warn policy failed, no enforce policy did
 FAILED = "failed"  # an enforce policy failed
-
-
-@dataclass(frozen=True, kw_only=True)
-class Signatures:
-    """The cosign signatures found for an image: (payload, signature) pairs, or why none could be read."""
-
-    pairs: tuple[tuple[bytes, bytes], ...] = ()
-    problem: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class PolicyOutcome:
-    """One matching policy's answer for an image: passed, or the reason each authority gave."""
-
-    policy: ImagePolicy
-    passed: bool
-    reasons: tuple[str, ...] = ()
-
-    def describe(self, ref: str) -> str:
-        """The failure, naming the image, the policy and its file, and each authority's reason."""
-        why = "; ".join(self.reasons)
-        return f"image '{ref}' is not allowed by signature policy '{self.policy.name}' ({self.policy.source}): {why}"
+PARSED = "parsed"  # the mark: these policy files (with this trusted root) parsed without error
+_FILES = "files:"  # a verdict remembered under the policy files' digest, not the matching policies'
+_MARK = "policy-files"  # the index row (ref) of the parsed marks
 
 
 def verdict_key(policies: tuple[ImagePolicy, ...]) -> str:
@@ -64,39 +43,37 @@ def verdict_key(policies: tuple[ImagePolicy, ...]) -> str:
     return hashlib.sha256("\n".join(sorted(policy.digest for policy in policies)).encode()).hexdigest()
 
 
-def read_signatures(content: Content, image: FetchedImage) -> Signatures:
-    """Cosign's signatures of an image, from `<repo>:sha256-<hex>.sig` (none when the tag does not exist)."""
-    tag = signature_tag(image.repo, image.digest)
-    try:
-        digest = content.resolve(tag)
-        raw, manifest = content.manifest(image.repo, digest)
-        if not isinstance(manifest, Manifest):
-            return Signatures(problem=f"'{tag}' is an index, not a signature image")
-        if len(manifest.layers) > MAX_SIGNATURES or any(blob.size > MAX_PAYLOAD for blob in manifest.blobs):
-            return Signatures(problem=f"'{tag}' is not a signature image: over {MAX_SIGNATURES} layers or a blob "
-                                      f"over {MAX_PAYLOAD} bytes")  # fmt: skip
-        layers = [(layer, sig) for layer in manifest.layers if (sig := signature_bytes(layer)) is not None]
-        content.ensure_blobs(image.repo, manifest.blobs)  # the config too: the ref is recorded whole
-        pairs = tuple(
-            (content.store.read_verified(layer.digest, layer.size, f"signature payload of '{tag}'"), sig)
-            for layer, sig in layers
-        )
-        content.record(image.repo, digest, raw, manifest, "signature")
-    except NotFound:
-        return Signatures(problem=f"no signatures (no '{tag}' in the registry)")
-    except OcivendirError as exc:
-        return Signatures(problem=f"its signatures could not be read: {exc}")
-    return Signatures(pairs=pairs)
-
-
 class SignatureGate:
-    """The run's policies, the keys they name (loaded on first use) and this run's answers."""
+    """The run's policy files, parsed on first need, the trusted root's bytes, and the verifier (on first use)."""
 
-    def __init__(self, policies: PolicySet) -> None:
-        """A gate for a set of policies (a run without `--policy` has no gate)."""
-        self.policies = policies
-        self._keys: dict[tuple[str, str], PublicKey] = {}
+    def __init__(self, source: PolicySource, trusted_root: str | None = None) -> None:
+        """A gate for the policy files (a run without `--policy` has none) and the trusted root's path."""
+        self.source = source
+        self.trusted_root = trusted_root
+        self._root_bytes: bytes | None = None  # read now: a trusted root that cannot be read fails before a request
+        if trusted_root is not None:
+            from ocivendir.sign.trustroot import read_trusted_root  # noqa: PLC0415 - only with --trusted-root
+
+            self._root_bytes = read_trusted_root(trusted_root)
+        self._root_any = hashlib.sha256(self._root_bytes).hexdigest() if self._root_bytes is not None else ""
+        self._policies: PolicySet | None = None
+        self._verifier: Verifier | None = None
         self._lock = Lock()
+
+    def validate(self, index: CacheIndex | None) -> None:
+        """Parse the policy files (ConfigError when one is not valid) unless the index remembers they parsed."""
+        if index is not None and index.signature_verdict(_MARK, _FILES + self.source.digest, self._root_any) == PARSED:
+            return
+        self.policies()
+        if index is not None:
+            index.put_signature_verdict(_MARK, _FILES + self.source.digest, self._root_any, PARSED)
+
+    def policies(self) -> PolicySet:
+        """The policies, parsed on first use."""
+        with self._lock:
+            if self._policies is None:
+                self._policies = self.source.parse(trusted_root=self.trusted_root is not None)
+            return self._policies
 
     def check(self, content: Content, image: FetchedImage) -> None:
         """Raise SignatureError unless every matching enforce policy passes; warn for each failing warn policy."""
@@ -110,73 +87,38 @@ class SignatureGate:
 
     def verdict(self, content: Content, image: FetchedImage) -> tuple[str, list[PolicyOutcome]]:
         """VERIFIED, UNMATCHED, WARNED or FAILED, with the failed policies' outcomes; a pass is remembered."""
-        matched = self.policies.matching(image.ref)
+        index, files = content.index, _FILES + self.source.digest
+        if index is not None:
+            remembered = index.signature_verdict(image.ref, files, self._root_any)
+            if remembered in {VERIFIED, UNMATCHED}:
+                return remembered, []
+        verdict, failed = self._reached(content, image)
+        if index is not None and verdict in {VERIFIED, UNMATCHED}:
+            index.put_signature_verdict(image.ref, files, self._root_any, verdict)
+        return verdict, failed
+
+    def _reached(self, content: Content, image: FetchedImage) -> tuple[str, list[PolicyOutcome]]:
+        """The verdict from the parsed policies: remembered per matching policies, else verified now."""
+        matched = self.policies().matching(image.ref)
         if not matched:
             return UNMATCHED, []
         key = verdict_key(matched)
+        keyless = any(a.kind == "keyless" for policy in matched for a in policy.authorities)
+        root = self._root_any if keyless else ""
         index = content.index
-        if index is not None and index.signature_verdict(image.ref, key, "") == VERIFIED:
+        if index is not None and index.signature_verdict(image.ref, key, root) == VERIFIED:
             return VERIFIED, []
-        failed = [outcome for outcome in self.evaluate(content, image, matched) if not outcome.passed]
+        failed = [outcome for outcome in self._verify().evaluate(content, image, matched) if not outcome.passed]
         if not failed:
             if index is not None:
-                index.put_signature_verdict(image.ref, key, "", VERIFIED)
+                index.put_signature_verdict(image.ref, key, root, VERIFIED)
             return VERIFIED, []
         return (FAILED if any(o.policy.mode == "enforce" for o in failed) else WARNED), failed
 
-    def evaluate(self, content: Content, image: FetchedImage, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:
-        """Each policy's outcome; the signatures are read once, and only if an authority needs them."""
-        found: list[Signatures] = []
-
-        def signatures() -> Signatures:
-            if not found:
-                found.append(read_signatures(content, image))
-            return found[0]
-
-        outcomes = []
-        for policy in policies:
-            reasons = []
-            for authority in policy.authorities:
-                reason = self._authority(policy, authority, str(image.digest), signatures)
-                if reason is None:
-                    outcomes.append(PolicyOutcome(policy=policy, passed=True))
-                    break
-                reasons.append(f"authority '{authority.name}': {reason}")
-            else:
-                outcomes.append(PolicyOutcome(policy=policy, passed=False, reasons=tuple(reasons)))
-        return outcomes
-
-    def _authority(
-        self, policy: ImagePolicy, authority: Authority, digest: str, signatures: Callable[[], Signatures]
-    ) -> str | None:
-        """None when the authority vouches for the image, else why not."""
-        if authority.kind == "static":
-            return None if authority.action == "pass" else (authority.message or "static action is fail")
-        found = signatures()
-        if found.problem:
-            return found.problem
-        if not found.pairs:
-            return "the signature image holds no cosign signature"
-        from ocivendir.sign.keys import signature_verifies  # noqa: PLC0415 - cryptography only when verifying
-
-        key = self._key(policy, authority)
-        other = None
-        for payload, signature in found.pairs:
-            if signature_verifies(key, signature, payload, authority.hash_algorithm):
-                named = payload_digest(payload)
-                if named == digest:
-                    return None
-                other = named or "no digest"
-        if other is not None:
-            return f"a signature verifies, but its payload names {other}, not {digest}"
-        return f"no signature verifies with its key ({len(found.pairs)} checked)"
-
-    def _key(self, policy: ImagePolicy, authority: Authority) -> PublicKey:
-        from ocivendir.sign.keys import load_public_key  # noqa: PLC0415 - cryptography only when verifying
+    def _verify(self) -> Verifier:
+        from ocivendir.engine.verification import Verifier  # noqa: PLC0415 - only when no verdict is remembered
 
         with self._lock:
-            name = (policy.name, authority.name)
-            if name not in self._keys:
-                where = f"signature policy '{policy.name}' ({policy.source}), authority '{authority.name}'"
-                self._keys[name] = load_public_key(authority.key_pem, where)
-            return self._keys[name]
+            if self._verifier is None:
+                self._verifier = Verifier(self.trusted_root, self._root_bytes)
+            return self._verifier

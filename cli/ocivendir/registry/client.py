@@ -525,6 +525,24 @@ class RegistryClient:
             response.close()
         return _presence(response.status_code)
 
+    def referrers(self, repo: Repository, digest: Digest) -> bytes | None:
+        """The OCI 1.1 referrers API's image index for `repo@digest`; None when the registry has no such API (404)."""
+        what = f"Listing referrers of '{repo.at(digest)}'"
+        return self._walker.walk(repo, None, lambda endpoint: self._referrers_at(endpoint, digest, what))
+
+    def _referrers_at(self, endpoint: Endpoint, digest: Digest, what: str) -> bytes | None:
+        path = endpoint.api_path(f"referrers/{digest}")
+        accept = {"Accept": "application/vnd.oci.image.index.v1+json"}
+        response = self._send("GET", endpoint, path, accept, stream=True, what=what)
+        if response.status_code == 404:  # noqa: PLR2004 - no referrers API: the caller reads the tag schema instead
+            response.close()
+            return None
+        self._raise_for(response, what)
+        with contextlib.closing(response):
+            raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
+        self._stats.received(len(raw))
+        return raw
+
     def list_tags(self, repo: Repository) -> list[str]:
         """Every tag of a repository, following `Link` pagination."""
         what = f"Listing tags of '{repo}'"

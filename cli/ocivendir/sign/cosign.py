@@ -4,7 +4,9 @@ cosign stores the signatures of `repo@sha256:<hex>` as the image `repo:sha256-<h
 simple-signing payload (`application/vnd.dev.cosign.simplesigning.v1+json`) whose descriptor carries the base64
 signature in the `dev.cosignproject.cosign/signature` annotation. The payload is JSON whose
 `critical.image.docker-manifest-digest` must name the manifest being verified (the reference it records is not
-checked, as cosign does not: a relocated copy keeps its signatures).
+checked, as cosign does not: a relocated copy keeps its signatures). A keyless signature's layer also carries its
+Fulcio certificate, the certificate chain and Rekor's bundle in `dev.sigstore.cosign/certificate`, `.../chain` and
+`.../bundle`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
     from ocivendir.oci.manifest import Descriptor
 
 __all__ = [
+    "BUNDLE_ANNOTATION",
+    "CERTIFICATE_ANNOTATION",
+    "CHAIN_ANNOTATION",
     "MAX_PAYLOAD",
     "MAX_SIGNATURES",
     "SIGNATURE_ANNOTATION",
@@ -29,6 +34,9 @@ __all__ = [
 ]
 
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
+CERTIFICATE_ANNOTATION = "dev.sigstore.cosign/certificate"
+CHAIN_ANNOTATION = "dev.sigstore.cosign/chain"
+BUNDLE_ANNOTATION = "dev.sigstore.cosign/bundle"
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 MAX_PAYLOAD = 1 << 20  # a payload (or the config) is a few hundred bytes: a larger blob is not a signature's
 MAX_SIGNATURES = 256  # signatures one image may carry: a hostile registry cannot make a run fetch more

@@ -12,10 +12,12 @@ from ocivendir.errors import ConfigError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
+    from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+    from cryptography.hazmat.primitives.hashes import HashAlgorithm
 
     PublicKey = PublicKeyTypes
 
-__all__ = ["load_public_key", "signature_verifies"]
+__all__ = ["load_public_key", "signature_verifies", "signature_verifies_with"]
 
 
 def load_public_key(pem: str, where: str) -> PublicKeyTypes:
@@ -33,15 +35,27 @@ def load_public_key(pem: str, where: str) -> PublicKeyTypes:
 
 
 def signature_verifies(key: PublicKeyTypes, signature: bytes, payload: bytes, hash_algorithm: str) -> bool:
-    """Whether `signature` is the key's signature of `payload`."""
-    from cryptography.exceptions import InvalidSignature  # noqa: PLC0415 - only when verifying
-    from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa  # noqa: PLC0415
+    """Whether `signature` is the key's signature of `payload`, hashed with a policy's `hashAlgorithm` name."""
+    from cryptography.hazmat.primitives import hashes  # noqa: PLC0415 - only when verifying
 
     algorithms: dict[str, hashes.HashAlgorithm] = {
         "sha224": hashes.SHA224(), "sha256": hashes.SHA256(), "sha384": hashes.SHA384(), "sha512": hashes.SHA512()
     }  # fmt: skip
-    digest = algorithms[hash_algorithm]
+    return signature_verifies_with(key, signature, payload, algorithms[hash_algorithm])
+
+
+def signature_verifies_with(
+    key: PublicKeyTypes, signature: bytes, payload: bytes, digest: HashAlgorithm | Prehashed | None
+) -> bool:
+    """Whether `signature` is the key's signature of `payload` (ECDSA and RSA over `digest`; Ed25519 needs none).
+
+    `Prehashed(...)` means `payload` is already the digest (a Sigstore bundle's message signature).
+    """
+    from cryptography.exceptions import InvalidSignature  # noqa: PLC0415 - only when verifying
+    from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa  # noqa: PLC0415
+
+    digest = digest or hashes.SHA256()
     try:
         if isinstance(key, ec.EllipticCurvePublicKey):
             key.verify(signature, payload, ec.ECDSA(digest))
@@ -49,7 +63,7 @@ def signature_verifies(key: PublicKeyTypes, signature: bytes, payload: bytes, ha
             key.verify(signature, payload, padding.PKCS1v15(), digest)
         elif isinstance(key, ed25519.Ed25519PublicKey):
             key.verify(signature, payload)
-        else:  # pragma: no cover - load_public_key admits no other type
+        else:  # pragma: no cover - load_public_key and the trusted root admit no other type
             return False
     except InvalidSignature:
         return False

@@ -1,7 +1,8 @@
 """Owns: the signature policy model — Sigstore policy-controller's ClusterImagePolicy (v1beta1), parsed strictly.
 
 A policy names images by globs (`sign/glob.py`) and authorities that may vouch for them: a public key (`key.data`,
-PEM), a keyless identity (`keyless.identities`), or a static verdict (`static.action: pass|fail`). As in
+PEM), keyless identities (`keyless.identities`, checked under the Sigstore trusted root), or a static verdict
+(`static.action: pass|fail`). As in
 policy-controller, every policy whose globs match an image must pass, and a policy passes when any one of its
 authorities verifies the image; `mode: warn` turns a policy's failure into a warning. Fields policy-controller knows
 but ocivendir does not implement (`spec.policy`, `spec.match`, `source`, `ctlog`, `attestations`, `secretRef`, `kms`,
@@ -31,7 +32,15 @@ _UNSUPPORTED = {
     "spec": frozenset({"policy", "match"}),
     "authority": frozenset({"source", "ctlog", "attestations", "rfc3161timestamp"}),
     "key": frozenset({"secretRef", "kms"}),
-    "keyless": frozenset({"ca-cert", "trustRootRef", "insecureIgnoreSCT"}),
+    "keyless": frozenset({"ca-cert", "trustRootRef"}),
+}
+# `signatureFormat`: policy-controller's legacy (cosign's `.sig` images) and bundle (Sigstore bundles as referrers);
+# unset, ocivendir reads both (the `.sig` image first); `simplesigning` is what earlier ocivendir versions accepted
+_FORMATS = {
+    "": frozenset({"legacy", "bundle"}),
+    "legacy": frozenset({"legacy"}),
+    "simplesigning": frozenset({"legacy"}),
+    "bundle": frozenset({"bundle"}),
 }
 _KNOWN = {
     "document": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
@@ -39,7 +48,7 @@ _KNOWN = {
     "image": frozenset({"glob"}),
     "authority": frozenset({"name", "key", "keyless", "static", "signatureFormat"}),
     "key": frozenset({"data", "hashAlgorithm"}),
-    "keyless": frozenset({"url", "identities"}),
+    "keyless": frozenset({"url", "identities", "insecureIgnoreSCT"}),
     "identity": frozenset({"issuer", "subject", "issuerRegExp", "subjectRegExp"}),
     "static": frozenset({"action", "message"}),
 }
@@ -72,6 +81,8 @@ class Authority:
     key_pem: str = ""
     hash_algorithm: str = "sha256"
     identities: tuple[Identity, ...] = ()
+    check_sct: bool = True  # keyless: `insecureIgnoreSCT: true` turns it off
+    formats: frozenset[str] = frozenset({"legacy", "bundle"})  # `signatureFormat`: which signatures may vouch
     action: str = ""  # static: pass or fail
     message: str = ""
 
@@ -98,6 +109,11 @@ class PolicySet:
     """Every policy read from `--policy`; `matching` gives those that apply to an image."""
 
     policies: tuple[ImagePolicy, ...] = ()
+
+    @property
+    def keyless(self) -> tuple[tuple[ImagePolicy, Authority], ...]:
+        """Every keyless authority, with its policy (they need a trusted root)."""
+        return tuple((p, a) for p in self.policies for a in p.authorities if a.kind == "keyless")
 
     def matching(self, image: str) -> tuple[ImagePolicy, ...]:
         """The policies whose globs match an image reference, in the order they were read."""
@@ -163,7 +179,7 @@ def _identity(reader: _Reader, raw: Any, path: str) -> Identity:  # noqa: ANN401
     return Identity(issuer=issuer, subject=subject, issuer_regexp=issuer_re, subject_regexp=subject_re)
 
 
-def _key(reader: _Reader, raw: Any, name: str, path: str) -> Authority:  # noqa: ANN401 - YAML data
+def _key(reader: _Reader, raw: Any, name: str, path: str, formats: frozenset[str]) -> Authority:  # noqa: ANN401
     doc = reader.mapping(raw, path, "key")
     pem = reader.text(doc, "data", path, required=True)
     if "-----BEGIN PUBLIC KEY-----" not in pem:
@@ -171,7 +187,7 @@ def _key(reader: _Reader, raw: Any, name: str, path: str) -> Authority:  # noqa:
     hash_algorithm = reader.text(doc, "hashAlgorithm", path) or "sha256"
     if hash_algorithm not in HASHES:
         raise reader.fail(f"{path}.hashAlgorithm", f"expected one of {', '.join(sorted(HASHES))}")
-    return Authority(name=name, kind="key", key_pem=pem, hash_algorithm=hash_algorithm)
+    return Authority(name=name, kind="key", key_pem=pem, hash_algorithm=hash_algorithm, formats=formats)
 
 
 def _authority(reader: _Reader, raw: Any, number: int) -> Authority:  # noqa: ANN401 - YAML data
@@ -181,10 +197,11 @@ def _authority(reader: _Reader, raw: Any, number: int) -> Authority:  # noqa: AN
     kinds = [kind for kind in ("key", "keyless", "static") if doc.get(kind) is not None]
     if len(kinds) != 1:
         raise reader.fail(path, "expected exactly one of key, keyless and static")
-    if reader.text(doc, "signatureFormat", path) not in {"", "simplesigning"}:
-        raise reader.fail(f"{path}.signatureFormat", "only simplesigning is supported by ocivendir")
+    formats = _FORMATS.get(reader.text(doc, "signatureFormat", path))
+    if formats is None:
+        raise reader.fail(f"{path}.signatureFormat", "expected legacy or bundle")
     if kinds == ["key"]:
-        return _key(reader, doc["key"], name, f"{path}.key")
+        return _key(reader, doc["key"], name, f"{path}.key", formats)
     if kinds == ["static"]:
         static = reader.mapping(doc["static"], f"{path}.static", "static")
         action = reader.text(static, "action", f"{path}.static", required=True)
@@ -194,14 +211,15 @@ def _authority(reader: _Reader, raw: Any, number: int) -> Authority:  # noqa: AN
             name=name, kind="static", action=action, message=reader.text(static, "message", f"{path}.static")
         )
     keyless = reader.mapping(doc["keyless"], f"{path}.keyless", "keyless")
-    reader.text(keyless, "url", f"{path}.keyless")
     where = f"{path}.keyless.identities"
     identities = tuple(
         _identity(reader, item, f"{where}[{i}]") for i, item in enumerate(reader.items(keyless, "identities", where))
     )
-    if identities:  # well-formed; verifying Fulcio certificates and Rekor bundles is not implemented yet
-        raise reader.fail(f"{path}.keyless", "keyless verification is not supported by this version of ocivendir")
-    return Authority(name=name, kind="keyless", identities=identities)  # pragma: no cover - identities is non-empty
+    ignore_sct = keyless.get("insecureIgnoreSCT", False)
+    if not isinstance(ignore_sct, bool):
+        raise reader.fail(f"{path}.keyless.insecureIgnoreSCT", "expected true or false")
+    reader.text(keyless, "url", f"{path}.keyless", required=True)  # policy-controller: one of url and ca-cert
+    return Authority(name=name, kind="keyless", identities=identities, check_sct=not ignore_sct, formats=formats)
 
 
 def _policy(reader: _Reader, doc: dict[str, Any]) -> ImagePolicy:

@@ -1,0 +1,253 @@
+"""Owns: reaching a signature verdict — reading an image's signatures and bundles, and each authority's answer.
+
+The gate (`engine/signatures.py`) comes here only when no verdict is remembered. Every policy given must pass; a policy
+passes when one of its authorities does (policy-controller's rules). A key authority passes when one of cosign's
+signatures of the image (`sign/cosign.py`, fetched from the image's own repository through `Content`: verified against
+their digests, cached and possessed like any content) verifies with its key and its payload names the manifest
+digest; a keyless authority, when one is a valid keyless signature by one of its identities under the trusted root
+(`sign/keyless.py`); when cosign's signatures do not suffice, the Sigstore bundles attached as referrers
+(`engine/referrers.py`, `sign/bundle.py`) are read and checked the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from threading import Lock
+
+from ocivendir.errors import NotFound, OcivendirError
+from ocivendir.oci.manifest import Manifest
+from ocivendir.sign.cosign import (
+    BUNDLE_ANNOTATION,
+    CERTIFICATE_ANNOTATION,
+    CHAIN_ANNOTATION,
+    MAX_PAYLOAD,
+    MAX_SIGNATURES,
+    payload_digest,
+    signature_bytes,
+    signature_tag,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ocivendir.engine.content import Content
+    from ocivendir.engine.image import FetchedImage
+    from ocivendir.engine.referrers import Bundles
+    from ocivendir.sign.bundle import SigstoreBundle
+    from ocivendir.sign.keyless import Signed
+    from ocivendir.sign.keys import PublicKey
+    from ocivendir.sign.policy import Authority, ImagePolicy
+    from ocivendir.sign.trustroot import TrustedRoot
+
+__all__ = ["PolicyOutcome", "Signatures", "Verifier", "read_signatures"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Signatures:
+    """The cosign signatures found for an image, or why none could be read."""
+
+    items: tuple[Signed, ...] = ()
+    problem: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyOutcome:
+    """One matching policy's answer for an image: passed, or the reason each authority gave."""
+
+    policy: ImagePolicy
+    passed: bool
+    reasons: tuple[str, ...] = ()
+
+    def describe(self, ref: str) -> str:
+        """The failure, naming the image, the policy and its file, and each authority's reason."""
+        why = "; ".join(self.reasons)
+        return f"image '{ref}' is not allowed by signature policy '{self.policy.name}' ({self.policy.source}): {why}"
+
+
+def read_signatures(content: Content, image: FetchedImage) -> Signatures:
+    """Cosign's signatures of an image, from `<repo>:sha256-<hex>.sig` (none when the tag does not exist)."""
+    from ocivendir.sign.keyless import Signed  # noqa: PLC0415 - a warm run whose verdict is remembered reads none
+
+    tag = signature_tag(image.repo, image.digest)
+    try:
+        digest = content.resolve(tag)
+        raw, manifest = content.manifest(image.repo, digest)
+        if not isinstance(manifest, Manifest):
+            return Signatures(problem=f"'{tag}' is an index, not a signature image")
+        if len(manifest.layers) > MAX_SIGNATURES or any(blob.size > MAX_PAYLOAD for blob in manifest.blobs):
+            return Signatures(problem=f"'{tag}' is not a signature image: over {MAX_SIGNATURES} layers or a blob "
+                                      f"over {MAX_PAYLOAD} bytes")  # fmt: skip
+        layers = [(layer, sig) for layer in manifest.layers if (sig := signature_bytes(layer)) is not None]
+        content.ensure_blobs(image.repo, manifest.blobs)  # the config too: the ref is recorded whole
+        items = tuple(
+            Signed(
+                payload=content.store.read_verified(layer.digest, layer.size, f"signature payload of '{tag}'"),
+                signature=sig,
+                certificate=layer.annotations.get(CERTIFICATE_ANNOTATION, ""),
+                chain=layer.annotations.get(CHAIN_ANNOTATION, ""),
+                bundle=layer.annotations.get(BUNDLE_ANNOTATION, ""),
+            )
+            for layer, sig in layers
+        )
+        content.record(image.repo, digest, raw, manifest, "signature")
+    except NotFound:
+        return Signatures(problem=f"no signatures (no '{tag}' in the registry)")
+    except OcivendirError as exc:
+        return Signatures(problem=f"its signatures could not be read: {exc}")
+    return Signatures(items=items)
+
+
+class _Evidence:
+    """An image's signatures and Sigstore bundles, each read on first need and once per run."""
+
+    def __init__(self, content: Content, image: FetchedImage) -> None:
+        self.content, self.image = content, image
+        self._signatures: Signatures | None = None
+        self._bundles: Bundles | None = None
+
+    def signatures(self) -> Signatures:
+        if self._signatures is None:
+            self._signatures = read_signatures(self.content, self.image)
+        return self._signatures
+
+    def bundles(self) -> Bundles:
+        if self._bundles is None:
+            from ocivendir.engine.referrers import read_bundles  # noqa: PLC0415 - only when no signature sufficed
+
+            self._bundles = read_bundles(self.content, self.image)
+        return self._bundles
+
+
+class Verifier:
+    """One run's verification: the keys policies name and the trusted root, each loaded on first use."""
+
+    def __init__(self, trusted_root: str | None, root_bytes: bytes | None) -> None:
+        """A verifier for the trusted root at this path, whose bytes the gate has read."""
+        self.trusted_root, self._root_bytes = trusted_root, root_bytes
+        self._keys: dict[tuple[str, str], PublicKey] = {}
+        self._parsed: TrustedRoot | None = None  # parsed when a keyless authority is first evaluated
+        self._lock = Lock()
+
+    def evaluate(self, content: Content, image: FetchedImage, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:
+        """Each policy's outcome; signatures and bundles are read once, and only if an authority needs them."""
+        evidence = _Evidence(content, image)
+        outcomes = []
+        for policy in policies:
+            reasons = []
+            for authority in policy.authorities:
+                reason = self._authority(policy, authority, str(image.digest), evidence)
+                if reason is None:
+                    outcomes.append(PolicyOutcome(policy=policy, passed=True))
+                    break
+                reasons.append(f"authority '{authority.name}': {reason}")
+            else:
+                outcomes.append(PolicyOutcome(policy=policy, passed=False, reasons=tuple(reasons)))
+        return outcomes
+
+    def _authority(self, policy: ImagePolicy, authority: Authority, digest: str, evidence: _Evidence) -> str | None:
+        """None when the authority vouches for the image, else why not: cosign's signatures first, then bundles."""
+        if authority.kind == "static":  # policy-controller's words
+            return None if authority.action == "pass" else f"disallowed by static policy: {authority.message}"
+        reasons = []
+        if "legacy" in authority.formats:
+            found = evidence.signatures()
+            if not found.items:
+                reasons.append(found.problem or "the signature image holds no cosign signature")
+            elif (reason := self._signed_by(found, self._verifier(policy, authority), authority, digest)) is None:
+                return None
+            else:
+                reasons.append(reason)
+        if "bundle" in authority.formats:
+            bundles = evidence.bundles()
+            if not bundles.found:
+                reasons.append(bundles.problem)
+            elif (bundled := self._bundled(bundles, self._bundle_verifier(policy, authority), digest)) is None:
+                return None
+            else:
+                reasons.append(bundled)
+        return "; ".join(reasons)
+
+    @staticmethod
+    def _bundled(bundles: Bundles, verifies: Callable[[SigstoreBundle], str | None], digest: str) -> str | None:
+        """None when one Sigstore bundle verifies and speaks for the digest, else why none does."""
+        from ocivendir.sign.bundle import parse_bundle  # noqa: PLC0415 - bundles only
+
+        problems = []
+        for raw in bundles.found:
+            try:
+                bundle = parse_bundle(raw)
+            except ValueError as exc:
+                problems.append(str(exc))
+                continue
+            problem = verifies(bundle)
+            if problem is None and bundle.names(digest):
+                return None
+            problems.append(problem or f"a Sigstore bundle verifies, but it does not name {digest}")
+        return f"no valid Sigstore bundle ({len(bundles.found)} checked: {'; '.join(dict.fromkeys(problems))})"
+
+    @staticmethod
+    def _signed_by(
+        found: Signatures, verifies: Callable[[Signed], str | None], authority: Authority, digest: str
+    ) -> str | None:
+        """None when one signature verifies and its payload names the digest, else why none does."""
+        other, problems = None, []
+        for signed in found.items:
+            problem = verifies(signed)
+            if problem is None:
+                named = payload_digest(signed.payload)
+                if named == digest:
+                    return None
+                other = named or "no digest"
+            else:
+                problems.append(problem)
+        if other is not None:
+            return f"a signature verifies, but its payload names {other}, not {digest}"
+        if authority.kind == "key":
+            return f"no signature verifies with its key ({len(found.items)} checked)"
+        return f"no valid keyless signature ({len(found.items)} checked: {'; '.join(dict.fromkeys(problems))})"
+
+    def _bundle_verifier(self, policy: ImagePolicy, authority: Authority) -> Callable[[SigstoreBundle], str | None]:
+        """The authority's check of one Sigstore bundle: None when it vouches for it, else why not."""
+        from ocivendir.sign.bundle import bundle_key_problem, bundle_keyless_problem  # noqa: PLC0415 - bundles only
+
+        if authority.kind == "keyless":
+            root = self._trusted()
+            return lambda bundle: bundle_keyless_problem(
+                bundle, authority.identities, root, check_sct=authority.check_sct
+            )
+        key = self._key(policy, authority)
+        return lambda bundle: bundle_key_problem(bundle, key, authority.hash_algorithm)
+
+    def _verifier(self, policy: ImagePolicy, authority: Authority) -> Callable[[Signed], str | None]:
+        """The authority's check of one signature: None when it vouches for it, else why not."""
+        if authority.kind == "keyless":
+            from ocivendir.sign.keyless import keyless_problem  # noqa: PLC0415 - cryptography only when verifying
+
+            root = self._trusted()
+            return lambda signed: keyless_problem(signed, authority.identities, root, check_sct=authority.check_sct)
+        from ocivendir.sign.keys import signature_verifies  # noqa: PLC0415 - cryptography only when verifying
+
+        key = self._key(policy, authority)
+        return lambda signed: (
+            None if signature_verifies(key, signed.signature, signed.payload, authority.hash_algorithm) else "no"
+        )
+
+    def _trusted(self) -> TrustedRoot:
+        """The trusted root, parsed when a keyless authority is first evaluated (ConfigError if it is not one)."""
+        from ocivendir.sign.trustroot import parse_trusted_root  # noqa: PLC0415 - keyless only
+
+        with self._lock:
+            if self._parsed is None:
+                self._parsed = parse_trusted_root(self._root_bytes or b"", str(self.trusted_root))
+            return self._parsed
+
+    def _key(self, policy: ImagePolicy, authority: Authority) -> PublicKey:
+        from ocivendir.sign.keys import load_public_key  # noqa: PLC0415 - cryptography only when verifying
+
+        with self._lock:
+            name = (policy.name, authority.name)
+            if name not in self._keys:
+                where = f"signature policy '{policy.name}' ({policy.source}), authority '{authority.name}'"
+                self._keys[name] = load_public_key(authority.key_pem, where)
+            return self._keys[name]
