@@ -97,7 +97,7 @@ def test_relocated_without_locations_image_is_decided_by_per_image_heads(
     mark = registry.mark()
     code, report, _ = verify("-b", ref, "--cache-dir", str(tmp_path / "cache"), "--each-image")
     assert code == 0
-    assert [(m, s) for m, _, s in registry.since(mark)] == [("HEAD", 200)] * 3
+    assert [(m, s) for m, _, s in registry.since(mark)] == [("HEAD", 200)] * 3, registry.since(mark)
     assert report["result"]["requests"]["total"] == 3  # type: ignore[index]
 
 

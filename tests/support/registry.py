@@ -213,15 +213,15 @@ class Registry:
         not forward) and the log is read once the sentinel's own line is in it; a stopped one is read once it has
         been still for a moment.
         """
-        if self.process is not None and self.process.poll() is None and self._sentinel_logged():
-            # a handler logs after its last byte is sent: on a loaded machine an earlier request's line can still
-            # come just after the sentinel's (seen once: a blob GET logged after the next test step's mark)
-            time.sleep(0.02)
-            return self.requests()
+        running = self.process is not None and self.process.poll() is None and self._sentinel_logged()
+        # a handler logs after its last byte is sent: on a loaded machine an earlier request's line can still come
+        # just after the sentinel's (seen under load: a blob GET logged after the next test step's mark), so the log
+        # must also have been still for a moment — briefly once the sentinel is in, longer without one
+        pause = 0.03 if running else 0.2
         current = self.requests()
         still = 0
         while still < 2:
-            time.sleep(0.2)
+            time.sleep(pause)
             latest = self.requests()
             still = still + 1 if len(latest) == len(current) else 0
             current = latest
