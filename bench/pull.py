@@ -1,7 +1,9 @@
 """Owns: the cold-pull scenario: a large single-layer bundle and a bundle of many small files.
 
 Pulled by ocivendir (fetch, verify, extract), `skopeo copy` (fetch and verify into a dir: layout, no extraction) and
-`imgpkg pull` when IMGPKG_BIN is set; wall, CPU, peak RSS and the registry's traffic per pull. Then a resumed pull:
+`imgpkg pull` when IMGPKG_BIN is set; wall, CPU, peak RSS and the registry's traffic per pull. ocivendir runs twice:
+in-process (a terminal's `ocivendir pull`) and through a resident server started beforehand (`OCIVENDIR_SERVER=on`:
+the client's CPU plus the server's and its worker's; the peak RSS is the client's). Then a resumed pull:
 the largest single-layer bundle through a proxy that resets the connection half-way through the layer, once; the
 registry's log and the proxy's count say how much of the layer was sent again.
 """
@@ -18,8 +20,11 @@ from tests.support.registry import Registry
 
 from bench import seed
 from bench.accesslog import AccessLog, Traffic, counting
-from bench.measure import repeat, run
+from bench.measure import Run, repeat, run
+from bench.serverstat import server_cpu_s, stop_servers
 from bench.tools import Tools, clean_env
+
+SERVER_TOOL = "ocivendir (server)"
 
 
 @dataclass(frozen=True)
@@ -50,11 +55,25 @@ def _commands(tools: Tools, ref: str, out: Path, cache: Path) -> dict[str, list[
     return commands
 
 
-def _cold(registry: Registry, argv: list[str], work: Path, reps: int) -> dict[str, Any]:
-    """Measure one tool's cold pull: output and cache removed before every repetition."""
+def _cold(registry: Registry, argv: list[str], work: Path, reps: int, server: Path | None = None) -> dict[str, Any]:
+    """Measure one tool's cold pull: output and cache removed before every repetition.
+
+    With `server`, ocivendir hands the pull to the resident server living there; each repetition's CPU adds what the
+    server and its worker used to the client's.
+    """
     traffic: list[Traffic] = []
-    env = clean_env(work / "home")
-    once = counting(AccessLog(registry), lambda: run(argv, env=env), traffic)
+    extra = {"OCIVENDIR_SERVER": "on", "OCIVENDIR_SERVER_DIR": str(server)} if server else {"OCIVENDIR_SERVER": "off"}
+    env = clean_env(work / "home", **extra) if argv[0].endswith("ocivendir") else clean_env(work / "home")
+
+    def one() -> Run:
+        served = server_cpu_s(server) if server else 0.0
+        done = run(argv, env=env)
+        if server is None:
+            return done
+        return Run(done.code, done.wall_s, done.cpu_s + server_cpu_s(server) - served, done.rss_kib, done.stdout,
+                   done.stderr)  # fmt: skip
+
+    once = counting(AccessLog(registry), one, traffic)
 
     def before() -> None:
         for name in ("out", "cache", "home"):
@@ -74,6 +93,7 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
         ref = _push(registry, case, number, work)
         commands = _commands(tools, ref, work / "out", work / "cache")
         measured = {name: _cold(registry, argv, work, reps) for name, argv in commands.items()}
+        measured[SERVER_TOOL] = _served(registry, commands["ocivendir"], work, reps)
         results.append({"name": case.name, "ref": ref, "tools": measured})
         if case.size_mib and (largest is None or case.size_mib > largest[0].size_mib):
             largest = (case, ref)
@@ -81,7 +101,25 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
     resumed = _resumed(registry, tools, work, *largest) if largest is not None else None
     return {"cases": results, "skipped": skipped, "resume": resumed,
             "notes": "skopeo copy to a dir: layout fetches and verifies but does not extract; ocivendir and imgpkg "
-                     "extract the bundle into a directory"}  # fmt: skip
+                     "extract the bundle into a directory. ocivendir (server): the same pull handed to a resident "
+                     "server started beforehand; CPU is the client's plus the server's and its worker's, peak RSS the "
+                     "client's"}  # fmt: skip
+
+
+def _served(registry: Registry, argv: list[str], work: Path, reps: int) -> dict[str, Any]:
+    """The cold pull of ocivendir through a server started before the first repetition, stopped after the last."""
+    server = work / "server"
+    shutil.rmtree(server, ignore_errors=True)
+    server.mkdir(mode=0o700, parents=True)
+    (work / "home").mkdir(parents=True, exist_ok=True)
+    env = clean_env(work / "home", OCIVENDIR_SERVER="on", OCIVENDIR_SERVER_DIR=str(server))
+    started = run([argv[0], "server", "start"], env=env)
+    if started.code != 0:
+        raise RuntimeError(f"ocivendir server start failed: {started.stderr[-2000:]}")
+    try:
+        return _cold(registry, argv, work, reps, server)
+    finally:
+        stop_servers(server)
 
 
 def _push(registry: Registry, case: Case, number: int, work: Path) -> str:
