@@ -58,6 +58,9 @@ class FaultProxy:
         self.in_flight = 0
         self.max_in_flight = 0
         self._count_lock = threading.Lock()
+        # set by stop(): a request still stalled by a delay rule then ends unanswered instead of reaching the
+        # registry later, where the session's shared access log would count it in another test's requests
+        self.stopped = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -71,7 +74,7 @@ class FaultProxy:
         for rule in self.rules:
             if rule.delay and rule.matches(method, path, ranged):
                 rule.hits += 1
-                time.sleep(rule.delay)
+                self.stopped.wait(rule.delay)
 
     def altered(self, method: str, path: str, data: bytes, ranged: bool = False) -> bytes:
         """The upstream's body, the bytes of the first matching `body` rule, or with a `tamper` rule's flipped byte."""
@@ -107,6 +110,7 @@ class FaultProxy:
         return self
 
     def stop(self) -> None:
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -125,6 +129,20 @@ def _write_body(handler: BaseHTTPRequestHandler, data: bytes, truncate: Rule | N
         handler.wfile.write(data)
         return len(data)
     return 0
+
+
+def _answer_status(handler: BaseHTTPRequestHandler, proxy: FaultProxy, rule: Rule) -> None:
+    """Answer a status rule's status itself; with the rule's body if it has one (a registry that lies)."""
+    rule.hits += 1
+    proxy.log.append((handler.command, handler.path, rule.status))
+    handler.send_response(rule.status)
+    data = rule.body or b""
+    for key, value in rule.headers.items():
+        handler.send_header(key, value)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(data)
 
 
 def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
@@ -149,18 +167,12 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             ranged = "Range" in self.headers
             proxy.ranges.append((self.command, self.path, self.headers.get("Range")))
             proxy.wait(self.command, self.path, ranged)
+            if proxy.stopped.is_set():  # the test is over: nothing more reaches the registry
+                self.close_connection = True
+                return
             rule = proxy.first(self.command, self.path, lambda r: bool(r.status), ranged)
             if rule is not None:
-                rule.hits += 1
-                proxy.log.append((self.command, self.path, rule.status))
-                self.send_response(rule.status)
-                data = rule.body or b""  # a status rule with a body answers it itself (a registry that lies)
-                for key, value in rule.headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                _answer_status(self, proxy, rule)
                 return
             self._forward(body, ranged)
 

@@ -217,7 +217,7 @@ class Registry:
         # a handler logs after its last byte is sent: on a loaded machine an earlier request's line can still come
         # just after the sentinel's (seen under load: a blob GET logged after the next test step's mark), so the log
         # must also have been still for a moment — briefly once the sentinel is in, longer without one
-        pause = 0.03 if running else 0.2
+        pause = 0.02 if running else 0.2
         current = self.requests()
         still = 0
         while still < 2:
