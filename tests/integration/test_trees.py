@@ -271,8 +271,10 @@ def test_a_layer_2100_levels_deep_is_refused_and_a_deep_leftover_stage_is_recove
 def test_a_layer_of_chained_pax_headers_is_refused_not_a_recursion_error(
     registry: Registry, pusher: Pusher, repo_prefix: str, fenced: Path
 ) -> None:
-    """Pax headers of 1 MB each before one member: tarfile recurses through them, holding each (900 of them took
-    0.6 GB of RSS); the reader refuses the 17th, so 64 show the bound as well as 900 did, in a tenth of the time."""
+    """Pax headers of 1 MB each before one member, refused at the 17th rather than recursed through.
+
+    tarfile recurses through them, holding each (900 of them took 0.6 GB of RSS); 64 show the bound as 900 did.
+    """
     layer = gzip.compress(pax_chain(64, b"x" * 1_000_000), compresslevel=1, mtime=0)
     assert len(layer) < 8 << 20
     ref = pusher.image(
