@@ -104,6 +104,15 @@ def test_a_keyless_signature_holds_and_each_forgery_says_what_failed(sigstore: S
         ('{"Payload": {"logID": "zz"}}', "the Rekor bundle's logID is not hexadecimal"),
         ('{"Payload": {"logID": "00", "body": "AA==", "integratedTime": -1}}', "integratedTime is not a whole number"),
         ('{"Payload": {"logID": "00", "body": 5}}', "the Rekor bundle's body is missing"),
+        ("[" * 100_000 + "]" * 100_000, "the Rekor bundle annotation is not JSON"),  # too deep: no RecursionError
+        (
+            '{"Payload": {"logID": "00", "body": "AA==", "integratedTime": 100000000000000000000}}',
+            "integratedTime is not a whole number from 0 to 253402300799",
+        ),  # past a datetime: no OverflowError
+        (
+            '{"Payload": {"logID": "00", "body": "AA==", "integratedTime": 1, "logIndex": "\u00b2"}}',
+            "logIndex is not a whole number",
+        ),  # "²".isdigit() is true, and int() refuses it
     ],
 )
 def test_a_malformed_rekor_bundle_annotation_is_named(annotation: str, message: str) -> None:
@@ -131,6 +140,11 @@ def test_bundles_by_key_and_keyless_verify_and_name_the_digest(
     keyless = parse_bundle(bundle(digest=DIGEST, statement_of=told, sigstore=sigstore))
     assert bundle_keyless_problem(keyless, ME, root, check_sct=True) is None
     assert bundle_keyless_problem(by_key, ME, root, check_sct=True) == "the bundle carries no certificate"
+
+
+def test_a_bundle_nested_past_any_use_is_not_json_not_a_recursion_error() -> None:
+    with pytest.raises(ValueError, match="the Sigstore bundle is not JSON"):
+        parse_bundle(b"[" * 100_000 + b"]" * 100_000)
 
 
 @pytest.mark.parametrize(

@@ -37,10 +37,10 @@ class Bundles:
 
 def bundle_digests(index: bytes, where: str) -> list[Digest]:
     """The manifests of a referrers index whose `artifactType` is a Sigstore bundle's (ValueError when malformed)."""
-    import json  # noqa: PLC0415 - only when bundles are looked for (json imports re)
+    from ocivendir import jsondoc  # noqa: PLC0415 - only here (json imports re); a deep document is invalid JSON
 
     try:
-        doc = json.loads(index)
+        doc = jsondoc.loads(index)
     except ValueError:
         raise ValueError(f"{where} is not JSON") from None
     manifests = doc.get("manifests") if isinstance(doc, dict) else None
@@ -76,7 +76,7 @@ def read_bundles(content: Content, image: FetchedImage) -> Bundles:
             return Bundles(problem="no Sigstore bundle (no referrers API answer, no referrers tag)")
         raw, where = located
         digests = bundle_digests(raw, where)[:MAX_SIGNATURES]
-        found = []
+        found: list[bytes] = []
         for digest in digests:
             manifest_raw, manifest = content.manifest(image.repo, digest)
             if not isinstance(manifest, Manifest):
@@ -84,6 +84,8 @@ def read_bundles(content: Content, image: FetchedImage) -> Bundles:
             layers = [layer for layer in manifest.layers if layer.media_type in BUNDLE_TYPES]
             if any(blob.size > MAX_PAYLOAD for blob in manifest.blobs) or not layers:
                 continue
+            if len(found) + len(layers) > MAX_SIGNATURES:  # bundles, not manifests: each may list many layers
+                break
             content.ensure_blobs(image.repo, manifest.blobs)
             found += [content.store.read_verified(layer.digest, layer.size, f"Sigstore bundle of '{image.ref}'")
                       for layer in layers]  # fmt: skip

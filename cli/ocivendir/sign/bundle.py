@@ -74,10 +74,10 @@ def _pae(payload_type: str, payload: bytes) -> bytes:
 
 
 def _statement_subjects(payload: bytes) -> frozenset[str]:
-    import json  # noqa: PLC0415 - bundles only (json imports re)
+    from ocivendir import jsondoc  # noqa: PLC0415 - only here (json imports re); a deep document is invalid JSON
 
     try:
-        statement = json.loads(payload)
+        statement = jsondoc.loads(payload)
     except ValueError:
         raise ValueError("the bundle's in-toto statement is not JSON") from None
     subjects = statement.get("subject") if isinstance(statement, dict) else None
@@ -92,10 +92,11 @@ def _statement_subjects(payload: bytes) -> frozenset[str]:
 def parse_bundle(data: bytes) -> SigstoreBundle:
     """A bundle from its JSON; ValueError saying what is missing or malformed."""
     import hashlib  # noqa: PLC0415
-    import json  # noqa: PLC0415 - bundles only
+
+    from ocivendir import jsondoc  # noqa: PLC0415 - only here (json imports re); a deep document is invalid JSON
 
     try:
-        doc = json.loads(data)
+        doc = jsondoc.loads(data)
     except ValueError:
         raise ValueError("the Sigstore bundle is not JSON") from None
     if not isinstance(doc, dict):

@@ -57,20 +57,24 @@ def _b64(text: object, what: str) -> bytes:
         raise EntryError(f"the Rekor bundle's {what} is not base64") from None
 
 
-def _integer(value: object, what: str) -> int:
-    if isinstance(value, str) and value.isdigit():  # protobuf's JSON spells int64 as a string
-        return int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise EntryError(f"the Rekor bundle's {what} is not a whole number")
+_MAX_INT64 = (1 << 63) - 1  # Rekor's integratedTime and logIndex are int64
+_MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z: the last second a datetime holds
+
+
+def _integer(value: object, what: str, limit: int = _MAX_INT64) -> int:
+    if isinstance(value, str) and value.isascii() and value.isdecimal() and len(value) <= 19:  # noqa: PLR2004
+        value = int(value)  # protobuf's JSON spells int64 as a string
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+        raise EntryError(f"the Rekor bundle's {what} is not a whole number from 0 to {limit}")
     return value
 
 
 def classic_entry(annotation: str) -> Entry:
     """The entry of cosign's `dev.sigstore.cosign/bundle` annotation."""
-    import json  # noqa: PLC0415 - keyless only (json imports re)
+    from ocivendir import jsondoc  # noqa: PLC0415 - only here (json imports re); a deep document is invalid JSON
 
     try:
-        doc = json.loads(annotation)
+        doc: Any = jsondoc.loads(annotation)
     except ValueError:
         raise EntryError("the Rekor bundle annotation is not JSON") from None
     payload = doc.get("Payload") if isinstance(doc, dict) else None
@@ -84,7 +88,7 @@ def classic_entry(annotation: str) -> Entry:
     if identity is None:
         raise EntryError("the Rekor bundle's logID is not hexadecimal")
     return Entry(body=_b64(payload.get("body"), "body"),
-                 integrated_time=_integer(payload.get("integratedTime"), "integratedTime"),
+                 integrated_time=_integer(payload.get("integratedTime"), "integratedTime", _MAX_TIME),
                  log_index=_integer(payload.get("logIndex"), "logIndex"), log_id=identity,
                  set_signature=_b64(doc.get("SignedEntryTimestamp"), "SignedEntryTimestamp"))  # fmt: skip
 
@@ -98,7 +102,7 @@ def rekor_entry(doc: dict[str, Any]) -> Entry:
     if not isinstance(log_id, dict):
         raise EntryError("the bundle's log entry has no logId")
     return Entry(body=_b64(doc.get("canonicalizedBody"), "canonicalizedBody"),
-                 integrated_time=_integer(doc.get("integratedTime"), "integratedTime"),
+                 integrated_time=_integer(doc.get("integratedTime"), "integratedTime", _MAX_TIME),
                  log_index=_integer(doc.get("logIndex"), "logIndex"), log_id=_b64(log_id.get("keyId"), "logId.keyId"),
                  set_signature=_b64(promise.get("signedEntryTimestamp"), "signedEntryTimestamp"))  # fmt: skip
 
@@ -112,10 +116,10 @@ def _canonical(entry: Entry) -> bytes:
 
 def _body_matches(body: bytes, payload_sha256: str, signature: bytes, public: bytes) -> str | None:
     """None when the entry's body records this signature, payload digest and certificate (or key), else why not."""
-    import json  # noqa: PLC0415 - keyless only
+    from ocivendir import jsondoc  # noqa: PLC0415 - only here (json imports re); a deep document is invalid JSON
 
     try:
-        doc = json.loads(body)
+        doc = jsondoc.loads(body)
     except ValueError:
         return "the Rekor entry's body is not JSON"
     kind = (doc.get("kind"), doc.get("apiVersion")) if isinstance(doc, dict) else None

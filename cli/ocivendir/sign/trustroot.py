@@ -180,11 +180,11 @@ def _authorities(reader: _Reader, doc: dict[str, Any]) -> tuple[Authority, ...]:
 
 def parse_trusted_root(data: bytes, source: str) -> TrustedRoot:
     """A trusted root from the file's bytes; ConfigError naming the file and field when it is not one."""
-    import json  # noqa: PLC0415 - keyless verification only (json imports re)
+    from ocivendir import jsondoc  # noqa: PLC0415 - only here (json imports re); a deep document is invalid JSON
 
     reader = _Reader(source)
     try:
-        doc = json.loads(data)
+        doc = jsondoc.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"Reading Sigstore trusted root '{source}': not JSON: {exc}") from None
     if not isinstance(doc, dict):
