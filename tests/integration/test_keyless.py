@@ -214,12 +214,14 @@ def test_a_malformed_trusted_root_is_exit_2_naming_the_file_and_field(
     if text != "missing":
         root.write_text(text)
     out = tmp_path / "out"
+    mark = registry.mark()
     done = pull(ref, tmp_path, path, root)
     assert done.exit_code == 2, done.stderr
     said = " ".join(done.stderr.split())  # long errors are wrapped
     assert f"ocivendir: Error: Reading Sigstore trusted root '{root}': " in said
     assert message in said
     assert not out.exists()
+    assert registry.since(mark) == []  # parsed with the policies, before anything is asked of the registry
 
 
 def test_a_warm_keyless_sync_makes_no_request_and_a_changed_trusted_root_verifies_again(

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ocivendir.engine.verification import PolicyOutcome, Verifier
     from ocivendir.sign.policy import ImagePolicy, PolicySet
     from ocivendir.sign.source import PolicySource
+    from ocivendir.sign.trustroot import TrustedRoot
 
 __all__ = ["FAILED", "UNMATCHED", "VERIFIED", "WARNED", "SignatureGate", "verdict_key"]
 
@@ -57,14 +58,21 @@ class SignatureGate:
             self._root_bytes = read_trusted_root(trusted_root)
         self._root_any = hashlib.sha256(self._root_bytes).hexdigest() if self._root_bytes is not None else ""
         self._policies: PolicySet | None = None
+        self._root: TrustedRoot | None = None  # parsed by validate() when a keyless authority will need it
         self._verifier: Verifier | None = None
         self._lock = Lock()
 
     def validate(self, index: CacheIndex | None) -> None:
-        """Parse the policy files (ConfigError when one is not valid) unless the index remembers they parsed."""
+        """Parse the policy files and, for keyless authorities, the trusted root: ConfigError before any request.
+
+        Skipped when the index remembers that these files (with this trusted root) parsed.
+        """
         if index is not None and index.signature_verdict(_MARK, _FILES + self.source.digest, self._root_any) == PARSED:
             return
-        self.policies()
+        if self.policies().keyless and self._root_bytes is not None:
+            from ocivendir.sign.trustroot import parse_trusted_root  # noqa: PLC0415 - keyless only
+
+            self._root = parse_trusted_root(self._root_bytes, str(self.trusted_root))
         if index is not None:
             index.put_signature_verdict(_MARK, _FILES + self.source.digest, self._root_any, PARSED)
 
@@ -120,5 +128,5 @@ class SignatureGate:
 
         with self._lock:
             if self._verifier is None:
-                self._verifier = Verifier(self.trusted_root, self._root_bytes)
+                self._verifier = Verifier(self.trusted_root, self._root_bytes, self._root)
             return self._verifier

@@ -122,11 +122,11 @@ class _Evidence:
 class Verifier:
     """One run's verification: the keys policies name and the trusted root, each loaded on first use."""
 
-    def __init__(self, trusted_root: str | None, root_bytes: bytes | None) -> None:
-        """A verifier for the trusted root at this path, whose bytes the gate has read."""
+    def __init__(self, trusted_root: str | None, root_bytes: bytes | None, parsed: TrustedRoot | None = None) -> None:
+        """A verifier for the trusted root at this path, whose bytes the gate has read (and parsed, if it did)."""
         self.trusted_root, self._root_bytes = trusted_root, root_bytes
         self._keys: dict[tuple[str, str], PublicKey] = {}
-        self._parsed: TrustedRoot | None = None  # parsed when a keyless authority is first evaluated
+        self._parsed = parsed  # else parsed when a keyless authority is first evaluated
         self._lock = Lock()
 
     def evaluate(self, content: Content, image: FetchedImage, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:

@@ -63,10 +63,8 @@ class Authority(_Validity):
 
 @dataclass(frozen=True, kw_only=True)
 class TrustedRoot:
-    """The parsed trusted root, and the sha256 of the file's bytes (a remembered verdict depends on it)."""
+    """The parsed trusted root (a remembered verdict depends on its file's bytes: the gate hashes them)."""
 
-    source: str
-    digest: str
     authorities: tuple[Authority, ...]
     tlogs: tuple[LogKey, ...]
     ctlogs: tuple[LogKey, ...]
@@ -193,8 +191,6 @@ def parse_trusted_root(data: bytes, source: str) -> TrustedRoot:
     if media_type and media_type not in MEDIA_TYPES:
         raise reader.fail("mediaType", f"expected {' or '.join(MEDIA_TYPES)}, found {media_type!r}")
     return TrustedRoot(
-        source=source,
-        digest=hashlib.sha256(data).hexdigest(),
         authorities=_authorities(reader, doc),
         tlogs=_logs(reader, doc, "tlogs"),
         ctlogs=_logs(reader, doc, "ctlogs"),
