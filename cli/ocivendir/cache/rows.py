@@ -179,7 +179,7 @@ def verdict_row(bundle_ref: str, row: tuple[object, ...]) -> Verdict:
         raise BadRow(f"method {method!r} is unknown")
     try:
         missing = jsondoc.loads(_text(missing_json, "missing images"))
-    except (ValueError, RecursionError):
+    except ValueError:  # too deep is invalid JSON (jsondoc)
         raise BadRow("missing images are not JSON") from None
     if not isinstance(missing, list) or len(missing) > _MAX_MISSING or not all(isinstance(m, str) for m in missing):
         raise BadRow("missing images are not a list of references")

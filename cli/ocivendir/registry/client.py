@@ -386,13 +386,7 @@ class RegistryClient:
         path = endpoint.api_path(f"manifests/{ref.identifier}")
         response = self._send("GET", endpoint, path, {"Accept": ACCEPT_MANIFESTS}, stream=True, what=what)
         self._raise_for(response, what)
-        with contextlib.closing(response):
-            try:
-                raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
-            except Transient:
-                self._deadline.remaining(what)  # a body cut off by the run's deadline says so
-                raise
-        self._stats.received(len(raw))
+        raw = self._document(response, what)
         actual = sha256_digest(raw)
         expected = ref.digest
         if expected is None and response.headers.get("Docker-Content-Digest"):
@@ -538,8 +532,16 @@ class RegistryClient:
             response.close()
             return None
         self._raise_for(response, what)
+        return self._document(response, what)
+
+    def _document(self, response: Response, what: str) -> bytes:
+        """A manifest-sized body, read whole within MAX_MANIFEST_BYTES and counted; the response is closed."""
         with contextlib.closing(response):
-            raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
+            try:
+                raw = _read_capped(response, MAX_MANIFEST_BYTES, what)
+            except Transient:
+                self._deadline.remaining(what)  # a body cut off by the run's deadline says so
+                raise
         self._stats.received(len(raw))
         return raw
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from urllib3.response import HTTPResponse
 
-__all__ = ["EXCHANGE", "Adapter", "Exchange"]
+__all__ = ["EXCHANGE", "Adapter"]
 
 _INF = float("inf")
 
@@ -138,10 +138,6 @@ class _Bounded(HTTPConnection):
         self._spent = True
 
 
-class _PlainConnection(_Bounded):
-    pass
-
-
 class _TLSConnection(_Bounded, HTTPSConnection):
     def _new_conn(self) -> socket.socket:
         """TCP (after a ClientHello probe where https is only a guess), then the agent's TLS context."""
@@ -163,7 +159,7 @@ class _TLSConnection(_Bounded, HTTPSConnection):
 
 
 class _PlainPool(HTTPConnectionPool):
-    ConnectionCls = _PlainConnection
+    ConnectionCls = _Bounded
 
 
 class _TLSPool(HTTPSConnectionPool):
