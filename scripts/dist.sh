@@ -6,16 +6,19 @@
 #     ocivendir/modes/{vendir,imgpkg}        links to ../ocivendir: the client's fallback argv[0] where /proc is absent
 #   ocivendir-<version>-linux-<arch>.tar.gz  that directory, reproducibly packed (what a Dockerfile ADDs)
 #   ocivendir-<version>-py3-none-any.whl, ocivendir-<version>.tar.gz   wheel and sdist (python -m build)
-# `--frozen` builds dist/ocivendir only (the sidecar test's need). Unchanged inputs are not rebuilt; everything
+# `--frozen` builds dist/ocivendir only (the sidecar test's need); `--prepare` only installs the freezer into .venv
+# (scripts/test.sh, before its parallel workers start: an install changes the venv's build id under them). Unchanged inputs are not rebuilt; everything
 # cached lives in build/ (ignored): the freezer wheel with its zlib-free bootloader, PyInstaller's work dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 frozen_only=0
+prepare_only=0
 case "${1:-}" in
     --frozen) frozen_only=1 ;;
+    --prepare) prepare_only=1 ;;
     "") ;;
-    *) echo "usage: scripts/dist.sh [--frozen]" >&2; exit 2 ;;
+    *) echo "usage: scripts/dist.sh [--frozen | --prepare]" >&2; exit 2 ;;
 esac
 
 fail() { echo "dist: $*" >&2; exit 1; }
@@ -148,6 +151,10 @@ package() {
     echo "$want_packages" >"$cache/packaged.stamp"
 }
 
+if [ "$prepare_only" = 1 ]; then
+    ensure_freezer
+    exit 0
+fi
 freeze
 client
 [ "$frozen_only" = 1 ] || package

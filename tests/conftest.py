@@ -7,7 +7,7 @@ import io
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,11 +203,36 @@ def repo_prefix(request: pytest.FixtureRequest) -> str:
     return f"t{next(_counter)}-{name}"
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Under OCIVENDIR_TEST_SERVER=on: a test's teardown report carries how its CLI calls went.
+
+    pytest-xdist's controller sums them from its workers' reports (their counters are not its own).
+    """
+    report: pytest.TestReport = yield
+    if THROUGH_SERVER and call.when == "teardown":
+        report.user_properties.append(("cli_calls", (SERVED_CALLS["server"], SERVED_CALLS["in-process"])))
+        SERVED_CALLS.update({"server": 0, "in-process": 0})
+    return report
+
+
+_CALLS_SEEN = {"server": 0, "in-process": 0}  # summed from the reports, in whichever process writes the summary
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties if report.when == "teardown" else ():
+        if name == "cli_calls":
+            _CALLS_SEEN["server"] += value[0]
+            _CALLS_SEEN["in-process"] += value[1]
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Under OCIVENDIR_TEST_SERVER=on: how many CLI calls the server served, how many stayed in-process."""
     if THROUGH_SERVER:
-        terminalreporter.write_line(f"CLI calls through the server: {SERVED_CALLS['server']}, in-process (patched "
-                                    f"internals): {SERVED_CALLS['in-process']}")  # fmt: skip
+        terminalreporter.write_line(f"CLI calls through the server: {_CALLS_SEEN['server']}, in-process (patched "
+                                    f"internals): {_CALLS_SEEN['in-process']}")  # fmt: skip
 
 
 def pytest_sessionfinish() -> None:

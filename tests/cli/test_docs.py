@@ -66,7 +66,8 @@ def test_flags_named_in_the_readme_exist() -> None:
                 stack.extend(current.commands.values())
     mentioned = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", readme))
     foreign = {"--strict", "--to-repo", "--lock-output", "--preserve-permissions", "--repo-based-tags", "--to-tar"}
-    foreign |= {"--frozen", "--onedir", "--standalone", "--build-arg", "--data-value"}  # dist.sh, freezers, docker, ytt
+    foreign |= {"--frozen", "--prepare", "--onedir", "--standalone"}  # dist.sh, freezers
+    foreign |= {"--build-arg", "--data-value"}  # docker, ytt
     foreign |= {"--data-value-yaml", "--data-values-file"}  # ytt
     foreign |= {"--only", "--merge", "--reps"}  # bench/run.sh
     foreign |= {"--from-file"}  # kubectl create configmap
