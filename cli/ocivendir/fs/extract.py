@@ -24,6 +24,7 @@ import stat
 from dataclasses import dataclass, field
 
 from ocivendir.errors import UnsafeArchive
+from ocivendir.fs.dropbehind import DropBehind
 from ocivendir.fs.limits import ExtractLimits, Tally, check_path, human
 from ocivendir.fs.paths import pure
 from ocivendir.fs.remove import remove_tree
@@ -216,8 +217,11 @@ class _Layer:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(target, flags, 0o600)
         with os.fdopen(fd, "wb") as out:
+            behind, written = DropBehind(fd), 0  # a large file's pages: this run does not read them again
             while chunk := data.read(_CHUNK):
                 out.write(chunk)
+                written += len(chunk)
+                behind.wrote(written)
             out.flush()
             os.fchmod(fd, file_mode(member.mode, self.policy.umask))  # on the descriptor: no path lookup, no link
             os.utime(fd, (member.mtime, member.mtime))

@@ -18,6 +18,7 @@ import os
 import stat
 
 from ocivendir.errors import DigestMismatch
+from ocivendir.fs.dropbehind import DropBehind
 from ocivendir.oci.reference import Digest
 
 TYPE_CHECKING = False
@@ -30,7 +31,6 @@ __all__ = ["BlobFile", "NotAFile", "range_start"]
 _CHUNK = 1 << 20
 _BEHIND_FROM = 8 << 20  # blobs at least this large are written and hashed on a thread of their own
 _DEPTH = 2  # chunks queued for that thread: the network reads ahead of the disk by at most this many
-_WRITE_BACK = 32 << 20  # start writing the file's pages to disk each time this many more bytes are in it
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never through a link or a FIFO
 
 
@@ -69,7 +69,7 @@ class BlobFile:
         os.set_blocking(self._fd, True)
         self._hash = hashlib.sha256()
         self.written = 0  # bytes kept or appended (a large blob's last ones may still be on their way to the file)
-        self._written_back = 0  # bytes up to which write-back to disk was started
+        self._behind_pages = DropBehind(self._fd)  # the page cache it takes: the file is not read again in this run
         self._prepared = False
         self._behind = _Behind(self._store) if size >= _BEHIND_FROM else None
 
@@ -125,17 +125,7 @@ class BlobFile:
         while view:
             view = view[os.write(self._fd, view) :]
         self._seen(offset, chunk)
-        if offset + len(chunk) - self._written_back >= _WRITE_BACK:
-            self._write_back(offset + len(chunk))
-
-    def _write_back(self, end: int) -> None:
-        """Start writing what is in the file to disk now, without waiting (the cache's fsync then has little left).
-
-        POSIX_FADV_DONTNEED starts the write-back of dirty pages and drops the clean ones: the file is not read again
-        in this run (a resumed one reads it once, from the start).
-        """
-        os.posix_fadvise(self._fd, self._written_back, end - self._written_back, os.POSIX_FADV_DONTNEED)
-        self._written_back = end
+        self._behind_pages.wrote(offset + len(chunk))  # and the cache's fsync has little left to wait for
 
     def append(self, chunk: bytes) -> None:
         """Add a chunk: written and hashed now, or for a large blob queued for its thread to do so."""
@@ -152,7 +142,8 @@ class BlobFile:
         os.ftruncate(self._fd, 0)
         os.lseek(self._fd, 0, os.SEEK_SET)
         self._hash = hashlib.sha256()
-        self.written = self._written_back = 0
+        self.written = 0
+        self._behind_pages = DropBehind(self._fd)
         self._prepared = True
 
     @property
