@@ -130,16 +130,37 @@ def repeat(once: Callable[[], Run], reps: int, before: Callable[[], None] | None
     A repetition that fails (non-zero exit) stops the measurement with its stderr: a figure of a failing command
     would mean nothing.
     """
-    runs: list[Run] = []
-    while len(runs) < reps or (len(runs) < SUB_SECOND_REPS and reps > 1 and _median_wall(runs) < 1.0):
-        if before is not None:
-            before()
-        result = once()
-        if result.code != 0:
-            raise RuntimeError(f"measured command failed with exit code {result.code}: {result.stderr[-2000:]}")
-        runs.append(result)
-    return Repeated(Stat.of([r.wall_s for r in runs]), Stat.of([r.cpu_s for r in runs]),
-                    Stat.of([float(r.rss_kib) for r in runs]), tuple(runs))  # fmt: skip
+    return interleaved({"": (once, before)}, reps)[""]
+
+
+def interleaved(
+    commands: dict[str, tuple[Callable[[], Run], Callable[[], None] | None]], reps: int
+) -> dict[str, Repeated]:
+    """`repeat` for several commands at once, taking turns: repetition k of each runs before repetition k + 1 of any.
+
+    Drift in the machine (file-system work here costs ten times more in one hour than in the next) then weighs on
+    every command alike, instead of on whichever was measured last. Each command gets the repetitions `repeat`
+    would give it.
+    """
+    runs: dict[str, list[Run]] = {name: [] for name in commands}
+
+    def wanted(done: list[Run]) -> bool:
+        return len(done) < reps or (len(done) < SUB_SECOND_REPS and reps > 1 and _median_wall(done) < 1.0)
+
+    while any(wanted(done) for done in runs.values()):
+        for name, (once, before) in commands.items():
+            if not wanted(runs[name]):
+                continue
+            if before is not None:
+                before()
+            result = once()
+            if result.code != 0:
+                raise RuntimeError(f"{name or 'measured command'} failed with exit code {result.code}: "
+                                   f"{result.stderr[-2000:]}")  # fmt: skip
+            runs[name].append(result)
+    return {name: Repeated(Stat.of([r.wall_s for r in done]), Stat.of([r.cpu_s for r in done]),
+                           Stat.of([float(r.rss_kib) for r in done]), tuple(done))
+            for name, done in runs.items()}  # fmt: skip
 
 
 def _median_wall(runs: Sequence[Run]) -> float:

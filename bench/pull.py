@@ -1,7 +1,8 @@
 """Owns: the cold-pull scenario: a large single-layer bundle and a bundle of many small files.
 
 Pulled by ocivendir (fetch, verify, extract), `skopeo copy` (fetch and verify into a dir: layout, no extraction) and
-`imgpkg pull` when IMGPKG_BIN is set; wall, CPU, peak RSS and the registry's traffic per pull. ocivendir runs twice:
+`imgpkg pull` when IMGPKG_BIN is set; wall, CPU, peak RSS and the registry's traffic per pull, the tools taking turns
+repetition by repetition. ocivendir runs twice:
 in-process (a terminal's `ocivendir pull`) and through a resident server started beforehand (`OCIVENDIR_SERVER=on`:
 the client's CPU plus the server's and its worker's; the peak RSS is the client's). Then a resumed pull:
 the largest single-layer bundle through a proxy that resets the connection half-way through the layer, once; the
@@ -10,7 +11,9 @@ registry's log and the proxy's count say how much of the layer was sent again.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from tests.support.registry import Registry
 
 from bench import seed
 from bench.accesslog import AccessLog, Traffic, counting
-from bench.measure import Run, repeat, run
+from bench.measure import Run, interleaved, run
 from bench.serverstat import server_cpu_s, stop_servers
 from bench.tools import Tools, clean_env
 
@@ -55,8 +58,11 @@ def _commands(tools: Tools, ref: str, out: Path, cache: Path) -> dict[str, list[
     return commands
 
 
-def _cold(registry: Registry, argv: list[str], work: Path, reps: int, server: Path | None = None) -> dict[str, Any]:
-    """Measure one tool's cold pull: output and cache removed before every repetition.
+_Measured = tuple[Callable[[], Run], Callable[[], None], list[Traffic]]  # one pull, what to do before it, its traffic
+
+
+def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None = None) -> _Measured:
+    """One tool's cold pull, ready to repeat: output and cache removed before every repetition.
 
     With `server`, ocivendir hands the pull to the resident server living there; each repetition's CPU adds what the
     server and its worker used to the client's.
@@ -73,41 +79,48 @@ def _cold(registry: Registry, argv: list[str], work: Path, reps: int, server: Pa
         return Run(done.code, done.wall_s, done.cpu_s + server_cpu_s(server) - served, done.rss_kib, done.stdout,
                    done.stderr)  # fmt: skip
 
-    once = counting(AccessLog(registry), one, traffic)
-
     def before() -> None:
-        for name in ("out", "cache", "home"):
-            shutil.rmtree(work / name, ignore_errors=True)
-        (work / "home").mkdir()
+        _empty(work)
 
-    measured = repeat(once, reps, before)
-    before()
-    return {**measured.as_dict(), "requests": traffic[-1].requests, "bytes": traffic[-1].bytes}
+    return counting(AccessLog(registry), one, traffic), before, traffic
+
+
+def _empty(work: Path) -> None:
+    for name in ("out", "cache", "home"):
+        shutil.rmtree(work / name, ignore_errors=True)
+    (work / "home").mkdir(parents=True)
 
 
 def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: bool) -> dict[str, Any]:
-    """Every case, every tool; ratios of each tool's median wall against ocivendir's."""
+    """Every case, every tool, their repetitions taking turns; ratios of each tool's median wall against ocivendir's."""
     results: list[dict[str, Any]] = []
     largest: tuple[Case, str] | None = None
     for number, case in enumerate(cases(smoke)):
         ref = _push(registry, case, number, work)
         commands = _commands(tools, ref, work / "out", work / "cache")
-        measured = {name: _cold(registry, argv, work, reps) for name, argv in commands.items()}
-        measured[SERVER_TOOL] = _served(registry, commands["ocivendir"], work, reps)
-        results.append({"name": case.name, "ref": ref, "tools": measured})
+        with _server(commands["ocivendir"], work) as server:
+            pulls = {name: _cold(registry, argv, work) for name, argv in commands.items()}
+            pulls[SERVER_TOOL] = _cold(registry, commands["ocivendir"], work, server)
+            measured = interleaved({name: (once, before) for name, (once, before, _) in pulls.items()}, reps)
+        _empty(work)
+        results.append({"name": case.name, "ref": ref, "tools": {
+            name: {**measured[name].as_dict(), "requests": traffic[-1].requests, "bytes": traffic[-1].bytes}
+            for name, (_, _, traffic) in pulls.items()}})  # fmt: skip
         if case.size_mib and (largest is None or case.size_mib > largest[0].size_mib):
             largest = (case, ref)
     skipped = {name: why for name, why in tools.skipped.items() if name in {"skopeo", "imgpkg"}}
     resumed = _resumed(registry, tools, work, *largest) if largest is not None else None
     return {"cases": results, "skipped": skipped, "resume": resumed,
             "notes": "skopeo copy to a dir: layout fetches and verifies but does not extract; ocivendir and imgpkg "
-                     "extract the bundle into a directory. ocivendir (server): the same pull handed to a resident "
+                     "extract the bundle into a directory. The tools take turns, repetition by repetition, so drift "
+                     "in the machine weighs on each alike. ocivendir (server): the same pull handed to a resident "
                      "server started beforehand; CPU is the client's plus the server's and its worker's, peak RSS the "
                      "client's"}  # fmt: skip
 
 
-def _served(registry: Registry, argv: list[str], work: Path, reps: int) -> dict[str, Any]:
-    """The cold pull of ocivendir through a server started before the first repetition, stopped after the last."""
+@contextlib.contextmanager
+def _server(argv: list[str], work: Path) -> Iterator[Path]:
+    """A resident ocivendir server for the served pulls of one case, started before them, stopped after them."""
     server = work / "server"
     shutil.rmtree(server, ignore_errors=True)
     server.mkdir(mode=0o700, parents=True)
@@ -117,7 +130,7 @@ def _served(registry: Registry, argv: list[str], work: Path, reps: int) -> dict[
     if started.code != 0:
         raise RuntimeError(f"ocivendir server start failed: {started.stderr[-2000:]}")
     try:
-        return _cold(registry, argv, work, reps, server)
+        yield server
     finally:
         stop_servers(server)
 

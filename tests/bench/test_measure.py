@@ -9,7 +9,7 @@ import resource
 import sys
 
 import pytest
-from bench.measure import GNU_TIME, SUB_SECOND_REPS, Run, percentile, repeat, run
+from bench.measure import GNU_TIME, SUB_SECOND_REPS, Run, interleaved, percentile, repeat, run
 
 
 @pytest.mark.skipif(not GNU_TIME.exists(), reason="GNU time is not installed")
@@ -43,6 +43,22 @@ def test_sub_second_figures_get_five_repetitions_and_a_failure_stops_the_measure
     assert len(repeat(lambda: Run(0, 2.0, 1.0, 1, "", ""), 3).runs) == 3
     with pytest.raises(RuntimeError, match="exit code 2: boom"):
         repeat(lambda: Run(2, 0.1, 0.1, 1, "", "boom"), 3)
+
+
+def test_interleaved_commands_take_turns_and_each_gets_the_repetitions_repeat_would_give() -> None:
+    order: list[str] = []
+
+    def command(name: str, wall: float) -> tuple[object, object]:
+        def once() -> Run:
+            order.append(name)
+            return Run(0, wall, wall, 1, "", "")
+
+        return once, lambda: order.append(f"before {name}")
+
+    measured = interleaved({"slow": command("slow", 2.0), "quick": command("quick", 0.1)}, 3)  # type: ignore[dict-item]
+    turns = ["before slow", "slow", "before quick", "quick"]
+    assert order == turns * 3 + ["before quick", "quick"] * (SUB_SECOND_REPS - 3)
+    assert (measured["slow"].wall_s.n, measured["quick"].wall_s.n) == (3, SUB_SECOND_REPS)
 
 
 def test_percentile_is_nearest_rank() -> None:
