@@ -1,14 +1,18 @@
-"""Owns: gunzipping a layer stream with zlib, as `gzip.GzipFile` reads it, without importing `gzip`.
+"""Owns: gunzipping a layer stream with zlib-ng, as `gzip.GzipFile` reads it.
 
 Members follow one another (a multi-member gzip reads as the concatenation of its members) and may be separated or
 followed by zero bytes; anything else after a member is an error, as is a stream that ends inside a member. zlib
 checks each member's header, CRC-32 and length at its end (the header CRC too, where GzipFile skips it). Output comes
 in pieces of at most the size asked for, so a small compressed stream never expands into memory at once.
+
+The inflater is zlib-ng's, through `zlib_ng.zlib_ng`, which has the standard `zlib` module's API and errors: on this
+project's machines it inflates twice as fast and computes the CRC-32 five times as fast (SIMD), which is a fifth of a
+cold 1 GiB pull's CPU with the standard `zlib` (README "Dependencies").
 """
 
 from __future__ import annotations
 
-import zlib
+from zlib_ng import zlib_ng as zlib
 
 from ocivendir.errors import UnsafeArchive
 
@@ -48,7 +52,7 @@ class GunzipReader:
                 return b""
             try:
                 out = self._inflate.decompress(self._input, size)
-            except zlib.error as exc:
+            except zlib.error as exc:  # type: ignore[misc] # zlib_ng.pyi declares `error` an instance, not a class
                 raise UnsafeArchive(f"{self._what}: corrupt gzip stream: {exc}") from None
             self._in_member = True
             self._input = self._inflate.unconsumed_tail
