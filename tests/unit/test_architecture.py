@@ -62,8 +62,8 @@ ONLY_IN = {
     "fcntl": {"fs.locks"},
     # signature checks (`--policy`): keys, the trusted root, Fulcio certificates, Rekor's SET, the keyless check
     "cryptography": {"sign.keys", "sign.trustroot", "sign.fulcio", "sign.keyless", "sign.bundle"},
-    "re2": {"registry.rewrite"},
-    "zlib_ng": {"fs.gunzip"},  # layers' inflate and CRC-32, twice and five times as fast as zlib  # Go's regexp for registries.yaml rewrites, in one place
+    "re2": {"registry.rewrite"},  # Go's regexp for registries.yaml rewrites, in one place
+    "zlib_ng": {"fs.gunzip"},  # layers' inflate and CRC-32, twice and five times as fast as zlib's
     "concurrent": set(),  # its logging import costs a cold sync a sixth: ocivendir/parallel.py is the thread pool
 }
 STDLIB_SHADOWS = {"secrets", "types", "logging", "json", "io", "os", "sys", "typing", "string", "select", "signal"}
