@@ -8,23 +8,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-# the freezer goes into .venv now, beside the lint, not while the tests run: installing a package changes the build id
-# of the venv's program, and a test's server would then no longer be the one its clients look for
-prepare_log=$(mktemp)
-bash scripts/dist.sh --prepare >"$prepare_log" 2>&1 &
-prepare=$!
+if [ $# -eq 0 ]; then
+    # the freezer goes into .venv now, beside the lint, not while the tests run: installing a package changes the
+    # build id of the venv's program, and a test's server would then no longer be the one its clients look for
+    prepare_log=$(mktemp)
+    setsid bash scripts/dist.sh --prepare >"$prepare_log" 2>&1 &  # a group of its own: a failed lint stops it all
+    prepare=$!
+    trap 'kill -- -"$prepare" 2>/dev/null || true; wait "$prepare" 2>/dev/null || true; rm -f "$prepare_log"' EXIT
+fi
 .venv/bin/ruff check cli tests bench scripts
 .venv/bin/ruff format --check cli tests bench scripts
 .venv/bin/mypy
-if ! wait "$prepare"; then
-    cat "$prepare_log" >&2
-    echo "test: scripts/dist.sh --prepare failed" >&2
-    exit 1
-fi
-rm -f "$prepare_log"
 if [ $# -gt 0 ]; then
     exec .venv/bin/python -m pytest "$@"
 fi
+if ! wait "$prepare"; then
+    cat "$prepare_log" >&2
+    echo "test: scripts/dist.sh --prepare failed (installing the freezer the dist tests need)" >&2
+    exit 1
+fi
+trap - EXIT
+rm -f "$prepare_log"
 workers=(-n "${OCIVENDIR_TEST_WORKERS:-4}")
 .venv/bin/python -m pytest "${workers[@]}"
 echo "test: the CLI and integration suites again, every CLI call through a resident server" >&2

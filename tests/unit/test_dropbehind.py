@@ -1,7 +1,8 @@
-"""fs/dropbehind.py: a large file being written keeps at most two windows of the page cache.
+"""fs/dropbehind.py: a large file being written does not fill the page cache.
 
-Each full window's write-back is started when it is written, and its pages are dropped a window later, once written
-back; small files are never touched. The cache's blob download and the extraction of a large tree file both use it.
+Each time a full window more is written, the write-back of everything written so far is asked for and what is written
+back is dropped (a window still being written back is asked again next time); small files are never touched. The
+cache's blob download and the extraction of a large tree file both use it; without posix_fadvise nothing happens.
 """
 
 from __future__ import annotations
@@ -35,17 +36,26 @@ def advised(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
         calls.append((fd, offset, length))
         real(fd, offset, length, advice)
 
-    monkeypatch.setattr(dropbehind.os, "posix_fadvise", spy)
+    monkeypatch.setattr(dropbehind, "_ADVISE", spy)
     return calls
 
 
-def test_each_window_is_written_back_when_full_and_dropped_one_window_later(tmp_path: Path, advised: list) -> None:
+def test_each_full_window_asks_to_drop_everything_written_so_far(tmp_path: Path, advised: list) -> None:
     with (tmp_path / "f").open("wb") as out:
         behind = DropBehind(out.fileno())
         for end in (MiB, WINDOW - 1, WINDOW, WINDOW + MiB, 2 * WINDOW + 5, 3 * WINDOW + 5, 3 * WINDOW + 6):
             behind.wrote(end)
         ranges = [(offset, offset + length) for _, offset, length in advised]
-    assert ranges == [(0, WINDOW), (0, 2 * WINDOW + 5), (WINDOW, 3 * WINDOW + 5)]
+    assert ranges == [(0, WINDOW), (0, 2 * WINDOW + 5), (0, 3 * WINDOW + 5)]
+
+
+def test_without_posix_fadvise_nothing_is_asked_and_writing_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dropbehind, "_ADVISE", None)
+    big = os.urandom(WINDOW + MiB)
+    _extract(tmp_path, [Entry("big.bin", big)])
+    assert (tmp_path / "big.bin").read_bytes() == big
 
 
 def test_a_window_counts_from_the_offset_writing_starts_at(tmp_path: Path, advised: list) -> None:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from ocivendir.engine.content import Content
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
-from ocivendir.fs.gunzip import GunzipReader
 from ocivendir.fs.limits import Tally, check_declared
 from ocivendir.fs.remove import remove_tree
 from ocivendir.oci.manifest import (
@@ -103,6 +102,8 @@ def layer_stream(stream: Readable, media_type: str, what: str) -> Readable:
     peeked = _Peeked(stream)
     compression = sniff_compression(peeked.head)
     if compression == LAYER_GZIP:
+        from ocivendir.fs.gunzip import GunzipReader  # noqa: PLC0415 - zlib-ng loads `gzip`: only for a gzip layer
+
         return GunzipReader(peeked, what)
     if compression == LAYER_ZSTD:
         import importlib  # noqa: PLC0415 - only for zstd layers
