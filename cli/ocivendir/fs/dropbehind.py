@@ -1,4 +1,4 @@
-"""Owns: keeping a large file being written out of the page cache — its write-back started, its pages dropped behind.
+"""Owns: writing a file through its descriptor, every byte, and keeping a large one out of the page cache behind it.
 
 A blob written to the cache and a large file written into a tree are, as a rule, not read again by the run that writes
 them (a layer applied again after a restream reads its blob back, from the disk then). Left in the page cache, a GiB of
@@ -32,6 +32,13 @@ class DropBehind:
         self._fd = fd
         self._start = start  # pages are dropped from here
         self._asked = start  # write-back asked for up to here
+
+    def write(self, data: bytes, end: int) -> None:
+        """Write all of `data` where the descriptor is (a short write is continued); the file then ends at `end`."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self.wrote(end)
 
     def wrote(self, end: int) -> None:
         """The file holds bytes up to `end`: once a full new window is there, drop what is written back of it all."""

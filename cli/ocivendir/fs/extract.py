@@ -219,11 +219,8 @@ class _Layer:
         try:  # the descriptor itself, not a file object: that would cost three more system calls a file
             behind, written = DropBehind(fd), 0  # a large file's pages: this run does not read them again
             while chunk := data.read(_CHUNK):
-                view = memoryview(chunk)
-                while view:  # a short write is continued
-                    view = view[os.write(fd, view) :]
                 written += len(chunk)
-                behind.wrote(written)
+                behind.write(chunk, written)
             os.fchmod(fd, file_mode(member.mode, self.policy.umask))  # on the descriptor: no path lookup, no link
             os.utime(fd, (member.mtime, member.mtime))
         finally:

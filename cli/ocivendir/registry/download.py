@@ -121,11 +121,8 @@ class BlobFile:
 
     def _store(self, offset: int, chunk: bytes) -> None:
         """Write a chunk after the bytes there (all of it: a short write is continued), then hash it."""
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        self._behind_pages.write(chunk, offset + len(chunk))  # and the cache's fsync has little left to wait for
         self._seen(offset, chunk)
-        self._behind_pages.wrote(offset + len(chunk))  # and the cache's fsync has little left to wait for
 
     def append(self, chunk: bytes) -> None:
         """Add a chunk: written and hashed now, or for a large blob queued for its thread to do so."""
