@@ -4,7 +4,7 @@ Agents (`registry/connections.py`: requests' pooled connections, `registry/pools
 (system CAs plus added ones, or none for skip-verify registries) made only for https, proxies from Settings,
 https-then-http for the hosts where plain HTTP is allowed with the scheme that worked remembered, the run's network
 deadline, and the request counter every result reports (design §4.1). It knows hosts and paths, not the distribution
-protocol: `registry/client.py` builds on it.
+protocol: `registry/sender.py` and `registry/client.py` build on it.
 """
 
 from __future__ import annotations
