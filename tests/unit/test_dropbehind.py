@@ -1,12 +1,16 @@
-"""fs/dropbehind.py: a large file being written does not fill the page cache.
+"""fs/dropbehind.py: a large file being written does not fill the page cache, and every byte given is written, in order.
 
-Each time a full window more is written, the write-back of everything written so far is asked for and what is written
-back is dropped (a window still being written back is asked again next time); small files are never touched. The
-cache's blob download and the extraction of a large tree file both use it; without posix_fadvise nothing happens.
+A file that is to grow by 8 MiB or more goes around the page cache with O_DIRECT, in whole aligned blocks written by a
+thread while the next fills; its first and last partial blocks go through the page cache. Where O_DIRECT is refused (by
+the file system, or by a direct write part-way), each time a full window more is written the write-back of everything
+written so far is asked for and what is written back is dropped. Small files are never touched. The cache's blob
+download and the extraction of a large tree file both use it; without posix_fadvise and O_DIRECT nothing happens.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import io
 import os
@@ -15,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ocivendir.fs import dropbehind
-from ocivendir.fs.dropbehind import WINDOW, DropBehind
+from ocivendir.fs.dropbehind import DIRECT_FROM, WINDOW, DropBehind
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
 from ocivendir.fs.limits import ExtractLimits, Tally
 from ocivendir.oci.reference import Digest
@@ -23,6 +27,12 @@ from ocivendir.registry.download import BlobFile
 from tests.support.builders import Entry, tar_bytes
 
 MiB = 1 << 20
+
+
+@pytest.fixture
+def no_direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A platform without O_DIRECT: every write goes through the page cache."""
+    monkeypatch.setattr(dropbehind, "_O_DIRECT", 0)
 
 
 @pytest.fixture
@@ -73,8 +83,8 @@ def _extract(stage: Path, entries: list[Entry]) -> None:
                 what="layer")  # fmt: skip
 
 
-def test_a_large_file_extracted_into_a_tree_drops_its_pages_behind_and_small_ones_are_left_alone(
-    tmp_path: Path, advised: list
+def test_without_o_direct_a_large_file_extracted_into_a_tree_drops_its_pages_behind_and_small_ones_are_left_alone(
+    tmp_path: Path, advised: list, no_direct: None
 ) -> None:
     big = os.urandom(2 * WINDOW + 3 * MiB)
     _extract(tmp_path, [Entry("small.yml", b"a: 1\n"), Entry("big.bin", big), Entry("other.yml", b"b: 2\n")])
@@ -86,7 +96,9 @@ def test_a_large_file_extracted_into_a_tree_drops_its_pages_behind_and_small_one
     assert first_end + WINDOW <= second_end < first_end + WINDOW + MiB
 
 
-def test_a_large_blob_downloaded_into_the_cache_drops_its_pages_behind(tmp_path: Path, advised: list) -> None:
+def test_without_o_direct_a_large_blob_downloaded_into_the_cache_drops_its_pages_behind(
+    tmp_path: Path, advised: list, no_direct: None
+) -> None:
     data = os.urandom(2 * WINDOW + MiB)
     with BlobFile(str(tmp_path / "blob.partial"), Digest(hashlib.sha256(data).hexdigest()), len(data)) as blob:
         blob.prepare()
@@ -95,3 +107,146 @@ def test_a_large_blob_downloaded_into_the_cache_drops_its_pages_behind(tmp_path:
         blob.verify("blob")
     assert (tmp_path / "blob.partial").read_bytes() == data
     assert [(offset, length) for _, offset, length in advised] == [(0, WINDOW), (0, 2 * WINDOW)]
+
+
+def _direct_refused_by(directory: Path) -> bool:
+    try:
+        fd = os.open(directory / "probe", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        return True
+    os.close(fd)
+    return False
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool]]:
+    """Every os.write made, as (length, whether O_DIRECT was on for the descriptor); the real call is made too."""
+    calls: list[tuple[int, bool]] = []
+    real = os.write
+
+    def spy(fd: int, data: bytes | memoryview) -> int:
+        calls.append((len(data), bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", spy)
+    return calls
+
+
+def _write_in_chunks(path: Path, data: bytes, start: int, sizes: list[int], *, flush_every: int = 0) -> int:
+    """Write `data[start:]` after a prefix of `start` bytes, in chunks of the sizes given in turn, then flush.
+
+    The descriptor's status flags once flushed are returned.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data[:start])
+        behind, position, count = DropBehind(fd, start, len(data)), start, 0
+        while position < len(data):
+            chunk = data[position : position + sizes[count % len(sizes)]]
+            position += len(chunk)
+            behind.write(chunk, position)
+            count += 1
+            if flush_every and count % flush_every == 0:
+                behind.flush()  # the cache's blob is flushed when a broken download is checked, then written on
+        behind.flush()
+        return fcntl.fcntl(fd, fcntl.F_GETFL)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("start", [0, 1, 4095, 4096, 12345])
+@pytest.mark.parametrize("flush_every", [0, 7])
+def test_a_large_file_gets_every_byte_in_order_whatever_its_start_chunks_and_flushes(
+    tmp_path: Path, start: int, flush_every: int
+) -> None:
+    data = os.urandom(start + 3 * DIRECT_FROM + 777)
+    _write_in_chunks(tmp_path / "f", data, start, [1, 100, 4096, 65536, MiB, 3 * MiB, 777_777], flush_every=flush_every)
+    assert (tmp_path / "f").read_bytes() == data
+
+
+def test_a_large_file_goes_around_the_page_cache_in_whole_blocks_and_its_ends_through_it(
+    tmp_path: Path, writes: list[tuple[int, bool]]
+) -> None:
+    if _direct_refused_by(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    data = os.urandom(DIRECT_FROM + 3 * MiB + 5)
+    flags = _write_in_chunks(tmp_path / "f", data, 100, [MiB])
+    assert (tmp_path / "f").read_bytes() == data
+    assert flags & os.O_DIRECT == 0  # off again once flushed
+    direct = [length for length, on in writes if on]
+    plain = [length for length, on in writes[1:] if not on]  # after the prefix written by the test
+    assert direct
+    assert all(length % 4096 == 0 for length in direct)
+    assert plain[0] == 4096 - 100  # up to the first aligned offset
+    assert sum(direct) + sum(plain) == len(data) - 100
+    assert 0 < plain[-1] < 4096  # the last partial block
+
+
+def test_a_small_file_never_goes_around_the_page_cache(tmp_path: Path, writes: list[tuple[int, bool]]) -> None:
+    _write_in_chunks(tmp_path / "f", os.urandom(DIRECT_FROM - 1), 0, [MiB])
+    assert not any(on for _, on in writes)
+
+
+def test_a_file_system_that_refuses_o_direct_gets_every_byte_through_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writes: list[tuple[int, bool]], advised: list
+) -> None:
+    real = fcntl.fcntl
+
+    def refusing(fd: int, command: int, argument: int = 0) -> int:
+        if command == fcntl.F_SETFL and argument & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, command, argument)
+
+    monkeypatch.setattr(dropbehind.fcntl, "fcntl", refusing)
+    data = os.urandom(WINDOW + 3 * MiB)
+    _write_in_chunks(tmp_path / "f", data, 0, [MiB])
+    assert (tmp_path / "f").read_bytes() == data
+    assert not any(on for _, on in writes)
+    assert advised  # and its pages dropped behind instead
+
+
+@pytest.mark.parametrize("answer", ["refused", "short"])
+def test_a_direct_write_refused_or_cut_short_part_way_is_continued_in_order_through_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    if _direct_refused_by(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    real, direct = os.write, [0]
+
+    def failing(fd: int, data: bytes | memoryview) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            direct[0] += 1
+            if direct[0] == 3:
+                if answer == "refused":
+                    raise OSError(errno.EINVAL, "Invalid argument")
+                return real(fd, memoryview(data)[:12288])
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", failing)
+    data = os.urandom(2 * DIRECT_FROM)
+    _write_in_chunks(tmp_path / "f", data, 0, [MiB + 1])
+    assert (tmp_path / "f").read_bytes() == data
+    assert direct[0] == 3  # nothing went around the page cache after that
+
+
+def test_a_failed_direct_write_is_raised_and_the_file_holds_a_prefix_of_the_bytes_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if _direct_refused_by(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    real, direct = os.write, [0]
+
+    def full(fd: int, data: bytes | memoryview) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            direct[0] += 1
+            if direct[0] == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    data = os.urandom(2 * DIRECT_FROM)
+    with pytest.raises(OSError, match="No space left"):
+        _write_in_chunks(tmp_path / "f", data, 0, [MiB])
+    kept = (tmp_path / "f").read_bytes()
+    assert 0 < len(kept) < len(data)
+    assert data.startswith(kept)

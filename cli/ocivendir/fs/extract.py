@@ -217,10 +217,11 @@ class _Layer:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(target, flags, 0o600)
         try:  # the descriptor itself, not a file object: that would cost three more system calls a file
-            behind, written = DropBehind(fd), 0  # a large file's pages: this run does not read them again
+            behind, written = DropBehind(fd, 0, member.size), 0  # a large file's pages: not read again in this run
             while chunk := data.read(_CHUNK):
                 written += len(chunk)
                 behind.write(chunk, written)
+            behind.flush()
             os.fchmod(fd, file_mode(member.mode, self.policy.umask))  # on the descriptor: no path lookup, no link
             os.utime(fd, (member.mtime, member.mtime))
         finally:

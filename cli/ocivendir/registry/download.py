@@ -4,8 +4,9 @@ A download that breaks off (a dropped connection, a killed run, the run's deadli
 its file. The next attempt — a retry in the same run, or the next run — hashes the kept bytes again from the file (and
 shows them to the chunk callback, as if they had just arrived), then asks for the rest with `Range: bytes=<kept>-`.
 Only the digest of every byte, checked at the end, says the blob is good: kept bytes are never trusted on their own.
-A large blob is written and hashed on a thread of its own (`_Behind`), so the thread reading the network only reads:
-on two cores, receiving, hashing and writing the cache's copy, and the tee's inflating and writing the tree, overlap.
+A large blob is written and hashed on a thread of its own (`ocivendir/serial.py`), so the thread reading the network
+only reads: on two cores, receiving, hashing and writing the cache's copy, and the tee's inflating and writing the tree,
+overlap.
 How the registry answered the Range is read here: a 206 whose `Content-Range` starts at the kept size continues the
 file; a 200 (Range ignored: the whole body) starts it over; anything else means starting over without a Range.
 """
@@ -25,6 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Self
+
+    from ocivendir.serial import Serial
 
 __all__ = ["BlobFile", "NotAFile", "range_start"]
 
@@ -69,9 +72,13 @@ class BlobFile:
         os.set_blocking(self._fd, True)
         self._hash = hashlib.sha256()
         self.written = 0  # bytes kept or appended (a large blob's last ones may still be on their way to the file)
-        self._behind_pages = DropBehind(self._fd)  # the page cache it takes: the file is not read again in this run
+        self._pages = DropBehind(self._fd)  # replaced once the kept bytes are known (`prepare`)
         self._prepared = False
-        self._behind = _Behind(self._store) if size >= _BEHIND_FROM else None
+        self._behind: Serial | None = None
+        if size >= _BEHIND_FROM:
+            from ocivendir.serial import Serial  # noqa: PLC0415 - only a large download starts a thread
+
+            self._behind = Serial(self._store, _DEPTH)
 
     def __enter__(self) -> Self:
         """The file, open."""
@@ -82,13 +89,15 @@ class BlobFile:
         try:
             if self._behind is not None:
                 self._behind.close()
+            self._pages.flush()  # what was received stays for the next attempt
         finally:
             os.close(self._fd)
 
     def _drained(self) -> None:
-        """Every appended chunk written and hashed (a write's failure raised here)."""
+        """Every appended chunk written to the file and hashed (a write's failure raised here)."""
         if self._behind is not None:
             self._behind.drain()
+        self._pages.flush()
 
     def prepare(self) -> int:
         """The bytes kept so far: on first use, hashed again from the file (and shown to the chunk callback).
@@ -104,6 +113,7 @@ class BlobFile:
                 self.restart()
                 return 0
             self._hashed(chunk)
+        self._pages = DropBehind(self._fd, self.written, self.size)  # not read again in this run: kept out of memory
         return self.written
 
     def _hashed(self, chunk: bytes) -> None:
@@ -121,7 +131,7 @@ class BlobFile:
 
     def _store(self, offset: int, chunk: bytes) -> None:
         """Write a chunk after the bytes there (all of it: a short write is continued), then hash it."""
-        self._behind_pages.write(chunk, offset + len(chunk))  # and the cache's fsync has little left to wait for
+        self._pages.write(chunk, offset + len(chunk))  # and the cache's fsync has little left to wait for
         self._seen(offset, chunk)
 
     def append(self, chunk: bytes) -> None:
@@ -140,7 +150,7 @@ class BlobFile:
         os.lseek(self._fd, 0, os.SEEK_SET)
         self._hash = hashlib.sha256()
         self.written = 0
-        self._behind_pages = DropBehind(self._fd)
+        self._pages = DropBehind(self._fd, 0, self.size)
         self._prepared = True
 
     @property
@@ -157,53 +167,6 @@ class BlobFile:
         actual = Digest(self._hash.hexdigest())
         if actual != self.digest:
             raise DigestMismatch(f"{what}: expected digest {self.digest}, got {actual}")
-
-
-class _Behind:
-    """A thread that stores chunks in order as they are queued; its first failure is raised to the one queueing."""
-
-    def __init__(self, store: Callable[[int, bytes], None]) -> None:
-        import queue  # noqa: PLC0415 - only a large download starts a thread
-        import threading  # noqa: PLC0415
-
-        self._store = store
-        self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue(maxsize=_DEPTH)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                if self._error is None:  # after a failure, the rest is only drained
-                    self._store(*item)
-            except BaseException as exc:  # noqa: BLE001 - raised in the queueing thread by put/drain
-                self._error = exc
-            finally:
-                self._queue.task_done()
-
-    def _raise(self) -> None:
-        """The first failure, again on every later call: nothing after it is stored, so the file stays a prefix."""
-        if self._error is not None:
-            raise self._error
-
-    def put(self, offset: int, chunk: bytes) -> None:
-        """Queue a chunk (waiting while the thread is `_DEPTH` chunks behind)."""
-        self._raise()
-        self._queue.put((offset, chunk))
-
-    def drain(self) -> None:
-        """Wait until every queued chunk is stored."""
-        self._queue.join()
-        self._raise()
-
-    def close(self) -> None:
-        """Store what is queued, then stop the thread (a failure was raised to `put` or `drain` already, or is moot)."""
-        self._queue.put(None)
-        self._thread.join()
 
 
 def range_start(content_range: str, size: int) -> int | None:
