@@ -68,7 +68,7 @@ class DropBehind:
         self._filling: mmap.mmap | None = None
         self._held = 0  # bytes in the buffer filling: the last ones given
 
-    def write(self, data: bytes, end: int) -> None:
+    def write(self, data: bytes | memoryview, end: int) -> None:
         """Write all of `data` after the bytes given before (a short write is continued); the file ends at `end`."""
         view = memoryview(data)
         while view and self._direct:

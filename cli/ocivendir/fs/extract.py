@@ -218,7 +218,7 @@ class _Layer:
         fd = os.open(target, flags, 0o600)
         try:  # the descriptor itself, not a file object: that would cost three more system calls a file
             behind, written = DropBehind(fd, 0, member.size), 0  # a large file's pages: not read again in this run
-            while chunk := data.read(_CHUNK):
+            while chunk := data.view(_CHUNK):  # a view of the inflated bytes: copied once, into the file
                 written += len(chunk)
                 behind.write(chunk, written)
             behind.flush()

@@ -257,15 +257,22 @@ class TarReader:
 
     def read(self, size: int = _CHUNK) -> bytes:
         """Up to `size` bytes of the current member's data, b"" once it is all read; a short stream is an error."""
+        return bytes(self.view(size))
+
+    def view(self, size: int = _CHUNK) -> memoryview:
+        """`read`, without copying: a view of the bytes read from the stream (they are never changed)."""
         size = min(size, self._left)
         if size <= 0:
-            return b""
+            return memoryview(b"")
         if self._at >= len(self._buffer):
             self._buffer, self._at = self._stream.read(max(size, _CHUNK)), 0
             if not self._buffer:
                 raise TarFormatError(f"unexpected end of data at byte {self._offset} ({self._left} bytes missing)")
-        chunk = self._take(min(size, len(self._buffer) - self._at))
-        self._left -= len(chunk)
+        size = min(size, len(self._buffer) - self._at)
+        chunk = memoryview(self._buffer)[self._at : self._at + size]
+        self._at += size
+        self._offset += size
+        self._left -= size
         return chunk
 
     def _block(self) -> bytes | None:
