@@ -14,10 +14,13 @@ import fcntl
 import hashlib
 import io
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from ocivendir.errors import UnsafeArchive
 from ocivendir.fs import dropbehind
 from ocivendir.fs.dropbehind import DIRECT_FROM, WINDOW, DropBehind
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
@@ -250,3 +253,40 @@ def test_a_failed_direct_write_is_raised_and_the_file_holds_a_prefix_of_the_byte
     kept = (tmp_path / "f").read_bytes()
     assert 0 < len(kept) < len(data)
     assert data.startswith(kept)
+
+
+def test_a_file_whose_layer_breaks_off_part_way_is_no_longer_written_once_its_descriptor_is_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer thread is stopped before the descriptor is closed: its number may be another file's next."""
+    real_write, real_close = os.write, os.close
+    events: list[tuple[str, int]] = []
+
+    def slow_write(fd: int, data: bytes | memoryview) -> int:
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.05)  # a slow disk: the thread is still writing when the layer's error is raised
+        events.append(("write", fd))
+        return real_write(fd, data)
+
+    def close(fd: int) -> None:
+        events.append(("close", fd))
+        real_close(fd)
+
+    monkeypatch.setattr(os, "write", slow_write)
+    monkeypatch.setattr(os, "close", close)
+    whole = tar_bytes([Entry("big.bin", os.urandom(DIRECT_FROM + 4 * MiB))])
+    running = set(threading.enumerate())
+    with pytest.raises(UnsafeArchive, match="unexpected end of data"):
+        _extract_stream(tmp_path, io.BytesIO(whole[: 512 + DIRECT_FROM]))  # the data stops 4 MiB short
+    for thread in set(threading.enumerate()) - running:
+        thread.join(timeout=2)  # a thread left writing has had the time to write after the close
+    closed = [fd for event, fd in events if event == "close"]
+    assert closed
+    for fd in closed:
+        last_close = max(i for i, event in enumerate(events) if event == ("close", fd))
+        assert ("write", fd) not in events[last_close:]
+
+
+def _extract_stream(stage: Path, stream: io.BytesIO) -> None:
+    policy = TreePolicy(umask=0o022, directories="parents", limits=ExtractLimits())
+    apply_layer(stream, stage, policy=policy, stats=ExtractStats(tally=Tally(policy.limits)), what="layer")

@@ -23,8 +23,9 @@ the caller's business (the cache's fsync before its rename). Where the C library
 (macOS), nothing is dropped and every write goes through the page cache.
 
 Bytes given to `write` in direct mode may still be in a buffer until `flush`: the caller flushes before it reads the
-file, hands it on or closes it. A failed write is raised to `write` or `flush`, and nothing after it is written, so the
-file holds a prefix of the bytes given; a killed run loses at most the buffers' worth (4 MiB) of them.
+file or hands it on, and calls `close` before it closes the descriptor, whatever happened. A failed write is raised to
+`write` or `flush`, and nothing after it is written, so the file holds a prefix of the bytes given; a killed run loses
+at most the buffers' worth (4 MiB) of them.
 """
 
 from __future__ import annotations
@@ -156,6 +157,16 @@ class DropBehind:
         elif self._on:
             self._set_direct(on=False)
         self._direct = self._direct and not self._refused
+
+    def close(self) -> None:
+        """Stop the writer thread once what it was given is written; bytes not flushed may be dropped.
+
+        Call it before the descriptor is closed, whatever happened: the thread must never write to a descriptor number
+        that a later open may have been given again.
+        """
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
 
     def _set_direct(self, *, on: bool) -> bool:
         """Turn O_DIRECT on or off for the descriptor; False if the file system refuses it."""

@@ -91,6 +91,7 @@ class BlobFile:
                 self._behind.close()
             self._pages.flush()  # what was received stays for the next attempt
         finally:
+            self._pages.close()  # no thread writes to the descriptor once it is closed
             os.close(self._fd)
 
     def _drained(self) -> None:
