@@ -53,7 +53,11 @@ _BUFFERS = 2  # one being written while the next fills
 
 
 class DropBehind:
-    """The page-cache footprint of one file being written through descriptor `fd` from offset `start` on."""
+    """The page-cache footprint of one file being written through descriptor `fd` from offset `start` on.
+
+    Its first failure is final: every later `write` and `flush` raises it again and writes nothing, so the file stays a
+    prefix of the bytes given whatever the caller does next.
+    """
 
     def __init__(self, fd: int, start: int = 0, expected: int = 0) -> None:
         """Nothing is asked until a window's worth has been written after `start`; `expected`: the file's end to be."""
@@ -63,28 +67,42 @@ class DropBehind:
         self._end = start  # the bytes given so far end here (some may still be in a buffer)
         self._direct = bool(_O_DIRECT) and expected - start >= DIRECT_FROM  # O_DIRECT wanted (and not refused)
         self._on = False  # O_DIRECT is set on the descriptor (by this thread)
-        self._refused = False  # a direct write was refused: the writer thread writes the rest through the page cache
+        self._refused = False  # a direct write was refused: the rest goes through the page cache
         self._free: queue.Queue[mmap.mmap] | None = None  # buffers not being written
         self._writer: Serial | None = None
+        self._writer_fd = -1  # the writer thread's own duplicate of `fd`: a number no later open can be given
         self._filling: mmap.mmap | None = None
         self._held = 0  # bytes in the buffer filling: the last ones given
+        self._failed: BaseException | None = None
 
     def write(self, data: bytes | memoryview, end: int) -> None:
         """Write all of `data` after the bytes given before (a short write is continued); the file ends at `end`."""
+        if self._failed is not None:
+            raise self._failed
         view = memoryview(data)
-        while view and self._direct:
-            view = self._direct_part(view)
-        if view:
-            self._plain(view)
-            self._end = end
-            self.wrote(end)
+        try:
+            while view and self._direct:
+                view = self._direct_part(view)
+            if view:
+                self._plain(self._fd, view)
+                self._end = end
+                self.wrote(end)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+
+    def _fail(self, exc: BaseException) -> None:
+        """The first failure: what is held is dropped, and nothing more is written."""
+        if self._failed is None:
+            self._failed = exc
+        self._filling, self._held = None, 0
 
     def _direct_part(self, view: memoryview) -> memoryview:
         """Take what of `view` fits now: through the page cache up to an aligned offset, then into a buffer."""
         if not self._on:
             head = min(len(view), -self._end % _ALIGN)
             if head:
-                self._plain(view[:head])
+                self._plain(self._fd, view[:head])
                 self._end += head
                 return view[head:]
             if not self._set_direct(on=True):
@@ -98,7 +116,7 @@ class DropBehind:
         self._end += take
         if self._held == _BUFFER:
             assert self._writer is not None  # noqa: S101 - started with the buffers
-            self._writer.put(self._filling, _BUFFER)
+            self._writer.put(self._writer_fd, self._filling, _BUFFER, self._end - _BUFFER)
             self._filling, self._held = None, 0
         return view[take:]
 
@@ -113,26 +131,31 @@ class DropBehind:
         if self._writer is None:
             from ocivendir.serial import Serial  # noqa: PLC0415 - loads threading
 
+            self._writer_fd = os.dup(self._fd)
             self._writer = Serial(self._emit)
         self._writer.check()
         return self._free.get()
 
-    def _emit(self, buffer: mmap.mmap, length: int) -> None:
-        """Write a buffer's first `length` bytes (whole blocks) directly, or through the page cache once refused."""
+    def _emit(self, fd: int, buffer: mmap.mmap, length: int, offset: int) -> None:
+        """Write a buffer's first `length` bytes (whole blocks) at file offset `offset`, directly.
+
+        Once a direct write is refused or cut short, through the page cache instead, its pages dropped behind.
+        """
         window = memoryview(buffer)
         try:
             done = 0
             if not self._refused:
                 try:
-                    done = os.write(self._fd, window[:length])
+                    done = os.write(fd, window[:length])
                 except OSError as exc:
                     if exc.errno != errno.EINVAL:
                         raise
             if done < length:  # refused or short: this rest, and every later byte, through the page cache
                 if not self._refused:
                     self._refused = True
-                    fcntl.fcntl(self._fd, fcntl.F_SETFL, fcntl.fcntl(self._fd, fcntl.F_GETFL) & ~_O_DIRECT)
-                self._plain(window[done:length])
+                    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
+                self._plain(fd, window[done:length])
+                self.wrote(offset + length)
         finally:
             window.release()
             if self._free is not None:
@@ -140,33 +163,45 @@ class DropBehind:
 
     def flush(self) -> None:
         """Write every byte given: whole blocks directly, the last partial one through the page cache; O_DIRECT off."""
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            try:
-                writer.drain()
-            finally:
-                writer.close()
-        filling, held = self._filling, self._held
-        self._filling, self._held = None, 0
-        if filling is not None:
-            whole = held - held % _ALIGN
-            self._emit(filling, whole)
+        if self._failed is not None:
+            raise self._failed
+        try:
+            self._stop_writer(drain=True)
+            filling, held = self._filling, self._held
+            self._filling, self._held = None, 0
+            if filling is not None:
+                whole = held - held % _ALIGN
+                self._emit(self._fd, filling, whole, self._end - held)
+                if self._on:
+                    self._set_direct(on=False)
+                self._plain(self._fd, memoryview(filling)[whole:held])
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        finally:
             if self._on:
                 self._set_direct(on=False)
-            self._plain(memoryview(filling)[whole:held])
-        elif self._on:
-            self._set_direct(on=False)
         self._direct = self._direct and not self._refused
 
     def close(self) -> None:
-        """Stop the writer thread once what it was given is written; bytes not flushed may be dropped.
+        """Stop the writer thread once what it was given is written; bytes not flushed are dropped.
 
-        Call it before the descriptor is closed, whatever happened: the thread must never write to a descriptor number
-        that a later open may have been given again.
+        Call it before the descriptor is closed, whatever happened: a file's thread is never left behind.
         """
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
+        self._stop_writer(drain=False)
+
+    def _stop_writer(self, *, drain: bool) -> None:
+        """Join the writer thread (after everything queued is written, raising its failure with `drain`)."""
+        if self._writer is None:
+            return
+        writer, self._writer = self._writer, None
+        try:
+            if drain:
+                writer.drain()
+        finally:
             writer.close()
+            os.close(self._writer_fd)
+            self._writer_fd = -1
 
     def _set_direct(self, *, on: bool) -> bool:
         """Turn O_DIRECT on or off for the descriptor; False if the file system refuses it."""
@@ -178,10 +213,11 @@ class DropBehind:
         self._on = on
         return True
 
-    def _plain(self, view: memoryview) -> None:
+    @staticmethod
+    def _plain(fd: int, view: memoryview) -> None:
         """Write all of `view` through the page cache."""
         while view:
-            view = view[os.write(self._fd, view) :]
+            view = view[os.write(fd, view) :]
 
     def wrote(self, end: int) -> None:
         """The file holds bytes up to `end`: once a full new window is there, drop what is written back of it all."""
