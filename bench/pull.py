@@ -7,6 +7,10 @@ in-process (a terminal's `ocivendir pull`) and through a resident server started
 the client's CPU plus the server's and its worker's; the peak RSS is the client's). Then a resumed pull:
 the largest single-layer bundle through a proxy that resets the connection half-way through the layer, once; the
 registry's log and the proxy's count say how much of the layer was sent again.
+
+The same bundle is also synced cold, as a `vendir.yml` with one `imgpkgBundle` content: by ocivendir, in-process and
+through the server, and by vendir when VENDIR_BIN is set (`sync -f vendir.yml --lock-file /dev/null`, in the work
+directory), taking turns with the pulls.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from bench.serverstat import server_cpu_s, stop_servers
 from bench.tools import Tools, clean_env
 
 SERVER_TOOL = "ocivendir (server)"
+SYNC_TOOL = "ocivendir sync"
+SYNC_SERVER_TOOL = "ocivendir sync (server)"
 
 
 @dataclass(frozen=True)
@@ -59,13 +65,27 @@ def _commands(tools: Tools, ref: str, out: Path, cache: Path) -> dict[str, list[
     return commands
 
 
+def _sync_commands(tools: Tools, ref: str, work: Path, cache: Path) -> dict[str, list[str]]:
+    """Cold syncs of `ref` into `work/out/bundle`: the config is written to `work/vendir.yml`; run them in `work`."""
+    (work / "vendir.yml").write_text(
+        "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: out\n  contents:\n"
+        f"  - path: bundle\n    imgpkgBundle:\n      image: {ref}\n"
+    )
+    sync = ["sync", "-f", "vendir.yml", "--lock-file", "/dev/null"]
+    commands = {SYNC_TOOL: [str(tools.ocivendir), "--cache-dir", str(cache), *sync]}
+    if tools.vendir:
+        commands["vendir sync"] = [str(tools.vendir), *sync]
+    return commands
+
+
 _Measured = tuple[Callable[[], Run], Callable[[], None], list[Traffic]]  # one pull, what to do before it, its traffic
 
 
-def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None = None) -> _Measured:
-    """One tool's cold pull, ready to repeat: output and cache removed before every repetition.
+def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None = None, *,
+          cwd: Path | None = None) -> _Measured:  # fmt: skip
+    """One tool's cold pull (or sync, run in `cwd`), ready to repeat: output and cache removed before every repetition.
 
-    With `server`, ocivendir hands the pull to the resident server living there; each repetition's CPU adds what the
+    With `server`, ocivendir hands the call to the resident server living there; each repetition's CPU adds what the
     server and its worker used to the client's.
     """
     traffic: list[Traffic] = []
@@ -74,7 +94,7 @@ def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None =
 
     def one() -> Run:
         served = server_cpu_s(server) if server else 0.0
-        done = run(argv, env=env)
+        done = run(argv, env=env, cwd=cwd)
         if server is None:
             return done
         return Run(done.code, done.wall_s, done.cpu_s + server_cpu_s(server) - served, done.rss_kib, done.stdout,
@@ -104,6 +124,9 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
         with _server(commands["ocivendir"], work) as server:
             pulls = {name: _cold(registry, argv, work) for name, argv in commands.items()}
             pulls[SERVER_TOOL] = _cold(registry, commands["ocivendir"], work, server)
+            syncs = _sync_commands(tools, ref, work, work / "cache")
+            pulls |= {name: _cold(registry, argv, work, cwd=work) for name, argv in syncs.items()}
+            pulls[SYNC_SERVER_TOOL] = _cold(registry, syncs[SYNC_TOOL], work, server, cwd=work)
             measured = interleaved({name: (once, before) for name, (once, before, _) in pulls.items()}, reps)
         _empty(work)
         results.append({"name": case.name, "ref": ref, "tools": {
@@ -119,7 +142,9 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
                      "in the machine weighs on each alike, and each starts with the last one's writes on disk. "
                      "ocivendir (server): the same pull handed to a resident "
                      "server started beforehand; CPU is the client's plus the server's and its worker's, peak RSS the "
-                     "client's"}  # fmt: skip
+                     "client's. ocivendir sync and vendir sync: the same bundle as the one imgpkgBundle content of a "
+                     "vendir.yml, synced into out/bundle with --lock-file /dev/null (ocivendir sync (server): through "
+                     "the same server)"}  # fmt: skip
 
 
 @contextlib.contextmanager

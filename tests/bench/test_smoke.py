@@ -125,6 +125,9 @@ def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:
         assert ocivendir["requests"] >= 3
         assert ocivendir["wall_s"]["n"] == 1
         assert ocivendir["max_rss_kib"]["median"] > 0
+        for sync in ("ocivendir sync", "ocivendir sync (server)"):  # the same bundle synced: the same exchanges
+            assert (case["tools"][sync]["requests"], case["tools"][sync]["bytes"]) == (
+                ocivendir["requests"], ocivendir["bytes"])  # fmt: skip
     assert results["pull"]["cases"][1]["tools"]["ocivendir"]["bytes"] > 8 << 20
     resumed = results["pull"]["resume"]  # the 8 MiB bundle, its connection reset once half the layer went through
     assert resumed["name"] == "8 MiB single-layer bundle"
