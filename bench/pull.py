@@ -10,7 +10,8 @@ registry's log and the proxy's count say how much of the layer was sent again.
 
 The same bundle is also synced cold, as a `vendir.yml` with one `imgpkgBundle` content: by ocivendir, in-process and
 through the server, and by vendir when VENDIR_BIN is set (`sync -f vendir.yml --lock-file /dev/null`, in the work
-directory), taking turns with the pulls.
+directory), taking turns with the pulls; when dist/ is built, also as kapp-controller's sidecar runs it: the native
+client named `vendir`, through a server of the dist build, the cache named by VENDIR_CACHE_DIR.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from bench.tools import Tools, clean_env
 SERVER_TOOL = "ocivendir (server)"
 SYNC_TOOL = "ocivendir sync"
 SYNC_SERVER_TOOL = "ocivendir sync (server)"
+SIDECAR_SYNC_TOOL = "ocivendir sync (dist build, native client + server)"  # kapp-controller's sidecar, cold
+_SYNC = ["sync", "-f", "vendir.yml", "--lock-file", "/dev/null"]
 
 
 @dataclass(frozen=True)
@@ -71,18 +74,17 @@ def _sync_commands(tools: Tools, ref: str, work: Path, cache: Path) -> dict[str,
         "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: out\n  contents:\n"
         f"  - path: bundle\n    imgpkgBundle:\n      image: {ref}\n"
     )
-    sync = ["sync", "-f", "vendir.yml", "--lock-file", "/dev/null"]
-    commands = {SYNC_TOOL: [str(tools.ocivendir), "--cache-dir", str(cache), *sync]}
+    commands = {SYNC_TOOL: [str(tools.ocivendir), "--cache-dir", str(cache), *_SYNC]}
     if tools.vendir:
-        commands["vendir sync"] = [str(tools.vendir), *sync]
+        commands["vendir sync"] = [str(tools.vendir), *_SYNC]
     return commands
 
 
 _Measured = tuple[Callable[[], Run], Callable[[], None], list[Traffic]]  # one pull, what to do before it, its traffic
 
 
-def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None = None, *,
-          cwd: Path | None = None) -> _Measured:  # fmt: skip
+def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None = None, *, cwd: Path | None = None,
+          env_extra: dict[str, str] | None = None) -> _Measured:  # fmt: skip
     """One tool's cold pull (or sync, run in `cwd`), ready to repeat: output and cache removed before every repetition.
 
     With `server`, ocivendir hands the call to the resident server living there; each repetition's CPU adds what the
@@ -90,7 +92,8 @@ def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None =
     """
     traffic: list[Traffic] = []
     extra = {"OCIVENDIR_SERVER": "on", "OCIVENDIR_SERVER_DIR": str(server)} if server else {"OCIVENDIR_SERVER": "off"}
-    env = clean_env(work / "home", **extra) if argv[0].endswith("ocivendir") else clean_env(work / "home")
+    ours = argv[0].endswith("ocivendir") or server is not None
+    env = clean_env(work / "home", **extra, **(env_extra or {})) if ours else clean_env(work / "home")
 
     def one() -> Run:
         served = server_cpu_s(server) if server else 0.0
@@ -121,12 +124,18 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
     for number, case in enumerate(cases(smoke)):
         ref = _push(registry, case, number, work)
         commands = _commands(tools, ref, work / "out", work / "cache")
-        with _server(commands["ocivendir"], work) as server:
+        with contextlib.ExitStack() as servers:
+            server = servers.enter_context(_server(tools.ocivendir, work / "server", work))
             pulls = {name: _cold(registry, argv, work) for name, argv in commands.items()}
             pulls[SERVER_TOOL] = _cold(registry, commands["ocivendir"], work, server)
             syncs = _sync_commands(tools, ref, work, work / "cache")
             pulls |= {name: _cold(registry, argv, work, cwd=work) for name, argv in syncs.items()}
             pulls[SYNC_SERVER_TOOL] = _cold(registry, syncs[SYNC_TOOL], work, server, cwd=work)
+            if tools.dist and (native := tools.dist.parent / "vendir").exists():
+                sidecar = servers.enter_context(_server(tools.dist, work / "server-dist", work))
+                cache = {"VENDIR_CACHE_DIR": str(work / "cache")}
+                pulls[SIDECAR_SYNC_TOOL] = _cold(registry, [str(native), *_SYNC], work, sidecar, cwd=work,
+                                                 env_extra=cache)  # fmt: skip
             measured = interleaved({name: (once, before) for name, (once, before, _) in pulls.items()}, reps)
         _empty(work)
         results.append({"name": case.name, "ref": ref, "tools": {
@@ -144,18 +153,18 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
                      "server started beforehand; CPU is the client's plus the server's and its worker's, peak RSS the "
                      "client's. ocivendir sync and vendir sync: the same bundle as the one imgpkgBundle content of a "
                      "vendir.yml, synced into out/bundle with --lock-file /dev/null (ocivendir sync (server): through "
-                     "the same server)"}  # fmt: skip
+                     "the same server; dist build, native client + server: as kapp-controller's sidecar runs "
+                     "it)"}  # fmt: skip
 
 
 @contextlib.contextmanager
-def _server(argv: list[str], work: Path) -> Iterator[Path]:
-    """A resident ocivendir server for the served pulls of one case, started before them, stopped after them."""
-    server = work / "server"
+def _server(program: Path, server: Path, work: Path) -> Iterator[Path]:
+    """A resident server of `program` in socket directory `server` for one case's served calls, stopped after them."""
     shutil.rmtree(server, ignore_errors=True)
     server.mkdir(mode=0o700, parents=True)
     (work / "home").mkdir(parents=True, exist_ok=True)
     env = clean_env(work / "home", OCIVENDIR_SERVER="on", OCIVENDIR_SERVER_DIR=str(server))
-    started = run([argv[0], "server", "start"], env=env)
+    started = run([str(program), "server", "start"], env=env)
     if started.code != 0:
         raise RuntimeError(f"ocivendir server start failed: {started.stderr[-2000:]}")
     try:
