@@ -20,26 +20,31 @@ __all__ = ["Serial"]
 class Serial:
     """`work(*item)` for each item `put`, in order, on a daemon thread; at most `depth` items wait (0: no bound)."""
 
-    def __init__(self, work: Callable[..., None], depth: int = 0) -> None:
-        """Start the thread."""
+    def __init__(self, work: Callable[..., None], depth: int = 0, last: Callable[[], None] | None = None) -> None:
+        """Start the thread; `last()` is its last act, once it is stopped (what it owns, it releases itself)."""
         self._work = work
+        self._last = last
         self._queue: queue.Queue[tuple[object, ...] | None] = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                if self._error is None:  # after a failure, the rest is only drained
-                    self._work(*item)
-            except BaseException as exc:  # noqa: BLE001 - raised in the queueing thread by put/drain
-                self._error = exc
-            finally:
-                self._queue.task_done()
+        try:
+            while True:
+                item = self._queue.get()
+                try:
+                    if item is None:
+                        return
+                    if self._error is None:  # after a failure, the rest is only drained
+                        self._work(*item)
+                except BaseException as exc:  # noqa: BLE001 - raised in the queueing thread by put/drain
+                    self._error = exc
+                finally:
+                    self._queue.task_done()
+        finally:
+            if self._last is not None:
+                self._last()
 
     def check(self) -> None:
         """The first failure, again on every later call: nothing after it is worked on."""

@@ -129,6 +129,8 @@ def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:
         for sync in ("ocivendir sync", "ocivendir sync (server)", *sidecar):  # the same bundle: the same exchanges
             assert (case["tools"][sync]["requests"], case["tools"][sync]["bytes"]) == (
                 ocivendir["requests"], ocivendir["bytes"])  # fmt: skip
+        for served in ("ocivendir (server)", "ocivendir sync (server)", *sidecar):  # a client's RSS: not run in-process
+            assert case["tools"][served]["max_rss_kib"]["median"] < 25 << 10 < ocivendir["max_rss_kib"]["median"]
     assert results["pull"]["cases"][1]["tools"]["ocivendir"]["bytes"] > 8 << 20
     resumed = results["pull"]["resume"]  # the 8 MiB bundle, its connection reset once half the layer went through
     assert resumed["name"] == "8 MiB single-layer bundle"

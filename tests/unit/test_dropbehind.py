@@ -27,6 +27,7 @@ from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
 from ocivendir.fs.limits import ExtractLimits, Tally
 from ocivendir.oci.reference import Digest
 from ocivendir.registry.download import BlobFile
+from ocivendir.serial import Serial
 from tests.support.builders import Entry, tar_bytes
 
 MiB = 1 << 20
@@ -320,10 +321,10 @@ def test_after_a_failed_flush_nothing_more_is_written_and_the_file_stays_a_prefi
     fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         behind = DropBehind(fd, 0, len(data))
-        _fail_direct_write(monkeypatch, which=5)  # the last full buffer: no later write() sees the failure
-        for at in range(0, len(data), MiB):
-            behind.write(data[at : at + MiB], min(at + MiB, len(data)))
-        with pytest.raises(OSError, match="Input/output"):
+        _fail_direct_write(monkeypatch, which=5)  # the last full buffer: a later write or the flush sees the failure
+        with pytest.raises(OSError, match="Input/output"):  # noqa: PT012 - whichever comes after the failed write
+            for at in range(0, len(data), MiB):
+                behind.write(data[at : at + MiB], min(at + MiB, len(data)))
             behind.flush()
         with pytest.raises(OSError, match="Input/output"):
             behind.flush()  # as BlobFile.__exit__ flushes after verify's flush raised: the same failure, no write
@@ -384,3 +385,67 @@ def test_a_direct_write_refused_part_way_sends_the_rest_through_the_page_cache_d
     ends = [offset + length for _, offset, length in advised]
     assert len(ends) >= 2
     assert ends[-1] >= 2 * WINDOW
+
+
+def test_a_writer_failure_reaches_the_filler_even_before_the_writer_thread_has_recorded_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failed write's buffer is back in the pool before its thread records the failure: the filler takes it."""
+    if _direct_refused_by(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    real_emit = DropBehind._emit
+
+    def slow_to_record(self: DropBehind, *item: object) -> None:
+        try:
+            real_emit(self, *item)  # type: ignore[arg-type]
+        except OSError:
+            time.sleep(0.2)  # the filler runs in this gap
+            raise
+
+    monkeypatch.setattr(DropBehind, "_emit", slow_to_record)
+    _fail_direct_write(monkeypatch, which=1)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    behind, failures = DropBehind(fd, 0, 4 * DIRECT_FROM), []
+
+    def fill() -> None:
+        try:
+            for at in range(0, 4 * DIRECT_FROM, MiB):
+                behind.write(os.urandom(MiB), at + MiB)
+            behind.flush()
+        except OSError as exc:
+            failures.append(exc)
+
+    filler = threading.Thread(target=fill, daemon=True)
+    filler.start()
+    filler.join(timeout=10)
+    try:
+        assert not filler.is_alive(), "the filler waits forever for a buffer"
+        assert [exc.errno for exc in failures] == [errno.EIO]
+    finally:
+        behind.close()
+        os.close(fd)
+
+
+def test_an_interrupted_close_leaves_no_descriptor_behind_once_the_writer_thread_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during the join: the thread closes its own descriptor when it stops."""
+    if _direct_refused_by(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    descriptors = set(Path("/proc/self/fd").iterdir())
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o600)
+    behind = DropBehind(fd, 0, 64 * MiB)
+    behind.write(os.urandom(5 * MiB), 5 * MiB)
+
+    def interrupted(self: Serial) -> None:
+        self._queue.put(None)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Serial, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        behind.close()
+    os.close(fd)
+    deadline = time.monotonic() + 5
+    while set(Path("/proc/self/fd").iterdir()) - descriptors and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert set(Path("/proc/self/fd").iterdir()) <= descriptors

@@ -23,9 +23,11 @@ the caller's business (the cache's fsync before its rename). Where the C library
 (macOS), nothing is dropped and every write goes through the page cache.
 
 Bytes given to `write` in direct mode may still be in a buffer until `flush`: the caller flushes before it reads the
-file or hands it on, and calls `close` before it closes the descriptor, whatever happened. A failed write is raised to
-`write` or `flush`, and nothing after it is written, so the file holds a prefix of the bytes given; a killed run loses
-at most the buffers' worth (4 MiB) of them.
+file or hands it on, and calls `close` before it closes the descriptor, whatever happened (the thread stops; it writes
+through a duplicate of the descriptor that it closes itself, so no write of it can reach a number given to another
+file). A failed write is raised to `write` or `flush` — the writer records it before that write's buffer goes back to
+the pool, so the filling side never waits for a buffer that will not come — and nothing after it is written: the file
+holds a prefix of the bytes given. A killed run loses at most the buffers' worth (4 MiB) of them.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class DropBehind:
         self._filling: mmap.mmap | None = None
         self._held = 0  # bytes in the buffer filling: the last ones given
         self._failed: BaseException | None = None
+        self._writer_failed: BaseException | None = None  # set by the writer thread
 
     def write(self, data: bytes | memoryview, end: int) -> None:
         """Write all of `data` after the bytes given before (a short write is continued); the file ends at `end`."""
@@ -116,6 +119,7 @@ class DropBehind:
         self._end += take
         if self._held == _BUFFER:
             assert self._writer is not None  # noqa: S101 - started with the buffers
+            self._check_writer()
             self._writer.put(self._writer_fd, self._filling, _BUFFER, self._end - _BUFFER)
             self._filling, self._held = None, 0
         return view[take:]
@@ -131,10 +135,19 @@ class DropBehind:
         if self._writer is None:
             from ocivendir.serial import Serial  # noqa: PLC0415 - loads threading
 
-            self._writer_fd = os.dup(self._fd)
-            self._writer = Serial(self._emit)
-        self._writer.check()
-        return self._free.get()
+            self._writer_fd = own = os.dup(self._fd)
+            self._writer = Serial(self._emit, last=lambda: os.close(own))  # the thread closes its descriptor itself
+        self._check_writer()
+        buffer = self._free.get()
+        self._check_writer()  # the buffer a failed write gave back: nothing more is queued
+        return buffer
+
+    def _check_writer(self) -> None:
+        """The writer's first failure, raised here (it is recorded before that write's buffer is given back)."""
+        if self._writer_failed is not None:
+            raise self._writer_failed
+        if self._writer is not None:
+            self._writer.check()
 
     def _emit(self, fd: int, buffer: mmap.mmap, length: int, offset: int) -> None:
         """Write a buffer's first `length` bytes (whole blocks) at file offset `offset`, directly.
@@ -155,7 +168,10 @@ class DropBehind:
                     self._refused = True
                     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
                 self._plain(fd, window[done:length])
-                self.wrote(offset + length)
+                self._drop(fd, offset + length)
+        except BaseException as exc:
+            self._writer_failed = self._writer_failed or exc  # before the buffer is given back (`_buffer`)
+            raise
         finally:
             window.release()
             if self._free is not None:
@@ -195,13 +211,13 @@ class DropBehind:
         if self._writer is None:
             return
         writer, self._writer = self._writer, None
+        self._writer_fd = -1  # the thread closes it when it stops, even if this join is interrupted
         try:
             if drain:
                 writer.drain()
+                self._check_writer()
         finally:
             writer.close()
-            os.close(self._writer_fd)
-            self._writer_fd = -1
 
     def _set_direct(self, *, on: bool) -> bool:
         """Turn O_DIRECT on or off for the descriptor; False if the file system refuses it."""
@@ -221,7 +237,11 @@ class DropBehind:
 
     def wrote(self, end: int) -> None:
         """The file holds bytes up to `end`: once a full new window is there, drop what is written back of it all."""
+        self._drop(self._fd, end)
+
+    def _drop(self, fd: int, end: int) -> None:
+        """`wrote`, through descriptor `fd` (the writer thread's own)."""
         if end - self._asked < WINDOW or _ADVISE is None:
             return
-        _ADVISE(self._fd, self._start, end - self._start, os.POSIX_FADV_DONTNEED)
+        _ADVISE(fd, self._start, end - self._start, os.POSIX_FADV_DONTNEED)
         self._asked = end

@@ -225,8 +225,10 @@ class _Layer:
             os.fchmod(fd, file_mode(member.mode, self.policy.umask))  # on the descriptor: no path lookup, no link
             os.utime(fd, (member.mtime, member.mtime))
         finally:
-            behind.close()  # its thread is done with the descriptor before the number can be reused
-            os.close(fd)
+            try:
+                behind.close()  # no thread of the file's is left writing
+            finally:
+                os.close(fd)
         self.stats.files += 1
 
 

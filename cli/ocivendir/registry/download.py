@@ -91,8 +91,10 @@ class BlobFile:
                 self._behind.close()
             self._pages.flush()  # what was received stays for the next attempt
         finally:
-            self._pages.close()  # no thread writes to the descriptor once it is closed
-            os.close(self._fd)
+            try:
+                self._pages.close()  # no thread of the file's is left writing
+            finally:
+                os.close(self._fd)
 
     def _drained(self) -> None:
         """Every appended chunk written to the file and hashed (a write's failure raised here)."""
