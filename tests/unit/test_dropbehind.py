@@ -151,7 +151,7 @@ def _write_in_chunks(path: Path, data: bytes, start: int, sizes: list[int], *, f
         while position < len(data):
             chunk = data[position : position + sizes[count % len(sizes)]]
             position += len(chunk)
-            behind.write(chunk, position)
+            behind.write(chunk)
             count += 1
             if flush_every and count % flush_every == 0:
                 behind.flush()  # the cache's blob is flushed when a broken download is checked, then written on
@@ -214,24 +214,34 @@ def test_a_file_system_that_refuses_o_direct_gets_every_byte_through_the_page_ca
     assert advised  # and its pages dropped behind instead
 
 
+def _fail_direct_write(monkeypatch: pytest.MonkeyPatch, which: int, error: int = errno.EIO, *,
+                       short: bool = False) -> list[int]:  # fmt: skip
+    """The `which`-th direct os.write fails with `error` (or, `short`, writes only 3 blocks), once.
+
+    Every other write is made. The direct writes counted so far are returned, in a list kept up to date.
+    """
+    real, count = os.write, [0]
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & O_DIRECT:
+            count[0] += 1
+            if count[0] == which:
+                if short:
+                    return real(fd, memoryview(data)[:12288])
+                raise OSError(error, os.strerror(error))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    return count
+
+
 @pytest.mark.parametrize("answer", ["refused", "short"])
 def test_a_direct_write_refused_or_cut_short_part_way_is_continued_in_order_through_the_page_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str
 ) -> None:
     if _direct_refused_by(tmp_path):
         pytest.skip("this file system refuses O_DIRECT")
-    real, direct = os.write, [0]
-
-    def failing(fd: int, data: bytes | memoryview) -> int:
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & O_DIRECT:
-            direct[0] += 1
-            if direct[0] == 3:
-                if answer == "refused":
-                    raise OSError(errno.EINVAL, "Invalid argument")
-                return real(fd, memoryview(data)[:12288])
-        return real(fd, data)
-
-    monkeypatch.setattr(os, "write", failing)
+    direct = _fail_direct_write(monkeypatch, which=3, error=errno.EINVAL, short=answer == "short")
     data = os.urandom(2 * DIRECT_FROM)
     _write_in_chunks(tmp_path / "f", data, 0, [MiB + 1])
     assert (tmp_path / "f").read_bytes() == data
@@ -243,16 +253,7 @@ def test_a_failed_direct_write_is_raised_and_the_file_holds_a_prefix_of_the_byte
 ) -> None:
     if _direct_refused_by(tmp_path):
         pytest.skip("this file system refuses O_DIRECT")
-    real, direct = os.write, [0]
-
-    def full(fd: int, data: bytes | memoryview) -> int:
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & O_DIRECT:
-            direct[0] += 1
-            if direct[0] == 2:
-                raise OSError(errno.ENOSPC, "No space left on device")
-        return real(fd, data)
-
-    monkeypatch.setattr(os, "write", full)
+    _fail_direct_write(monkeypatch, which=2, error=errno.ENOSPC)
     data = os.urandom(2 * DIRECT_FROM)
     with pytest.raises(OSError, match="No space left"):
         _write_in_chunks(tmp_path / "f", data, 0, [MiB])
@@ -298,20 +299,6 @@ def _extract_stream(stage: Path, stream: io.BytesIO) -> None:
     apply_layer(stream, stage, policy=policy, stats=ExtractStats(tally=Tally(policy.limits)), what="layer")
 
 
-def _fail_direct_write(monkeypatch: pytest.MonkeyPatch, which: int, error: int = errno.EIO) -> None:
-    """The `which`-th direct os.write fails with `error` (once); every other write is made."""
-    real, count = os.write, [0]
-
-    def write(fd: int, data: bytes | memoryview) -> int:
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & O_DIRECT:
-            count[0] += 1
-            if count[0] == which:
-                raise OSError(error, os.strerror(error))
-        return real(fd, data)
-
-    monkeypatch.setattr(os, "write", write)
-
-
 def test_after_a_failed_flush_nothing_more_is_written_and_the_file_stays_a_prefix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,12 +311,12 @@ def test_after_a_failed_flush_nothing_more_is_written_and_the_file_stays_a_prefi
         _fail_direct_write(monkeypatch, which=5)  # the last full buffer: a later write or the flush sees the failure
         with pytest.raises(OSError, match="Input/output"):  # noqa: PT012 - whichever comes after the failed write
             for at in range(0, len(data), MiB):
-                behind.write(data[at : at + MiB], min(at + MiB, len(data)))
+                behind.write(data[at : at + MiB])
             behind.flush()
         with pytest.raises(OSError, match="Input/output"):
             behind.flush()  # as BlobFile.__exit__ flushes after verify's flush raised: the same failure, no write
         with pytest.raises(OSError, match="Input/output"):
-            behind.write(b"more", len(data) + 4)
+            behind.write(b"more")
         behind.close()
     finally:
         os.close(fd)
@@ -366,7 +353,7 @@ def test_a_large_file_written_and_closed_leaves_no_thread_and_no_descriptor_behi
     running, descriptors = set(threading.enumerate()), set(Path("/proc/self/fd").iterdir())
     fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o600)
     behind = DropBehind(fd, 0, 64 * MiB)
-    behind.write(os.urandom(5 * MiB), 5 * MiB)  # then the caller fails: it closes, without flushing
+    behind.write(os.urandom(5 * MiB))  # then the caller fails: it closes, without flushing
     behind.close()
     os.close(fd)
     assert set(threading.enumerate()) <= running
@@ -409,8 +396,8 @@ def test_a_writer_failure_reaches_the_filler_even_before_the_writer_thread_has_r
 
     def fill() -> None:
         try:
-            for at in range(0, 4 * DIRECT_FROM, MiB):
-                behind.write(os.urandom(MiB), at + MiB)
+            for _ in range(4 * DIRECT_FROM // MiB):
+                behind.write(os.urandom(MiB))
             behind.flush()
         except OSError as exc:
             failures.append(exc)
@@ -435,7 +422,7 @@ def test_an_interrupted_close_leaves_no_descriptor_behind_once_the_writer_thread
     descriptors = set(Path("/proc/self/fd").iterdir())
     fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o600)
     behind = DropBehind(fd, 0, 64 * MiB)
-    behind.write(os.urandom(5 * MiB), 5 * MiB)
+    behind.write(os.urandom(5 * MiB))
 
     def interrupted(self: Serial) -> None:
         self._queue.put(None)

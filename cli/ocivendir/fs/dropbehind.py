@@ -78,8 +78,8 @@ class DropBehind:
         self._failed: BaseException | None = None
         self._writer_failed: BaseException | None = None  # set by the writer thread
 
-    def write(self, data: bytes | memoryview, end: int) -> None:
-        """Write all of `data` after the bytes given before (a short write is continued); the file ends at `end`."""
+    def write(self, data: bytes | memoryview) -> None:
+        """Write all of `data` after the bytes given before (a short write is continued)."""
         if self._failed is not None:
             raise self._failed
         view = memoryview(data)
@@ -88,8 +88,8 @@ class DropBehind:
                 view = self._direct_part(view)
             if view:
                 self._plain(self._fd, view)
-                self._end = end
-                self.wrote(end)
+                self._end += len(view)
+                self.wrote(self._end)
         except BaseException as exc:
             self._fail(exc)
             raise
@@ -146,8 +146,6 @@ class DropBehind:
         """The writer's first failure, raised here (it is recorded before that write's buffer is given back)."""
         if self._writer_failed is not None:
             raise self._writer_failed
-        if self._writer is not None:
-            self._writer.check()
 
     def _emit(self, fd: int, buffer: mmap.mmap, length: int, offset: int) -> None:
         """Write a buffer's first `length` bytes (whole blocks) at file offset `offset`, directly.

@@ -216,11 +216,10 @@ class _Layer:
         target = self._clear_for(relative, keep_directory=False)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(target, flags, 0o600)
-        behind, written = DropBehind(fd, 0, member.size), 0  # a large file's pages: not read again in this run
+        behind = DropBehind(fd, 0, member.size)  # a large file's pages: not read again in this run
         try:  # the descriptor itself, not a file object: that would cost three more system calls a file
             while chunk := data.view(_CHUNK):  # a view of the inflated bytes: copied once, into the file
-                written += len(chunk)
-                behind.write(chunk, written)
+                behind.write(chunk)
             behind.flush()
             os.fchmod(fd, file_mode(member.mode, self.policy.umask))  # on the descriptor: no path lookup, no link
             os.utime(fd, (member.mtime, member.mtime))

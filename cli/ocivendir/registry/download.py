@@ -134,7 +134,7 @@ class BlobFile:
 
     def _store(self, offset: int, chunk: bytes) -> None:
         """Write a chunk after the bytes there (all of it: a short write is continued), then hash it."""
-        self._pages.write(chunk, offset + len(chunk))  # and the cache's fsync has little left to wait for
+        self._pages.write(chunk)  # and the cache's fsync has little left to wait for
         self._seen(offset, chunk)
 
     def append(self, chunk: bytes) -> None:
