@@ -103,10 +103,7 @@ def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None =
         return Run(done.code, done.wall_s, done.cpu_s + server_cpu_s(server) - served, done.rss_kib, done.stdout,
                    done.stderr)  # fmt: skip
 
-    def before() -> None:
-        _empty(work)
-
-    return counting(AccessLog(registry), one, traffic), before, traffic
+    return counting(AccessLog(registry), one, traffic), lambda: _empty(work), traffic
 
 
 def _empty(work: Path) -> None:
@@ -186,9 +183,7 @@ def _resumed(registry: Registry, tools: Tools, work: Path, case: Case, ref: str)
     The registry's log gives each layer GET's bytes (the first one cut off, the resumed one with `Range`); the result
     says what fraction of the layer was sent twice, and checks the pulled file's size.
     """
-    for name in ("out", "cache", "home"):
-        shutil.rmtree(work / name, ignore_errors=True)
-    (work / "home").mkdir(parents=True)
+    _empty(work)
     layer_bytes = case.size_mib << 20
     log = AccessLog(registry)
     mark = log.mark()
