@@ -18,7 +18,19 @@ from typing import Any
 from tests.support.builders import Pusher
 from tests.support.registry import Registry
 
-from bench import cache_scale, fleet, fleet_apps, fleet_mirror, fleet_signed, machine, pull, report, startup, verify
+from bench import (
+    cache_scale,
+    charts,
+    fleet,
+    fleet_apps,
+    fleet_mirror,
+    fleet_signed,
+    machine,
+    pull,
+    report,
+    startup,
+    verify,
+)
 from bench.fleet import DIST_SERVER_TOOL, DIST_TOOL, SERVER_TOOL
 from bench.tools import ROOT, Tools, named_vendir
 
@@ -148,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios and write the two result files; exit 1 when ocivendir's fleet goal is not met."""
     args = _arguments(argv)
     if args.render:
-        (args.out / "RESULTS.md").write_text(report.render(json.loads((args.out / "results.json").read_text())))
+        rendered = json.loads((args.out / "results.json").read_text())
+        (args.out / "RESULTS.md").write_text(report.render(rendered))
+        charts.write_charts(rendered, args.out)
         return 0
     # the venv's installed packages carry bytecode; compile the source tree too so start-up is measured fairly
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "cli")], check=True)
@@ -170,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "RESULTS.md").write_text(report.render(results))
+    charts.write_charts(results, args.out)
     met = results["fleet"].get("goal", {}).get("met", True)
     verdict = "not run" if "not_run" in results["fleet"] else "met" if met else "NOT MET"
     print(f"bench: wrote {args.out / 'RESULTS.md'} and results.json; fleet goal {verdict}",

@@ -5,6 +5,7 @@ The goal first, then the machine and its load, what was skipped, and every scena
 
 from __future__ import annotations
 
+from bench.charts import FLEET_SVG, PULL_SVG, chart_names
 from bench.markdown import Row, mib, ratio, stat, table
 from bench.report_fleet import fleet_section
 from bench.report_mirror import mirror_section
@@ -21,6 +22,8 @@ def render(results: Row) -> str:
     ]  # fmt: skip
     fleet = results["fleet"]
     lines += ["## Fleet", "", f"Not run: {fleet['not_run']}.", ""] if "not_run" in fleet else fleet_section(fleet)
+    if FLEET_SVG in chart_names(results):
+        lines += [f"![CPU and registry requests per round, per tool and variant]({FLEET_SVG})", ""]
     behind = results["fleet_mirror"]
     lines += (["## Fleet behind a mirror", "", f"Not run: {behind['not_run']}.", ""] if "not_run" in behind
               else mirror_section(behind))  # fmt: skip
@@ -37,6 +40,8 @@ def render(results: Row) -> str:
             if "not_run" in section
             else render_section(section)
         )
+        if name == "pull" and PULL_SVG in chart_names(results):
+            lines += [f"![Cold-pull wall and CPU time against bundle size, per tool]({PULL_SVG})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

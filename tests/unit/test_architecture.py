@@ -55,6 +55,7 @@ ONLY_IN = {
         "server.daemon",
         "server.worker",
     },  # registries; the server's Unix socket
+    "matplotlib": set(),  # the bench extra draws the report's charts: never the runtime
     "oras": set(),  # oras-py does not serve the distribution protocol here: README "Dependencies" says why
     "click": {m for m in FLOORS if m == "commands" or m.startswith("commands.")},
     "rich": {"output"},
