@@ -1,4 +1,4 @@
-"""The house rules of design.md §2, checked on every module with `ast`: floors, imports, forbidden names."""
+"""The house rules of ARCHITECTURE.md, checked on every module with `ast`: floors, imports, no circles, forbidden names."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ FLOORS: dict[str, int] = {
     "commands.verify": 4, "commands.cache": 4, "commands.sync": 4, "commands._docgen": 4,
     "commands.overrides": 4, "commands.goflags": 4, "commands.tools": 4,
     "commands.root": 4, "commands.syncrun": 4, "commands.vendirargs": 4,
-    "commands.flagscan": 4, "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4,
+    "commands.flagscan": 4, "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4, "commands.ending": 4,
     "server": 4, "server.place": 4, "server.build": 4, "server.wire": 4, "server.client": 4, "server.spawn": 4,
     "server.daemon": 4, "server.worker": 4, "server.preload": 4,
 }  # fmt: skip
@@ -115,6 +115,68 @@ def test_module_has_a_floor_and_imports_only_from_floors_at_or_below(module: str
             assert module in ONLY_IN[top], f"{module} imports {top}, reserved to {sorted(ONLY_IN[top])}"
         if FLOORS[module] <= 1 and top not in PURE_THIRD_PARTY:
             assert top in sys.stdlib_module_names, f"pure module {module} imports {top}"
+
+
+# For the lead: remove when branch `pool` lands (the worker is handed the entry point: issue 36). The one circle left:
+# commands → commands.root → commands.server → server.daemon → server.worker → commands.
+EXEMPT_CIRCLE = frozenset({"commands", "commands.root", "commands.server", "server.daemon", "server.worker"})
+
+
+def edges(tree: ast.AST) -> set[str]:
+    """The modules a module names, at import time, in a function or under TYPE_CHECKING alike.
+
+    `from ocivendir.pkg import mod` names the module `pkg.mod`, not the package: a submodule importing a sibling is
+    no circle through its package's `__init__`.
+    """
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                whole = f"{node.module}.{alias.name}"
+                names.add(whole if internal(whole) == whole.removeprefix("ocivendir.") else node.module)
+    return {target for name in names if (target := internal(name)) is not None}
+
+
+def reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` names, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The circles: each a set of two or more modules that all reach one another."""
+    reached = {node: reach(graph, node) for node in graph}
+    found: list[set[str]] = []
+    for node in sorted(graph):
+        circle = {other for other in reached[node] if node in reached.get(other, set())} | {node}
+        if len(circle) > 1 and circle not in found:
+            found.append(circle)
+    return found
+
+
+def test_circles_are_found_type_level_included() -> None:
+    """The rule can fail: a circle through a TYPE_CHECKING import is a circle."""
+    typed = ast.parse("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ocivendir.engine.content import Content\n")
+    graph = {"engine.access": edges(typed), "engine.content": {"engine.access"}, "errors": set()}
+    assert circles(graph) == [{"engine.access", "engine.content"}]
+
+
+def test_no_module_names_another_that_names_it_back_even_for_types_only() -> None:
+    """Imports form no circle, type-level (TYPE_CHECKING) and in-function ones included.
+
+    Each side of a circle would have to know the other, so neither could be read, tested or changed alone.
+    """
+    graph = {module: edges(ast.parse(path.read_text())) - {module} for module, path in modules()}
+    found = [sorted(c) for c in circles(graph) if c != EXEMPT_CIRCLE]
+    assert not found, f"import circles: {found}"
 
 
 @pytest.mark.parametrize(("module", "path"), modules(), ids=[m for m, _ in modules()])

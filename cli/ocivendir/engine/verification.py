@@ -31,8 +31,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ocivendir.engine.content import Content
-    from ocivendir.engine.image import FetchedImage
+    from ocivendir.engine.content import Content, Subject
     from ocivendir.engine.referrers import Bundles
     from ocivendir.sign.bundle import SigstoreBundle
     from ocivendir.sign.keyless import Signed
@@ -65,7 +64,7 @@ class PolicyOutcome:
         return f"image '{ref}' is not allowed by signature policy '{self.policy.name}' ({self.policy.source}): {why}"
 
 
-def read_signatures(content: Content, image: FetchedImage) -> Signatures:
+def read_signatures(content: Content, image: Subject) -> Signatures:
     """Cosign's signatures of an image, from `<repo>:sha256-<hex>.sig` (none when the tag does not exist)."""
     from ocivendir.sign.keyless import Signed  # noqa: PLC0415 - a warm run whose verdict is remembered reads none
 
@@ -101,7 +100,7 @@ def read_signatures(content: Content, image: FetchedImage) -> Signatures:
 class _Evidence:
     """An image's signatures and Sigstore bundles, each read on first need and once per run."""
 
-    def __init__(self, content: Content, image: FetchedImage) -> None:
+    def __init__(self, content: Content, image: Subject) -> None:
         self.content, self.image = content, image
         self._signatures: Signatures | None = None
         self._bundles: Bundles | None = None
@@ -129,7 +128,7 @@ class Verifier:
         self._parsed = parsed  # else parsed when a keyless authority is first evaluated
         self._lock = Lock()
 
-    def evaluate(self, content: Content, image: FetchedImage, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:
+    def evaluate(self, content: Content, image: Subject, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:
         """Each policy's outcome; signatures and bundles are read once, and only if an authority needs them."""
         evidence = _Evidence(content, image)
         outcomes = []
