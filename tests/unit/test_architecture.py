@@ -19,7 +19,7 @@ FLOORS: dict[str, int] = {
     "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "oci.gokeys": 1,
     "diag": 0, "parallel": 0, "serial": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
-    "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "engine.signatures": 3,
+    "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "sign.strictb64": 1, "engine.signatures": 3,
     "registry.credentials": 1, "registry.mirrors": 1, "registry.rewrite": 1, "registry.registriesyaml": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.sender": 2, "registry.proxy": 2,
@@ -61,7 +61,7 @@ ONLY_IN = {
     "platformdirs": {"settings"},
     "fcntl": {"fs.locks", "fs.dropbehind"},  # file locks; O_DIRECT on and off for a large file being written
     # signature checks (`--policy`): keys, the trusted root, Fulcio certificates, Rekor's SET, the keyless check
-    "cryptography": {"sign.keys", "sign.trustroot", "sign.fulcio", "sign.keyless", "sign.bundle"},
+    "cryptography": {"sign.keys", "sign.trustroot", "sign.fulcio", "sign.keyless", "sign.bundle", "sign.rekor"},
     "re2": {"registry.rewrite"},  # Go's regexp for registries.yaml rewrites, in one place
     "zlib_ng": {"fs.gunzip"},  # layers' inflate and CRC-32, twice and five times as fast as zlib's
     "concurrent": set(),  # its logging import costs a cold sync a sixth: ocivendir/parallel.py is the thread pool

@@ -63,8 +63,7 @@ def _index(content: Content, image: Subject) -> tuple[bytes, str] | None:
         digest = content.resolve(tag)
     except NotFound:
         return None
-    raw, _ = content.manifest(image.repo, digest)
-    return raw, f"the referrers index '{tag}'"
+    return content.manifest_bytes(image.repo, digest), f"the referrers index '{tag}'"  # parsed by bundle_digests
 
 
 def read_bundles(content: Content, image: Subject) -> Bundles:
