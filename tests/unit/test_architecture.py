@@ -55,7 +55,7 @@ ONLY_IN = {
         "server.daemon",
         "server.worker",
     },  # registries; the server's Unix socket
-    "oras": set(),  # oras-py does not serve the distribution protocol here: README "Dependencies" says why
+    "oras": set(),  # oras-py does not serve the distribution protocol here: docs/dependencies.md says why
     "click": {m for m in FLOORS if m == "commands" or m.startswith("commands.")},
     "rich": {"output"},
     "platformdirs": {"settings"},

@@ -139,7 +139,7 @@ def _through_server() -> None:
 
     Once the server has answered, the client ends with `os._exit`: it has flushed nothing of its own (the worker wrote
     to the caller's descriptors) and holds no file, lock or thread, and skipping interpreter teardown is about 5 ms of
-    a served call's ~41 ms of CPU (README "What a warm run costs").
+    a served call's ~41 ms of CPU (docs/performance.md "What a warm run costs").
     """
     from ocivendir.server.place import wanted  # noqa: PLC0415 - os and stat only
 
