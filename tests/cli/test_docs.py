@@ -1,4 +1,4 @@
-"""Generated docs never drift: man pages and completions match the click tree; the README documents every command."""
+"""Generated docs never drift: man pages and completions match the click tree; the README shows every command."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ from ocivendir.commands._docgen import generate
 from ocivendir.commands.root import cli
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def documentation() -> list[Path]:
+    """The user-facing documentation: the README (the front door) and the pages of docs/."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def all_commands() -> list[tuple[str, ...]]:
@@ -53,7 +58,7 @@ def test_every_command_has_a_man_page_and_a_readme_example(path: tuple[str, ...]
 
 
 def test_flags_named_in_the_readme_exist() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = "\n".join(path.read_text() for path in documentation())
     known = {"--help", "--version"}
     for _, command in [((), cli), *[(p, cli.commands[p[0]]) for p in all_commands() if len(p) == 1]]:
         stack = [command]

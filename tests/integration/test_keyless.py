@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -253,3 +255,36 @@ def test_a_warm_keyless_sync_makes_no_request_and_a_changed_trusted_root_verifie
     refused = sync(work, cache, path, "--trusted-root", str(other), "--offline", "--stale-if-error", "1h")
     assert refused.exit_code == 1
     assert "the Rekor bundle names a log the trusted root does not list" in refused.stderr
+
+
+def test_a_signature_is_checked_once_whichever_authorities_ask_and_only_the_identity_per_authority(
+    registry: Registry,
+    pusher: Pusher,
+    repo_prefix: str,
+    tmp_path: Path,
+    sigstore: Sigstore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The signature's Rekor entry is parsed and checked once, and its certificate's chain and SCT once.
+
+    Two keyless authorities ask, the first naming someone else; only the identity match runs for each.
+    """
+    from ocivendir.sign import fulcio, rekor  # noqa: PLC0415
+
+    calls: Counter[str] = Counter()
+    for module, name in ((fulcio, "verify_certificate"), (rekor, "classic_entry"), (rekor, "verify_entry")):
+        real = getattr(module, name)
+
+        def counted(*args: object, _real: Any = real, _name: str = name, **kwargs: object) -> object:
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    repo = f"{repo_prefix}/app"
+    ref = signed_image(pusher, repo, sigstore)
+    text = keyless_policy("k", f"{registry.host}/{repo}@*", [{"issuer": ISSUER, "subject": "else@example.com"}])
+    text += (f"  - name: second\n    keyless:\n      url: https://fulcio.test\n      identities:\n"
+             f"      - {{issuer: '{ISSUER}', subject: '{SUBJECT}'}}\n")  # fmt: skip
+    done = pull(ref, tmp_path, write_policy(tmp_path, text), sigstore.trusted_root(tmp_path / "trusted_root.json"))
+    assert done.exit_code == 0, done.stderr
+    assert calls == {"verify_certificate": 1, "classic_entry": 1, "verify_entry": 1}

@@ -1,6 +1,6 @@
-"""deploy/kapp-controller rendered by a real ytt over a release-like YAML: the README's commands, the wrong types.
+"""deploy/kapp-controller rendered by a real ytt over a release-like YAML: the documented commands, the wrong types.
 
-Runs when `ytt` is on PATH (CI has none; the README's deploy section says how to build one), skipped otherwise.
+Runs when `ytt` is on PATH (CI has none; docs/deploying.md says how to build one), skipped otherwise.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from tests.packaging.deploy_recipe import (
 from tests.packaging.test_deploy import SIZES
 
 YTT = shutil.which("ytt")
-pytestmark = pytest.mark.skipif(YTT is None, reason="no ytt on PATH (README: Deploying into kapp-controller)")
+pytestmark = pytest.mark.skipif(YTT is None, reason="no ytt on PATH (docs/deploying.md says how to build one)")
 
 
 @pytest.fixture
 def operator_dir(tmp_path: Path) -> Path:
-    """Where an operator runs the README's commands: release.yml, and deploy/ from the repository."""
+    """Where an operator runs docs/deploying.md's commands: release.yml, and deploy/ from the repository."""
     shutil.copy(RELEASE, tmp_path / "release.yml")
     (tmp_path / "deploy").symlink_to(DEPLOY.parent, target_is_directory=True)
     return tmp_path

@@ -1,4 +1,4 @@
-"""The house rules of design.md §2, checked on every module with `ast`: floors, imports, forbidden names."""
+"""The house rules of ARCHITECTURE.md, checked on every module with `ast`: floors, imports, no circles, forbidden names."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ FLOORS: dict[str, int] = {
     "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "oci.gokeys": 1,
     "diag": 0, "parallel": 0, "serial": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
-    "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "engine.signatures": 3,
+    "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "sign.strictb64": 1, "engine.signatures": 3,
     "registry.credentials": 1, "registry.mirrors": 1, "registry.rewrite": 1, "registry.registriesyaml": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.sender": 2, "registry.proxy": 2,
@@ -35,7 +35,7 @@ FLOORS: dict[str, int] = {
     "commands.verify": 4, "commands.cache": 4, "commands.sync": 4, "commands._docgen": 4,
     "commands.overrides": 4, "commands.goflags": 4, "commands.tools": 4,
     "commands.root": 4, "commands.syncrun": 4, "commands.vendirargs": 4,
-    "commands.flagscan": 4, "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4,
+    "commands.flagscan": 4, "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4, "commands.ending": 4,
     "server": 4, "server.place": 4, "server.build": 4, "server.wire": 4, "server.client": 4, "server.spawn": 4,
     "server.daemon": 4, "server.worker": 4, "server.preload": 4,
 }  # fmt: skip
@@ -56,13 +56,13 @@ ONLY_IN = {
         "server.worker",
     },  # registries; the server's Unix socket
     "matplotlib": set(),  # the bench extra draws the report's charts: never the runtime
-    "oras": set(),  # oras-py does not serve the distribution protocol here: README "Dependencies" says why
+    "oras": set(),  # oras-py does not serve the distribution protocol here: docs/dependencies.md says why
     "click": {m for m in FLOORS if m == "commands" or m.startswith("commands.")},
     "rich": {"output"},
     "platformdirs": {"settings"},
     "fcntl": {"fs.locks", "fs.dropbehind"},  # file locks; O_DIRECT on and off for a large file being written
     # signature checks (`--policy`): keys, the trusted root, Fulcio certificates, Rekor's SET, the keyless check
-    "cryptography": {"sign.keys", "sign.trustroot", "sign.fulcio", "sign.keyless", "sign.bundle"},
+    "cryptography": {"sign.keys", "sign.trustroot", "sign.fulcio", "sign.keyless", "sign.bundle", "sign.rekor"},
     "re2": {"registry.rewrite"},  # Go's regexp for registries.yaml rewrites, in one place
     "zlib_ng": {"fs.gunzip"},  # layers' inflate and CRC-32, twice and five times as fast as zlib's
     "concurrent": set(),  # its logging import costs a cold sync a sixth: ocivendir/parallel.py is the thread pool
@@ -116,6 +116,68 @@ def test_module_has_a_floor_and_imports_only_from_floors_at_or_below(module: str
             assert module in ONLY_IN[top], f"{module} imports {top}, reserved to {sorted(ONLY_IN[top])}"
         if FLOORS[module] <= 1 and top not in PURE_THIRD_PARTY:
             assert top in sys.stdlib_module_names, f"pure module {module} imports {top}"
+
+
+# For the lead: remove when branch `pool` lands (the worker is handed the entry point: issue 36). The one circle left:
+# commands → commands.root → commands.server → server.daemon → server.worker → commands.
+EXEMPT_CIRCLE = frozenset({"commands", "commands.root", "commands.server", "server.daemon", "server.worker"})
+
+
+def edges(tree: ast.AST) -> set[str]:
+    """The modules a module names, at import time, in a function or under TYPE_CHECKING alike.
+
+    `from ocivendir.pkg import mod` names the module `pkg.mod`, not the package: a submodule importing a sibling is
+    no circle through its package's `__init__`.
+    """
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                whole = f"{node.module}.{alias.name}"
+                names.add(whole if internal(whole) == whole.removeprefix("ocivendir.") else node.module)
+    return {target for name in names if (target := internal(name)) is not None}
+
+
+def reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` names, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The circles: each a set of two or more modules that all reach one another."""
+    reached = {node: reach(graph, node) for node in graph}
+    found: list[set[str]] = []
+    for node in sorted(graph):
+        circle = {other for other in reached[node] if node in reached.get(other, set())} | {node}
+        if len(circle) > 1 and circle not in found:
+            found.append(circle)
+    return found
+
+
+def test_circles_are_found_type_level_included() -> None:
+    """The rule can fail: a circle through a TYPE_CHECKING import is a circle."""
+    typed = ast.parse("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ocivendir.engine.content import Content\n")
+    graph = {"engine.access": edges(typed), "engine.content": {"engine.access"}, "errors": set()}
+    assert circles(graph) == [{"engine.access", "engine.content"}]
+
+
+def test_no_module_names_another_that_names_it_back_even_for_types_only() -> None:
+    """Imports form no circle, type-level (TYPE_CHECKING) and in-function ones included.
+
+    Each side of a circle would have to know the other, so neither could be read, tested or changed alone.
+    """
+    graph = {module: edges(ast.parse(path.read_text())) - {module} for module, path in modules()}
+    found = [sorted(c) for c in circles(graph) if c != EXEMPT_CIRCLE]
+    assert not found, f"import circles: {found}"
 
 
 @pytest.mark.parametrize(("module", "path"), modules(), ids=[m for m, _ in modules()])

@@ -1,10 +1,10 @@
 """Owns: `main()` — vendir and imgpkg modes (argv[0] named so), the fast paths, exceptions → messages and exit codes.
 
-The single place where exceptions become `<prog>: Error: …` and exit codes. `version`, vendir mode's `sync`
-(`commands/vendirargs.py`) and `pull` in ocivendir and imgpkg modes (`commands/pullargs.py`) run without click when
-their parsers read the command line exactly as click would, and end as click ends a command; everything else goes
-through the click tree in `commands/root.py`. This module imports nothing beyond the standard library's start-up set
-at import time.
+The single place where exceptions become `<prog>: Error: …` and exit codes (worded by `commands/ending.py`).
+`version`, vendir mode's `sync` (`commands/vendirargs.py`) and `pull` in ocivendir and imgpkg modes
+(`commands/pullargs.py`) run without click when their parsers read the command line exactly as click would, and end
+as click ends a command; everything else goes through the click tree in `commands/root.py`. This module imports
+nothing beyond the standard library's start-up set at import time.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
+from ocivendir import version_line
 from ocivendir.errors import OcivendirError, os_reason
 
 TYPE_CHECKING = False
@@ -22,35 +22,18 @@ if TYPE_CHECKING:
 
     from ocivendir.commands.runtime import Run
 
-__all__ = ["main", "run", "version_line"]
+__all__ = ["main", "run"]
 
 _VERSION_ARGS = (["version"], ["--version"])
 
 
-_MODES = {"vendir": VENDIR_COMPAT_VERSION, "imgpkg": IMGPKG_COMPAT_VERSION}
-
-
-def version_line(prog: str) -> str:
-    """`vendir version 0.41.1+ocivendir.<ver>` in vendir mode (imgpkg's likewise), else `ocivendir <ver>`."""
-    if prog in _MODES:
-        return f"{prog} version {_MODES[prog]}+ocivendir.{__version__}"
-    return f"ocivendir {__version__}"
-
-
-def go_mode(state: dict[str, Any]) -> bool:
-    """Whether the program runs as one of the Go tools (vendir or imgpkg): exit codes 0 or 1."""
-    return str(state["prog"]) != "ocivendir"
+_PROGS = ("vendir", "imgpkg")  # argv[0] names that select a Go tool's mode
 
 
 def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hint: str | None, exit_code: int) -> int:
-    import traceback  # noqa: PLC0415 - only on failure
+    from ocivendir.commands.ending import fail  # noqa: PLC0415 - only on failure
 
-    from ocivendir.output import Output, OutputMode  # noqa: PLC0415
-
-    mode = OutputMode(prog=state["prog"], json=bool(state.get("json")))
-    tb = "".join(traceback.format_exception(exc)) if state.get("debug") else None
-    Output(mode).error(str(state.get("command", "")), code, message, hint, tb)
-    return (1 if exit_code else 0) if go_mode(state) else exit_code
+    return fail(state, exc, code, message, hint, exit_code)
 
 
 def _as_click(state: dict[str, Any], body: Callable[[], None]) -> int:
@@ -124,7 +107,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
 
     args = normalize(sys.argv[1:] if argv is None else list(argv))
     name = (prog or sys.argv[0]).rpartition("/")[2]
-    program = name if name in _MODES else "ocivendir"
+    program = name if name in _PROGS else "ocivendir"
     state: dict[str, Any] = {
         "prog": program,
         "vendir_mode": program == "vendir",
@@ -156,7 +139,7 @@ def _through_server() -> None:
 
     Once the server has answered, the client ends with `os._exit`: it has flushed nothing of its own (the worker wrote
     to the caller's descriptors) and holds no file, lock or thread, and skipping interpreter teardown is about 5 ms of
-    a served call's ~41 ms of CPU (README "What a warm run costs").
+    a served call's ~41 ms of CPU (docs/performance.md "What a warm run costs").
     """
     from ocivendir.server.place import wanted  # noqa: PLC0415 - os and stat only
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from ocivendir.commands import _fail, go_mode, version_line
+from ocivendir import version_line
+from ocivendir.commands.ending import fail, go_mode
 from ocivendir.commands.goflags import go_error_message
 from ocivendir.commands.options import global_options, registry_options
 
@@ -75,8 +76,8 @@ def run_click(args: list[str], state: dict[str, Any]) -> int:
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
-        return _fail(state, KeyboardInterrupt(), "aborted", "Aborted", None, 1)
+        return fail(state, KeyboardInterrupt(), "aborted", "Aborted", None, 1)
     except click.ClickException as exc:
-        return _fail(state, exc, "usage", go_error_message(exc, prog_name), None, 2)
+        return fail(state, exc, "usage", go_error_message(exc, prog_name), None, 2)
     code = result if isinstance(result, int) else 0
     return (1 if code else 0) if go_mode(state) else code

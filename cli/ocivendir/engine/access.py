@@ -1,12 +1,12 @@
 """Owns: whether this caller may be served a manifest that a shared cache already holds.
 
 A cache shared by several Apps or users must not hand private content to a caller who could not fetch it, nor tell
-that caller it is there. This sits on top of possession (`engine/content.py`): only a repository that served a
-manifest is ever asked about it. Each cached manifest carries the principals that could read it in its repository
-(`cache/index.py`, fingerprints from `cache/grants.py`): a manifest readable anonymously, or one this caller's
-credential read before, is served with no request. Any other caller is treated as if the manifest were not cached:
-it fetches it from the registry with its own credentials (recorded when that succeeds), and a refusal is the
-registry's answer, word for word what an empty cache would show.
+that caller it is there. This sits on top of possession (`engine/content.py` asks only about a manifest its
+repository served, and owns a `Grants` for its caller): each cached manifest carries the principals that could read
+it in its repository (`cache/index.py`, fingerprints from `cache/grants.py`): a manifest readable anonymously, or one
+this caller's credential read before, is served with no request. Any other caller is treated as if the manifest were
+not cached: it fetches it from the registry with its own credentials (recorded when that succeeds), and a refusal is
+the registry's answer, word for word what an empty cache would show.
 """
 
 from __future__ import annotations
@@ -15,29 +15,35 @@ from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ocivendir.engine.content import Content
+    from collections.abc import Callable
+
+    from ocivendir.cache.index import CacheIndex
     from ocivendir.oci.reference import Digest, Repository
 
-__all__ = ["granted", "record"]
+__all__ = ["Grants"]
 
 
-def record(content: Content, repo: Repository, digest: Digest) -> None:
-    """This caller just read the manifest from the registry: remember that it may."""
-    if content.index is None or content.principal is None:
-        return
-    content.index.grant(digest, str(repo), content.principal_for(repo))
+class Grants:
+    """One caller's grants in a cache index: who it is to each repository, asked only when the answer matters."""
 
+    def __init__(self, index: CacheIndex | None, principal: Callable[[Repository], str] | None) -> None:
+        """Grants in `index` (None: a cache private to the run) for the caller `principal` names (None: anyone)."""
+        self.index = index
+        self.principal = principal
 
-def granted(content: Content, repo: Repository, digest: Digest) -> bool:
-    """True if this caller may be served a cached manifest with no request.
+    def record(self, repo: Repository, digest: Digest) -> None:
+        """This caller just read the manifest from the registry: remember that it may."""
+        if self.index is None or self.principal is None:
+            return
+        self.index.grant(digest, str(repo), self.principal(repo))
 
-    That is: `repo` possesses it, and it is readable anonymously or this caller's credential read it. A cache
-    private to the run (no index) or a run that does not tell callers apart (no principal) serves what `repo` holds.
-    """
-    index = content.index
-    if not content.holds(repo, digest):
-        return False
-    if index is None or content.principal is None:
-        return True
-    principals = index.grants(digest, str(repo))
-    return ANONYMOUS_PRINCIPAL in principals or content.principal_for(repo) in principals
+    def granted(self, repo: Repository, digest: Digest) -> bool:
+        """True if this caller may be served, with no request, a cached manifest that `repo` possesses.
+
+        That is: it is readable anonymously or this caller's credential read it. A cache private to the run (no
+        index) or a run that does not tell callers apart (no principal) serves what `repo` holds.
+        """
+        if self.index is None or self.principal is None:
+            return True
+        principals = self.index.grants(digest, str(repo))
+        return ANONYMOUS_PRINCIPAL in principals or self.principal(repo) in principals

@@ -3,7 +3,9 @@
 A cache may be shared, and a registry may lie: a manifest it serves can name digests of someone else's private
 blobs. So the cache serves a digest for a repository only when that repository itself once served those bytes and
 they verified (a possession record, `cache/index.py`); otherwise the bytes are fetched from that repository and
-verified like any download (then deduplicated on disk). Credential grants (`engine/access.py`) sit on top.
+verified like any download (then deduplicated on disk). Credential grants (`engine/access.py`) sit on top: a part
+each view of the content uses for its caller. With `--policy` the run gives the content a `SignatureGate` (this
+module's protocol, `engine/signatures.py` its implementation), which asks for signatures through the content.
 The registry client is created lazily through a factory, so a warm cached run never imports the network stack.
 """
 
@@ -18,7 +20,7 @@ from ocivendir import diag
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
-from ocivendir.engine import access
+from ocivendir.engine.access import Grants
 from ocivendir.errors import DigestMismatch, RegistryError, Transient, UnsupportedMediaType
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
@@ -37,11 +39,42 @@ from ocivendir.results import ImageStatus, ProgressEvent, RequestStats, WarningE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from typing import Protocol
 
-    from ocivendir.engine.signatures import SignatureGate
     from ocivendir.registry.client import RegistryClient
     from ocivendir.results import EventSink, ImageStatusValue
+
+    class Subject(Protocol):
+        """What a signature gate judges: an image by repository and digest (`engine/image.FetchedImage`)."""
+
+        @property
+        def repo(self) -> Repository:
+            """The repository the image was read from."""
+
+        @property
+        def digest(self) -> Digest:
+            """The image's manifest digest."""
+
+        @property
+        def ref(self) -> str:
+            """Fully qualified `registry/repo@sha256:<hex>`."""
+
+    class Refusal(Protocol):
+        """A signature policy that did not pass, for a report."""
+
+        def describe(self, ref: str) -> str:
+            """The failure, naming the image `ref`, the policy and the reasons."""
+
+    class SignatureGate(Protocol):
+        """`--policy`: may an image be used? Decided through the content it is given (`engine/signatures.py`)."""
+
+        def check(self, content: Content, image: Subject) -> None:
+            """Raise SignatureError unless the image's enforced policies pass (warn for the others that fail)."""
+
+        def verdict(self, content: Content, image: Subject) -> tuple[str, Sequence[Refusal]]:
+            """The image's verdict (verified, unmatched, warned, failed), with the policies that did not pass."""
+
 
 __all__ = ["ClientSpec", "Content", "FetchCounters", "Offline"]
 
@@ -132,6 +165,7 @@ class Content:
         self.extract_limits = extract_limits or ExtractLimits()
         self.principal = principal
         self._principals: dict[tuple[ClientSpec, Repository], str] = {}
+        self.grants = Grants(index, self.principal_for if principal is not None else None)
         self.counters = FetchCounters()
         self.warnings: list[str] = []
         self._held = ExitStack()
@@ -165,6 +199,7 @@ class Content:
         other = object.__new__(Content)
         other.__dict__.update(self.__dict__)  # a shallow copy, as copy.copy makes it (without importing copy)
         other._spec = spec
+        other.grants = Grants(self.index, other.principal_for if self.principal is not None else None)
         return other
 
     @property
@@ -217,7 +252,7 @@ class Content:
             resolved = self.client().resolve(ref)
         except Transient as exc:
             return self._stale_answer(ref, exc)
-        access.record(self, ref.repository, resolved.digest)  # the tag's HEAD just proved access
+        self.grants.record(ref.repository, resolved.digest)  # the tag's HEAD just proved access
         if resolved.raw is not None:
             self.store.admit_bytes(resolved.digest, resolved.raw)  # the repository served them: verified, possessed
             self._possess(ref.repository, (resolved.digest,))
@@ -232,7 +267,7 @@ class Content:
             raise exc
         digest, resolved_at = recorded
         age = self.index.now - resolved_at
-        if age > self.stale_if_error or not access.granted(self, ref.repository, digest):
+        if age > self.stale_if_error or not self._granted(ref.repository, digest):
             raise exc  # a caller not known to read it learns neither the digest nor that there is one
         self.warn(f"could not resolve '{ref}' ({exc.message}); using its answer from {age:.0f}s ago: {digest}")
         return digest
@@ -244,7 +279,7 @@ class Content:
         cached: it fetches it with its own credentials, and a refusal is the registry's own error (or, with
         `--offline`, the uncached content's), so it never learns that someone else's private digest is cached.
         """
-        if self.store.has(digest) and access.granted(self, repo, digest):
+        if self.store.has(digest) and self._granted(repo, digest):
             try:
                 data = self.store.read_verified(digest, None, f"Reading manifest '{repo}@{digest}'")
             except DigestMismatch as exc:
@@ -257,10 +292,10 @@ class Content:
             raw = self.client().get_manifest(repo.at(digest))[0]
             if sha256_digest(raw) == digest:  # admit_fetched refuses anything else
                 self._possess(repo, (digest,))
-                access.record(self, repo, digest)  # under the digest's lock: a process waiting on it reuses these
+                self.grants.record(repo, digest)  # under the digest's lock: a process waiting on it reuses these
             return raw
 
-        raw, fetched = self.store.admit_fetched(digest, fetch, lambda: access.granted(self, repo, digest))
+        raw, fetched = self.store.admit_fetched(digest, fetch, lambda: self._granted(repo, digest))
         if fetched:
             self.counters.fetch(len(raw))
         else:
@@ -272,6 +307,10 @@ class Content:
     def holds(self, repo: Repository, digest: Digest) -> bool:
         """True if `repo` once served `digest`'s bytes and they verified (always, with a cache private to the run)."""
         return self.index is None or bool(self.index.held(str(repo), (digest,)))
+
+    def _granted(self, repo: Repository, digest: Digest) -> bool:
+        """True if this caller may be served `digest` from the cache with no request: `repo` holds it, and grants."""
+        return self.holds(repo, digest) and self.grants.granted(repo, digest)
 
     def cached(self, repo: Repository, blob: Descriptor) -> bool:
         """True if a blob may be served to `repo` from the store: present, and possessed by `repo`."""

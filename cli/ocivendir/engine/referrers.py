@@ -20,8 +20,7 @@ from ocivendir.sign.cosign import MAX_PAYLOAD, MAX_SIGNATURES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ocivendir.engine.content import Content
-    from ocivendir.engine.image import FetchedImage
+    from ocivendir.engine.content import Content, Subject
     from ocivendir.oci.reference import Digest
 
 __all__ = ["Bundles", "bundle_digests", "read_bundles"]
@@ -53,7 +52,7 @@ def bundle_digests(index: bytes, where: str) -> list[Digest]:
     ]
 
 
-def _index(content: Content, image: FetchedImage) -> tuple[bytes, str] | None:
+def _index(content: Content, image: Subject) -> tuple[bytes, str] | None:
     """The referrers index and where it came from: the API, else the tag schema; None when neither has one."""
     if not content.offline:
         raw = content.client().referrers(image.repo, image.digest)
@@ -64,11 +63,10 @@ def _index(content: Content, image: FetchedImage) -> tuple[bytes, str] | None:
         digest = content.resolve(tag)
     except NotFound:
         return None
-    raw, _ = content.manifest(image.repo, digest)
-    return raw, f"the referrers index '{tag}'"
+    return content.manifest_bytes(image.repo, digest), f"the referrers index '{tag}'"  # parsed by bundle_digests
 
 
-def read_bundles(content: Content, image: FetchedImage) -> Bundles:
+def read_bundles(content: Content, image: Subject) -> Bundles:
     """The Sigstore bundles attached to an image (none when it has no referrers)."""
     try:
         located = _index(content, image)

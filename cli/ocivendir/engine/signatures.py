@@ -21,8 +21,7 @@ from ocivendir.errors import SignatureError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ocivendir.cache.index import CacheIndex
-    from ocivendir.engine.content import Content
-    from ocivendir.engine.image import FetchedImage
+    from ocivendir.engine.content import Content, Subject
     from ocivendir.engine.verification import PolicyOutcome, Verifier
     from ocivendir.sign.policy import ImagePolicy, PolicySet
     from ocivendir.sign.source import PolicySource
@@ -83,7 +82,7 @@ class SignatureGate:
                 self._policies = self.source.parse(trusted_root=self.trusted_root is not None)
             return self._policies
 
-    def check(self, content: Content, image: FetchedImage) -> None:
+    def check(self, content: Content, image: Subject) -> None:
         """Raise SignatureError unless every matching enforce policy passes; warn for each failing warn policy."""
         _, failed = self.verdict(content, image)
         for outcome in failed:
@@ -93,7 +92,7 @@ class SignatureGate:
         if enforced:
             raise SignatureError("; ".join(outcome.describe(image.ref) for outcome in enforced))
 
-    def verdict(self, content: Content, image: FetchedImage) -> tuple[str, list[PolicyOutcome]]:
+    def verdict(self, content: Content, image: Subject) -> tuple[str, list[PolicyOutcome]]:
         """VERIFIED, UNMATCHED, WARNED or FAILED, with the failed policies' outcomes; a pass is remembered."""
         index, files = content.index, _FILES + self.source.digest
         if index is not None:
@@ -105,7 +104,7 @@ class SignatureGate:
             index.put_signature_verdict(image.ref, files, self._root_any, verdict)
         return verdict, failed
 
-    def _reached(self, content: Content, image: FetchedImage) -> tuple[str, list[PolicyOutcome]]:
+    def _reached(self, content: Content, image: Subject) -> tuple[str, list[PolicyOutcome]]:
         """The verdict from the parsed policies: remembered per matching policies, else verified now."""
         matched = self.policies().matching(image.ref)
         if not matched:

@@ -31,11 +31,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ocivendir.engine.content import Content
-    from ocivendir.engine.image import FetchedImage
+    from ocivendir.engine.content import Content, Subject
     from ocivendir.engine.referrers import Bundles
     from ocivendir.sign.bundle import SigstoreBundle
-    from ocivendir.sign.keyless import Signed
+    from ocivendir.sign.keyless import Signed, Signer
     from ocivendir.sign.keys import PublicKey
     from ocivendir.sign.policy import Authority, ImagePolicy
     from ocivendir.sign.trustroot import TrustedRoot
@@ -65,7 +64,7 @@ class PolicyOutcome:
         return f"image '{ref}' is not allowed by signature policy '{self.policy.name}' ({self.policy.source}): {why}"
 
 
-def read_signatures(content: Content, image: FetchedImage) -> Signatures:
+def read_signatures(content: Content, image: Subject) -> Signatures:
     """Cosign's signatures of an image, from `<repo>:sha256-<hex>.sig` (none when the tag does not exist)."""
     from ocivendir.sign.keyless import Signed  # noqa: PLC0415 - a warm run whose verdict is remembered reads none
 
@@ -99,12 +98,18 @@ def read_signatures(content: Content, image: FetchedImage) -> Signatures:
 
 
 class _Evidence:
-    """An image's signatures and Sigstore bundles, each read on first need and once per run."""
+    """An image's signatures and Sigstore bundles, each read and parsed on first need and once per run.
 
-    def __init__(self, content: Content, image: FetchedImage) -> None:
+    A keyless item's certificate, signature, Rekor entry, chain and SCT are checked once (per SCT setting), whichever
+    authorities ask: only the identity match runs per authority.
+    """
+
+    def __init__(self, content: Content, image: Subject) -> None:
         self.content, self.image = content, image
         self._signatures: Signatures | None = None
         self._bundles: Bundles | None = None
+        self._parsed: tuple[SigstoreBundle | str, ...] | None = None
+        self._signers: dict[tuple[int, bool], Signer | str] = {}
 
     def signatures(self) -> Signatures:
         if self._signatures is None:
@@ -118,6 +123,30 @@ class _Evidence:
             self._bundles = read_bundles(self.content, self.image)
         return self._bundles
 
+    def parsed(self) -> tuple[SigstoreBundle | str, ...]:
+        """Each bundle found, parsed, or why it does not parse."""
+        if self._parsed is None:
+            from ocivendir.sign.bundle import parse_bundle  # noqa: PLC0415 - bundles only
+
+            def parse(raw: bytes) -> SigstoreBundle | str:
+                try:
+                    return parse_bundle(raw)
+                except ValueError as exc:
+                    return str(exc)
+
+            self._parsed = tuple(parse(raw) for raw in self.bundles().found)
+        return self._parsed
+
+    def signer(self, item: Signed | SigstoreBundle, check_sct: bool, check: Callable[[], Signer]) -> Signer | str:
+        """Who signed a keyless item (`check`, run once per item and SCT setting), or why it is no valid one."""
+        key = (id(item), check_sct)  # the items live as long as this evidence
+        if key not in self._signers:
+            try:
+                self._signers[key] = check()
+            except ValueError as exc:
+                self._signers[key] = str(exc)
+        return self._signers[key]
+
 
 class Verifier:
     """One run's verification: the keys policies name and the trusted root, each loaded on first use."""
@@ -129,7 +158,7 @@ class Verifier:
         self._parsed = parsed  # else parsed when a keyless authority is first evaluated
         self._lock = Lock()
 
-    def evaluate(self, content: Content, image: FetchedImage, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:
+    def evaluate(self, content: Content, image: Subject, policies: tuple[ImagePolicy, ...]) -> list[PolicyOutcome]:
         """Each policy's outcome; signatures and bundles are read once, and only if an authority needs them."""
         evidence = _Evidence(content, image)
         outcomes = []
@@ -154,7 +183,9 @@ class Verifier:
             found = evidence.signatures()
             if not found.items:
                 reasons.append(found.problem or "the signature image holds no cosign signature")
-            elif (reason := self._signed_by(found, self._verifier(policy, authority), authority, digest)) is None:
+            elif (
+                reason := self._signed_by(found, self._verifier(policy, authority, evidence), authority, digest)
+            ) is None:
                 return None
             else:
                 reasons.append(reason)
@@ -162,29 +193,29 @@ class Verifier:
             bundles = evidence.bundles()
             if not bundles.found:
                 reasons.append(bundles.problem)
-            elif (bundled := self._bundled(bundles, self._bundle_verifier(policy, authority), digest)) is None:
+            elif (
+                bundled := self._bundled(evidence.parsed(), self._bundle_verifier(policy, authority, evidence), digest)
+            ) is None:
                 return None
             else:
                 reasons.append(bundled)
         return "; ".join(reasons)
 
     @staticmethod
-    def _bundled(bundles: Bundles, verifies: Callable[[SigstoreBundle], str | None], digest: str) -> str | None:
+    def _bundled(
+        parsed: tuple[SigstoreBundle | str, ...], verifies: Callable[[SigstoreBundle], str | None], digest: str
+    ) -> str | None:
         """None when one Sigstore bundle verifies and speaks for the digest, else why none does."""
-        from ocivendir.sign.bundle import parse_bundle  # noqa: PLC0415 - bundles only
-
         problems = []
-        for raw in bundles.found:
-            try:
-                bundle = parse_bundle(raw)
-            except ValueError as exc:
-                problems.append(str(exc))
+        for bundle in parsed:
+            if isinstance(bundle, str):
+                problems.append(bundle)
                 continue
             problem = verifies(bundle)
             if problem is None and bundle.names(digest):
                 return None
             problems.append(problem or f"a Sigstore bundle verifies, but it does not name {digest}")
-        return f"no valid Sigstore bundle ({len(bundles.found)} checked: {'; '.join(dict.fromkeys(problems))})"
+        return f"no valid Sigstore bundle ({len(parsed)} checked: {'; '.join(dict.fromkeys(problems))})"
 
     @staticmethod
     def _signed_by(
@@ -207,25 +238,31 @@ class Verifier:
             return f"no signature verifies with its key ({len(found.items)} checked)"
         return f"no valid keyless signature ({len(found.items)} checked: {'; '.join(dict.fromkeys(problems))})"
 
-    def _bundle_verifier(self, policy: ImagePolicy, authority: Authority) -> Callable[[SigstoreBundle], str | None]:
+    def _bundle_verifier(
+        self, policy: ImagePolicy, authority: Authority, evidence: _Evidence
+    ) -> Callable[[SigstoreBundle], str | None]:
         """The authority's check of one Sigstore bundle: None when it vouches for it, else why not."""
-        from ocivendir.sign.bundle import bundle_key_problem, bundle_keyless_problem  # noqa: PLC0415 - bundles only
+        from ocivendir.sign.bundle import bundle_key_problem, bundle_signer  # noqa: PLC0415 - bundles only
 
         if authority.kind == "keyless":
-            root = self._trusted()
-            return lambda bundle: bundle_keyless_problem(
-                bundle, authority.identities, root, check_sct=authority.check_sct
+            root, sct = self._trusted(), authority.check_sct
+            return lambda bundle: _identity_problem(
+                evidence.signer(bundle, sct, lambda: bundle_signer(bundle, root, check_sct=sct)), authority
             )
         key = self._key(policy, authority)
         return lambda bundle: bundle_key_problem(bundle, key, authority.hash_algorithm)
 
-    def _verifier(self, policy: ImagePolicy, authority: Authority) -> Callable[[Signed], str | None]:
+    def _verifier(
+        self, policy: ImagePolicy, authority: Authority, evidence: _Evidence
+    ) -> Callable[[Signed], str | None]:
         """The authority's check of one signature: None when it vouches for it, else why not."""
         if authority.kind == "keyless":
-            from ocivendir.sign.keyless import keyless_problem  # noqa: PLC0415 - cryptography only when verifying
+            from ocivendir.sign.keyless import keyless_signer  # noqa: PLC0415 - cryptography only when verifying
 
-            root = self._trusted()
-            return lambda signed: keyless_problem(signed, authority.identities, root, check_sct=authority.check_sct)
+            root, sct = self._trusted(), authority.check_sct
+            return lambda signed: _identity_problem(
+                evidence.signer(signed, sct, lambda: keyless_signer(signed, root, check_sct=sct)), authority
+            )
         from ocivendir.sign.keys import signature_verifies  # noqa: PLC0415 - cryptography only when verifying
 
         key = self._key(policy, authority)
@@ -251,3 +288,8 @@ class Verifier:
                 where = f"signature policy '{policy.name}' ({policy.source}), authority '{authority.name}'"
                 self._keys[name] = load_public_key(authority.key_pem, where)
             return self._keys[name]
+
+
+def _identity_problem(signer: Signer | str, authority: Authority) -> str | None:
+    """None when a valid keyless item's signer is one of the authority's identities, else why not."""
+    return signer if isinstance(signer, str) else signer.problem(authority.identities)

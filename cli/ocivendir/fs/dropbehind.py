@@ -4,7 +4,7 @@ A blob written to the cache and a large file written into a tree are, as a rule,
 them (a layer applied again after a restream reads its blob back, from the disk then). Left in the page cache, a GiB of
 them takes a GiB of fresh pages. On this project's CI machines (virtual machines whose memory the host backs lazily)
 that costs more system time than the write itself: writing 1 GiB took from 0.23 to 4.2 s of system time from one run
-to the next (README "Where a cold pull's time goes").
+to the next (docs/performance.md "Where a cold pull's time goes").
 
 A file that is to grow by `DIRECT_FROM` bytes or more is written with O_DIRECT where the file system takes it: the
 bytes are copied into one of two page-aligned buffers, and a thread of the writer's (`ocivendir/serial.py`) writes each

@@ -7,7 +7,7 @@ in pieces of at most the size asked for, so a small compressed stream never expa
 
 The inflater is zlib-ng's, through `zlib_ng.zlib_ng`, which has the standard `zlib` module's API and errors: on this
 project's machines it inflates twice as fast and computes the CRC-32 five times as fast (SIMD), which is a fifth of a
-cold 1 GiB pull's CPU with the standard `zlib` (README "Dependencies").
+cold 1 GiB pull's CPU with the standard `zlib` (docs/dependencies.md).
 """
 
 from __future__ import annotations

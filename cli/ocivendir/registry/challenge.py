@@ -3,7 +3,7 @@
 `Bearer realm="https://auth.example.com/token",service="registry",scope="repository:a/b:pull,push"` becomes the
 scheme `bearer` and `{"realm": …, "service": …, "scope": …}`. The list and its quoted strings are read by requests'
 header utilities (quoted values keep their commas, `\\` escapes are undone); names are case-insensitive and the
-first of a repeated one counts. oras-py's parser does not serve (README "Dependencies": a regex that loses unquoted
+first of a repeated one counts. oras-py's parser does not serve (docs/dependencies.md: a regex that loses unquoted
 values and the scheme).
 """
 

@@ -5,10 +5,10 @@ an http URL through a proxy in absolute form, an https one through a `CONNECT` t
 has meanwhile closed is retried once on a new one). Redirects are followed here, not by requests: each hop is bounded
 by the caller's `until` (the run's deadline), the `Authorization` header is dropped when the host or port changes or
 https goes down to http, a redirect's body is read only up to 2 KiB (Go's maxBodySlurpSize) and a longer one closes
-its connection unread. An answer's framing is checked before it is handed on: a `Content-Length` that is not one
-number, or a transfer coding other than `chunked`, is refused (`http.client` and urllib3 would read such a body some
-other way). A body read at once stops at `MAX_BODY_BYTES`. What failed is told apart for the transport: no connection
-(`ConnectFailed`), no answer in time (`HeaderTimeout`), a body cut short (`BodyBroken`).
+its connection unread. An answer whose body framing `registry/pools.py` refuses (a `Content-Length` that is not one
+number, a transfer coding other than `chunked`) is not handed on. A body read at once stops at `MAX_BODY_BYTES`.
+What failed is told apart for the transport: no connection (`ConnectFailed`), no answer in time (`HeaderTimeout`), a
+body cut short (`BodyBroken`).
 
 requests and urllib3 are imported with the first request: a run that makes none (a warm digest-pinned sync) loads
 neither.
@@ -49,7 +49,6 @@ MAX_REDIRECTS = 30
 MAX_BODY_BYTES = 32 << 20  # a body read at once (token, error, tag list page); manifests have their own, smaller cap
 REDIRECT_DRAIN_BYTES = 2 << 10  # Go's maxBodySlurpSize: a redirect's body longer than this closes the connection
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_NO_BODY = frozenset({204, 304})
 ProxyChooser = Callable[[str, str, int], "str | None"]
 
 
@@ -198,21 +197,6 @@ class Response:
             self.raw.release_conn()
 
 
-def _check_framing(response: Response, method: str) -> None:
-    """A body framed some way other than one `Content-Length` or `chunked` is refused (`ConnectFailed`)."""
-    if method == "HEAD" or response.status_code in _NO_BODY or response.status_code < 200:  # noqa: PLR2004
-        return
-    codings = response.headers.get("Transfer-Encoding")
-    if codings is not None and codings.strip().lower() != "chunked":
-        raise ConnectFailed(f"an unsupported Transfer-Encoding: {codings!r}")
-    length = response.headers.get("Content-Length")
-    if codings is None and length is not None:
-        values = {value.strip() for value in length.split(",")}
-        value = values.pop()
-        if values or not value.isascii() or not value.isdigit() or len(value) > 18:  # noqa: PLR2004 - past 10^18
-            raise ConnectFailed(f"an invalid or conflicting Content-Length: {length!r}")
-
-
 def _redirect_target(url: str, location: str) -> str:
     """Where a `Location` leads, with unsafe characters escaped as requests does; an unusable one is `ConnectFailed`."""
     from urllib.parse import quote, urljoin, urlsplit  # noqa: PLC0415 - only for a redirect
@@ -353,14 +337,9 @@ class Agent:
                     continue  # the server closed an idle connection: once more on a new one
                 raise ConnectFailed(_why(exc)) from exc
             response = Response(answer, Request(method, url, headers), EXCHANGE.body)
-            try:
-                _check_framing(response, method)
-            except ConnectFailed:
-                connection = answer.raw.connection
-                if connection is not None:
-                    connection.spend()  # type: ignore[union-attr] # one of pools' connections
+            if EXCHANGE.refused is not None:  # its connection is spent already (`registry/pools.framing`)
                 response.close()
-                raise
+                raise ConnectFailed(EXCHANGE.refused)
             return response
         raise ConnectFailed("the connection closed twice")  # pragma: no cover - the loop returns or raises
 

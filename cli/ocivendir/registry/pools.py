@@ -9,7 +9,9 @@ are urllib3's with four things added, read from `EXCHANGE` (what the request bei
   after a bare ClientHello (`registry/tlsprobe.py`) where https is only a first guess (plain HTTP allowed there), so a
   plain-HTTP registry never reads it either; trust is that context alone, never certifi's bundle;
 - whether the request went out on a reused connection (the caller retries a stale one once);
-- a connection is not reused after an answer that leaves it in doubt: an HTTP/1.0 answer with `Transfer-Encoding`
+- the body's framing, judged here alone (`framing`): a body framed some way other than one `Content-Length` or
+  `chunked` is refused (`http.client` and urllib3 would read it some other way; the agent raises on `EXCHANGE.refused`),
+  and a connection is not reused after an answer that leaves it in doubt: an HTTP/1.0 answer with `Transfer-Encoding`
   (RFC 9112 §6.1: close after it; `http.client` keeps a keep-alive one open), `chunked` beside a `Content-Length`
   (§6.3), a `101`, or one whose framing was refused.
 """
@@ -17,7 +19,7 @@ are urllib3's with four things added, read from `EXCHANGE` (what the request bei
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +38,10 @@ if TYPE_CHECKING:
 
     from urllib3.response import HTTPResponse
 
-__all__ = ["EXCHANGE", "Adapter"]
+__all__ = ["EXCHANGE", "Adapter", "framing"]
 
 _INF = float("inf")
+_NO_BODY = frozenset({204, 304})
 
 
 def _never(_host: str, _port: int) -> bool:
@@ -60,6 +63,7 @@ class Exchange(threading.local):
     reused: bool = False  # the request went out on a connection that had served one before
     fired: bool = False  # the head's deadline passed: its socket was shut down
     body: Alarm | None = None  # the alarm guarding the answer's body until the deadline
+    refused: str | None = None  # why the answer's body framing is refused (`framing`), if it is
 
     def begin(
         self,
@@ -71,10 +75,30 @@ class Exchange(threading.local):
         self.connect, self.head, self.until = bounds
         self.tls, self.probe = tls, probe
         self.reused = self.fired = False
-        self.body = None
+        self.body = self.refused = None
 
 
 EXCHANGE = Exchange()
+
+
+def framing(headers: Mapping[str, str], *, method: str, status: int, version: int) -> tuple[str | None, bool]:
+    """Why an answer's body framing is refused, if it is, and whether its connection may not be reused after it.
+
+    A body is read when it is framed by one `Content-Length` or by `chunked`, or when the answer has none.
+    """
+    codings = headers.get("Transfer-Encoding")
+    doubt = codings is not None and (version == 10 or "Content-Length" in headers)  # noqa: PLR2004
+    if method == "HEAD" or status in _NO_BODY or status < 200:  # noqa: PLR2004
+        return None, doubt or status == 101  # noqa: PLR2004
+    if codings is not None and codings.strip().lower() != "chunked":
+        return f"an unsupported Transfer-Encoding: {codings!r}", True
+    length = headers.get("Content-Length")
+    if codings is None and length is not None:
+        values = {value.strip() for value in length.split(",")}
+        value = values.pop()
+        if values or not value.isascii() or not value.isdigit() or len(value) > 18:  # noqa: PLR2004 - past 10^18
+            return f"an invalid or conflicting Content-Length: {length!r}", True
+    return None, doubt
 
 
 def _arm(sock: socket.socket, when: float) -> Alarm | None:
@@ -86,6 +110,7 @@ class _Bounded(HTTPConnection):
 
     _fresh = False  # connected and not yet used
     _spent = False  # its last answer left it unusable: replaced before reuse
+    _method = "GET"  # the method of the request it sent last
     _connecting: Alarm | None = None  # bounds the connect in progress
 
     def _new_conn(self) -> socket.socket:
@@ -113,6 +138,7 @@ class _Bounded(HTTPConnection):
 
     def request(self, method: str, url: str, body: Any = None, headers: Any = None, **options: Any) -> None:  # noqa: ANN401 - urllib3's signature
         """Send; note whether this connection had served a request before."""
+        self._method = method
         EXCHANGE.reused = self.sock is not None and not self._fresh
         try:
             super().request(method, url, body=body, headers=headers, **options)  # a plain one connects in here
@@ -127,15 +153,11 @@ class _Bounded(HTTPConnection):
             response = super().getresponse()
         finally:
             EXCHANGE.fired = alarm is not None and alarm.cancel()
-        codings = response.headers.get("Transfer-Encoding")
-        doubt = codings is not None and (response.version == 10 or "Content-Length" in response.headers)  # noqa: PLR2004
-        self._spent = doubt or response.status == 101  # noqa: PLR2004
+        EXCHANGE.refused, self._spent = framing(
+            response.headers, method=self._method, status=response.status, version=response.version
+        )
         EXCHANGE.body = _arm(sock, EXCHANGE.until)
         return response
-
-    def spend(self) -> None:
-        """Never reuse this connection (its answer's framing was refused)."""
-        self._spent = True
 
 
 class _TLSConnection(_Bounded, HTTPSConnection):

@@ -12,8 +12,9 @@ and the certificate and identity (`sign/keyless.py`), as for cosign's classic si
 
 from __future__ import annotations
 
-import binascii
 from dataclasses import dataclass
+
+from ocivendir.sign import strictb64
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,10 +22,19 @@ if TYPE_CHECKING:
 
     from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 
+    from ocivendir.sign.keyless import Signer
     from ocivendir.sign.policy import Identity
+    from ocivendir.sign.rekor import Entry
     from ocivendir.sign.trustroot import TrustedRoot
 
-__all__ = ["BUNDLE_TYPES", "SigstoreBundle", "bundle_key_problem", "bundle_keyless_problem", "parse_bundle"]
+__all__ = [
+    "BUNDLE_TYPES",
+    "SigstoreBundle",
+    "bundle_key_problem",
+    "bundle_keyless_problem",
+    "bundle_signer",
+    "parse_bundle",
+]
 
 BUNDLE_TYPES = frozenset({
     "application/vnd.dev.sigstore.bundle.v0.3+json",
@@ -56,10 +66,10 @@ class SigstoreBundle:
 def _b64(value: object, what: str) -> bytes:
     if not isinstance(value, str):
         raise ValueError(f"the Sigstore bundle has no {what}")  # noqa: TRY004 - a malformed bundle is a value problem
-    try:
-        return binascii.a2b_base64(value.encode("ascii"), strict_mode=True)
-    except (binascii.Error, UnicodeEncodeError):
-        raise ValueError(f"the Sigstore bundle's {what} is not base64") from None
+    decoded = strictb64.decode(value)
+    if decoded is None:
+        raise ValueError(f"the Sigstore bundle's {what} is not base64")
+    return decoded
 
 
 def _object(doc: dict[str, Any], key: str) -> dict[str, Any]:
@@ -157,28 +167,39 @@ def bundle_key_problem(bundle: SigstoreBundle, key: PublicKeyTypes, hash_algorit
     return None if _verifies(bundle, key, hash_algorithm) is not None else "the bundle's signature does not verify"
 
 
+def bundle_signer(bundle: SigstoreBundle, root: TrustedRoot, *, check_sct: bool) -> Signer:
+    """Who signed a keyless bundle, once it holds under the trusted root (`sign/keyless.signer`); ValueError if not."""
+    from cryptography import x509  # noqa: PLC0415 - keyless only
+
+    from ocivendir.sign.keyless import signer  # noqa: PLC0415
+    from ocivendir.sign.rekor import rekor_entry  # noqa: PLC0415
+
+    if not bundle.certificates:
+        raise ValueError("the bundle carries no certificate")
+    chain = [x509.load_der_x509_certificate(der) for der in bundle.certificates]
+
+    def entry() -> Entry:
+        if not bundle.entries:
+            raise ValueError("the bundle carries no Rekor entry")
+        return rekor_entry(bundle.entries[0])
+
+    return signer(
+        chain[0],
+        lambda key: _verifies(bundle, key, "sha256"),
+        entry,
+        lambda: chain[1:],
+        digest=bundle.entry_digest,
+        root=root,
+        check_sct=check_sct,
+        what="the bundle's signature",
+    )
+
+
 def bundle_keyless_problem(
     bundle: SigstoreBundle, identities: tuple[Identity, ...], root: TrustedRoot, *, check_sct: bool
 ) -> str | None:
     """None when the bundle is a valid keyless signature by one of the identities under the trusted root."""
-    from cryptography import x509  # noqa: PLC0415 - keyless only
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
-
-    from ocivendir.sign.keyless import certificate_problem  # noqa: PLC0415
-    from ocivendir.sign.rekor import rekor_entry, verify_entry  # noqa: PLC0415
-
-    if not bundle.certificates:
-        return "the bundle carries no certificate"
     try:
-        chain = [x509.load_der_x509_certificate(der) for der in bundle.certificates]
-        signature = _verifies(bundle, chain[0].public_key(), "sha256")
-        if signature is None:
-            return "the bundle's signature does not verify with its certificate's key"
-        if not bundle.entries:
-            return "the bundle carries no Rekor entry"
-        entry = rekor_entry(bundle.entries[0])
-        public = chain[0].public_bytes(serialization.Encoding.PEM)
-        verify_entry(entry, root, digest=bundle.entry_digest, signature=signature, public_pem=public)
+        return bundle_signer(bundle, root, check_sct=check_sct).problem(identities)
     except ValueError as exc:
         return str(exc)
-    return certificate_problem(chain[0], chain[1:], entry.when, identities, root, check_sct=check_sct)

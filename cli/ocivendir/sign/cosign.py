@@ -11,10 +11,9 @@ Fulcio certificate, the certificate chain and Rekor's bundle in `dev.sigstore.co
 
 from __future__ import annotations
 
-import binascii
-
 from ocivendir import jsondoc
 from ocivendir.oci.reference import Digest, Reference, Repository
+from ocivendir.sign import strictb64
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,10 +51,7 @@ def signature_bytes(layer: Descriptor) -> bytes | None:
     text = layer.annotations.get(SIGNATURE_ANNOTATION)
     if not text:
         return None
-    try:
-        return binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
-    except (binascii.Error, UnicodeEncodeError):
-        return None
+    return strictb64.decode(text)
 
 
 def payload_digest(payload: bytes) -> str | None:

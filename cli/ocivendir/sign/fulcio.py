@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from ocivendir.sign.trustroot import TrustedRoot
 
-__all__ = ["certificate_identity", "load_certificates", "verify_certificate"]
+__all__ = ["certificate_identity", "load_certificates", "pem_certificates", "verify_certificate"]
 
 ISSUER_V1 = "1.3.6.1.4.1.57264.1.1"  # the OIDC issuer, raw bytes
 ISSUER_V2 = "1.3.6.1.4.1.57264.1.8"  # the OIDC issuer, a DER UTF8String
@@ -39,6 +39,16 @@ def load_certificates(pem: str, what: str) -> list[Certificate]:
         return load_pem_x509_certificates(pem.encode("utf-8"))
     except (ValueError, UnicodeEncodeError) as exc:
         raise ValueError(f"the {what} is not a PEM certificate: {exc}") from None
+
+
+def pem_certificates(pem: bytes) -> list[Certificate]:
+    """The certificates PEM text holds (none when it holds none, or one of them does not parse)."""
+    from cryptography.x509 import load_pem_x509_certificates  # noqa: PLC0415 - keyless only
+
+    try:
+        return load_pem_x509_certificates(pem)
+    except ValueError:
+        return []
 
 
 def _der_utf8(data: bytes) -> str:

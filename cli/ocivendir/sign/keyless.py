@@ -15,14 +15,16 @@ from dataclasses import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from datetime import datetime
+    from collections.abc import Callable
 
+    from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
     from cryptography.x509 import Certificate
 
     from ocivendir.sign.policy import Identity
+    from ocivendir.sign.rekor import Entry
     from ocivendir.sign.trustroot import TrustedRoot
 
-__all__ = ["Signed", "certificate_problem", "keyless_problem"]
+__all__ = ["Signed", "Signer", "keyless_problem", "keyless_signer", "signer"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,51 +38,90 @@ class Signed:
     bundle: str = ""  # Rekor's answer, JSON (`dev.sigstore.cosign/bundle`)
 
 
-def keyless_problem(
-    signed: Signed, identities: tuple[Identity, ...], root: TrustedRoot, *, check_sct: bool
-) -> str | None:
-    """None when the signature is a valid keyless one by one of the identities, else why not."""
+@dataclass(frozen=True, kw_only=True)
+class Signer:
+    """Who a valid keyless signature's certificate names: its OIDC issuer and subject alternative names."""
+
+    issuer: str
+    subjects: tuple[str, ...]
+
+    def problem(self, identities: tuple[Identity, ...]) -> str | None:
+        """None when one of an authority's identities matches the issuer and a subject, else why not."""
+        if any(identity.matches(self.issuer, subject) for identity in identities for subject in self.subjects):
+            return None
+        named = ", ".join(map(repr, self.subjects)) or "none"
+        return (f"the certificate's identity (issuer '{self.issuer}', subject {named}) matches none of the "
+                "authority's identities")  # fmt: skip
+
+
+def signer(
+    cert: Certificate,
+    signed_with: Callable[[PublicKeyTypes], bytes | None],
+    entry: Callable[[], Entry],
+    chain: Callable[[], list[Certificate]],
+    *,
+    digest: str,
+    root: TrustedRoot,
+    check_sct: bool,
+    what: str,
+) -> Signer:
+    """The keyless sequence of a classic signature and a bundle alike: certificate, signature, entry, chain and SCT.
+
+    `signed_with` gives the signature that verifies with the certificate's key (`what` names it when none does);
+    `entry` Rekor's promise, which must be the trusted log's and record that signature, `digest` and the certificate;
+    `chain` the intermediates the signature carries, through which the certificate must chain to the trusted root at
+    the integrated time (with its SCT unless `check_sct` is off). ValueError saying which step did not hold.
+    """
+    from ocivendir.sign.fulcio import certificate_identity, verify_certificate  # noqa: PLC0415 - keyless only
+    from ocivendir.sign.rekor import verify_entry  # noqa: PLC0415
+
+    signature = signed_with(cert.public_key())
+    if signature is None:
+        raise ValueError(f"{what} does not verify with its certificate's key")
+    promised = entry()
+    verify_entry(promised, root, digest=digest, signature=signature, certificate=cert)
+    verify_certificate(cert, chain(), root, promised.when, check_sct=check_sct)
+    issuer, subjects = certificate_identity(cert)
+    return Signer(issuer=issuer, subjects=subjects)
+
+
+def keyless_signer(signed: Signed, root: TrustedRoot, *, check_sct: bool) -> Signer:
+    """Who signed a classic keyless signature, once it holds under the trusted root; ValueError saying why not."""
     from cryptography.hazmat.primitives import hashes  # noqa: PLC0415 - keyless only
 
     from ocivendir.sign.fulcio import load_certificates  # noqa: PLC0415
     from ocivendir.sign.keys import signature_verifies_with  # noqa: PLC0415
-    from ocivendir.sign.rekor import classic_entry, verify_entry  # noqa: PLC0415
+    from ocivendir.sign.rekor import classic_entry  # noqa: PLC0415
 
     if not signed.certificate:
-        return "the signature carries no certificate"
-    try:
-        cert = load_certificates(signed.certificate, "certificate")[0]
-        if not signature_verifies_with(cert.public_key(), signed.signature, signed.payload, hashes.SHA256()):
-            return "the signature does not verify with its certificate's key"
+        raise ValueError("the signature carries no certificate")
+
+    def signed_with(key: PublicKeyTypes) -> bytes | None:
+        verifies = signature_verifies_with(key, signed.signature, signed.payload, hashes.SHA256())
+        return signed.signature if verifies else None
+
+    def entry() -> Entry:
         if not signed.bundle:
-            return "the signature carries no Rekor bundle"
-        entry = classic_entry(signed.bundle)
-        verify_entry(entry, root, digest=hashlib.sha256(signed.payload).hexdigest(), signature=signed.signature,
-                     public_pem=signed.certificate.encode())  # fmt: skip
-        extra = load_certificates(signed.chain, "certificate chain") if signed.chain else []
-    except ValueError as exc:
-        return str(exc)
-    return certificate_problem(cert, extra, entry.when, identities, root, check_sct=check_sct)
+            raise ValueError("the signature carries no Rekor bundle")
+        return classic_entry(signed.bundle)
+
+    return signer(
+        load_certificates(signed.certificate, "certificate")[0],
+        signed_with,
+        entry,
+        lambda: load_certificates(signed.chain, "certificate chain") if signed.chain else [],
+        digest=hashlib.sha256(signed.payload).hexdigest(),
+        root=root,
+        check_sct=check_sct,
+        what="the signature",
+    )
 
 
-def certificate_problem(
-    cert: Certificate,
-    extra: list[Certificate],
-    when: datetime,
-    identities: tuple[Identity, ...],
-    root: TrustedRoot,
-    *,
-    check_sct: bool,
+def keyless_problem(
+    signed: Signed, identities: tuple[Identity, ...], root: TrustedRoot, *, check_sct: bool
 ) -> str | None:
-    """None when the certificate is valid under the root at the signing time and names one of the identities."""
-    from ocivendir.sign.fulcio import certificate_identity, verify_certificate  # noqa: PLC0415 - keyless only
-
+    """None when the signature is a valid keyless one by one of the identities, else why not."""
     try:
-        verify_certificate(cert, extra, root, when, check_sct=check_sct)
-        issuer, subjects = certificate_identity(cert)
+        return keyless_signer(signed, root, check_sct=check_sct).problem(identities)
     except ValueError as exc:
         return str(exc)
-    if any(identity.matches(issuer, subject) for identity in identities for subject in subjects):
-        return None
-    named = ", ".join(map(repr, subjects)) or "none"
-    return f"the certificate's identity (issuer '{issuer}', subject {named}) matches none of the authority's identities"

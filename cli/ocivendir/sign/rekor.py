@@ -19,9 +19,13 @@ import binascii
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ocivendir.sign import strictb64
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from cryptography.x509 import Certificate
 
     from ocivendir.sign.trustroot import TrustedRoot
 
@@ -51,10 +55,10 @@ class Entry:
 def _b64(text: object, what: str) -> bytes:
     if not isinstance(text, str):
         raise EntryError(f"the Rekor bundle's {what} is missing")
-    try:
-        return binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
-    except (binascii.Error, UnicodeEncodeError):
-        raise EntryError(f"the Rekor bundle's {what} is not base64") from None
+    decoded = strictb64.decode(text)
+    if decoded is None:
+        raise EntryError(f"the Rekor bundle's {what} is not base64")
+    return decoded
 
 
 _MAX_INT64 = (1 << 63) - 1  # Rekor's integratedTime and logIndex are int64
@@ -114,8 +118,8 @@ def _canonical(entry: Entry) -> bytes:
             f'"logID":"{entry.log_id.hex()}","logIndex":{entry.log_index}}}').encode()  # fmt: skip
 
 
-def _body_matches(body: bytes, payload_sha256: str, signature: bytes, public: bytes) -> str | None:
-    """None when the entry's body records this signature, payload digest and certificate (or key), else why not."""
+def _body_matches(body: bytes, payload_sha256: str, signature: bytes, cert: Certificate) -> str | None:
+    """None when the entry's body records this signature, payload digest and certificate, else why not."""
     from ocivendir import jsondoc  # noqa: PLC0415 - only here (json imports re); a deep document is invalid JSON
 
     try:
@@ -125,13 +129,13 @@ def _body_matches(body: bytes, payload_sha256: str, signature: bytes, public: by
     kind = (doc.get("kind"), doc.get("apiVersion")) if isinstance(doc, dict) else None
     spec = doc["spec"] if isinstance(doc, dict) and isinstance(doc.get("spec"), dict) else {}
     if kind == ("dsse", "0.0.1"):
-        return _dsse_matches(spec, payload_sha256, signature, public)
+        return _dsse_matches(spec, payload_sha256, signature, cert)
     if kind == ("hashedrekord", "0.0.1"):
-        return _hashedrekord_matches(spec, payload_sha256, signature, public)
+        return _hashedrekord_matches(spec, payload_sha256, signature, cert)
     return "the Rekor entry is neither a hashedrekord nor a dsse v0.0.1 (the kinds ocivendir reads)"
 
 
-def _hashedrekord_matches(spec: dict[str, Any], payload_sha256: str, signature: bytes, public: bytes) -> str | None:
+def _hashedrekord_matches(spec: dict[str, Any], payload_sha256: str, signature: bytes, cert: Certificate) -> str | None:
     """A hashedrekord v0.0.1 body: the payload's sha256, this signature, and this certificate."""
     data, sig = spec.get("data"), spec.get("signature")
     hashed = data.get("hash") if isinstance(data, dict) else None
@@ -144,10 +148,10 @@ def _hashedrekord_matches(spec: dict[str, Any], payload_sha256: str, signature: 
         recorded = _b64(key.get("content") if isinstance(key, dict) else None, "entry public key")
     except EntryError as exc:
         return str(exc)
-    return None if _same_certificate(recorded, public) else "the Rekor entry records another certificate"
+    return None if _same_certificate(recorded, cert) else "the Rekor entry records another certificate"
 
 
-def _dsse_matches(spec: dict[str, Any], payload_sha256: str, signature: bytes, public: bytes) -> str | None:
+def _dsse_matches(spec: dict[str, Any], payload_sha256: str, signature: bytes, cert: Certificate) -> str | None:
     """A dsse v0.0.1 body: the envelope payload's sha256, and this signature by this certificate among its own."""
     hashed = spec.get("payloadHash")
     if not isinstance(hashed, dict) or hashed.get("algorithm") != "sha256" or hashed.get("value") != payload_sha256:
@@ -156,27 +160,21 @@ def _dsse_matches(spec: dict[str, Any], payload_sha256: str, signature: bytes, p
     for item in listed if isinstance(listed, list) else []:
         try:
             if (isinstance(item, dict) and _b64(item.get("signature"), "entry signature") == signature
-                    and _same_certificate(_b64(item.get("verifier"), "entry verifier"), public)):  # fmt: skip
+                    and _same_certificate(_b64(item.get("verifier"), "entry verifier"), cert)):  # fmt: skip
                 return None
         except EntryError:
             continue
     return "the Rekor entry records another signature or certificate"
 
 
-def _same_certificate(recorded: bytes, public: bytes) -> bool:
-    """Whether two PEM texts hold the same certificate (or key): compared by their DER, so line breaks do not count."""
+def _same_certificate(recorded: bytes, certificate: Certificate) -> bool:
+    """Whether the entry's PEM text holds this certificate and nothing else (compared as certificates, by DER)."""
+    from ocivendir.sign.fulcio import pem_certificates  # noqa: PLC0415 - cryptography only when verifying
 
-    def der(pem: bytes) -> bytes:
-        lines = [line for line in pem.strip().splitlines() if line and not line.startswith(b"-----")]
-        try:
-            return binascii.a2b_base64(b"".join(lines))
-        except binascii.Error:
-            return pem
-
-    return der(recorded) == der(public)
+    return pem_certificates(recorded) == [certificate]
 
 
-def verify_entry(entry: Entry, root: TrustedRoot, *, digest: str, signature: bytes, public_pem: bytes) -> None:
+def verify_entry(entry: Entry, root: TrustedRoot, *, digest: str, signature: bytes, certificate: Certificate) -> None:
     """Raise EntryError unless the SET is the trusted Rekor's and the entry records this signature.
 
     `digest` is the hex sha256 the entry must record: of the payload, of the signed message, or of a DSSE payload.
@@ -190,6 +188,6 @@ def verify_entry(entry: Entry, root: TrustedRoot, *, digest: str, signature: byt
         raise EntryError(f"the trusted root's Rekor key was not in force at {entry.when:%Y-%m-%dT%H:%M:%SZ}")
     if not signature_verifies_with(log.key, entry.set_signature, _canonical(entry), None):
         raise EntryError("the Rekor bundle's signed entry timestamp does not verify with the trusted root's log key")
-    problem = _body_matches(entry.body, digest, signature, public_pem)
+    problem = _body_matches(entry.body, digest, signature, certificate)
     if problem is not None:
         raise EntryError(problem)

@@ -12,12 +12,12 @@ the field.
 
 from __future__ import annotations
 
-import binascii
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ocivendir.errors import ConfigError
+from ocivendir.sign import strictb64
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,10 +103,10 @@ class _Reader:
 
     def der(self, doc: dict[str, Any], path: str) -> bytes:
         text = self.get(doc, "rawBytes", path, str)
-        try:
-            return binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
-        except (binascii.Error, UnicodeEncodeError):
-            raise self.fail(f"{path}.rawBytes", "not base64") from None
+        decoded = strictb64.decode(text)
+        if decoded is None:
+            raise self.fail(f"{path}.rawBytes", "not base64")
+        return decoded
 
     def time(self, doc: dict[str, Any], name: str, path: str, default: datetime) -> datetime:
         text = self.get(doc, name, path, str, required=False)
