@@ -9,7 +9,9 @@ manifest digest and DSSE in-toto statements, signed by a key or keylessly under 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -166,3 +168,52 @@ def test_a_warm_sync_verified_by_a_bundle_makes_no_request_and_works_with_the_re
     )
     again = sync(work, cache, changed, "--offline", "--stale-if-error", "1h")
     assert again.exit_code == 0, again.stderr
+
+
+def test_a_bundle_is_parsed_and_checked_once_whichever_authorities_ask(
+    registry: Registry,
+    pusher: Pusher,
+    repo_prefix: str,
+    tmp_path: Path,
+    sigstore: Sigstore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bundle is parsed once, its Rekor entry read once, its chain and SCT checked once, the referrers index once.
+
+    Two keyless authorities ask, the first naming someone else; only the identity match runs for each.
+    """
+    from ocivendir.sign import bundle as bundles  # noqa: PLC0415
+    from ocivendir.sign import fulcio, rekor  # noqa: PLC0415
+
+    calls: Counter[str] = Counter()
+    for module, name in ((bundles, "parse_bundle"), (rekor, "rekor_entry"), (fulcio, "verify_certificate")):
+        real = getattr(module, name)
+
+        def counted(*args: object, _real: Any = real, _name: str = name, **kwargs: object) -> object:
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    from ocivendir.engine import content  # noqa: PLC0415
+    from ocivendir.oci.manifest import Index  # noqa: PLC0415
+
+    parse_manifest = content.parse_manifest
+
+    def parsed(raw: bytes, media_type: str | None = None) -> object:
+        found = parse_manifest(raw, media_type)
+        calls["an index parsed as a manifest"] += isinstance(found, Index)
+        return found
+
+    monkeypatch.setattr(content, "parse_manifest", parsed)
+    repo = f"{repo_prefix}/app"
+    ref, digest = pushed_image(pusher, repo)
+    attach_bundle(pusher, repo, digest, bundle(digest=digest, sigstore=sigstore))
+    text = keyless_policy("k", f"{registry.host}/{repo}@*", [{"issuer": ISSUER, "subject": "else@example.com"}])
+    text += (f"  - name: second\n    keyless:\n      url: https://fulcio.test\n      identities:\n"
+             f"      - {{issuer: '{ISSUER}', subject: '{SUBJECT}'}}\n")  # fmt: skip
+    root = sigstore.trusted_root(tmp_path / "trusted_root.json")
+    done = pull_image(
+        ref, tmp_path / "out", tmp_path / "cache", write_policy(tmp_path, text), "--trusted-root", str(root)
+    )
+    assert done.exit_code == 0, done.stderr
+    assert calls == {"parse_bundle": 1, "rekor_entry": 1, "verify_certificate": 1, "an index parsed as a manifest": 0}

@@ -110,7 +110,7 @@ class _Bounded(HTTPConnection):
 
     _fresh = False  # connected and not yet used
     _spent = False  # its last answer left it unusable: replaced before reuse
-    _method = "GET"  # the method of the request it sent last
+    _last_method = "GET"  # the method of the request it sent last
     _connecting: Alarm | None = None  # bounds the connect in progress
 
     def _new_conn(self) -> socket.socket:
@@ -138,7 +138,7 @@ class _Bounded(HTTPConnection):
 
     def request(self, method: str, url: str, body: Any = None, headers: Any = None, **options: Any) -> None:  # noqa: ANN401 - urllib3's signature
         """Send; note whether this connection had served a request before."""
-        self._method = method
+        self._last_method = method
         EXCHANGE.reused = self.sock is not None and not self._fresh
         try:
             super().request(method, url, body=body, headers=headers, **options)  # a plain one connects in here
@@ -154,7 +154,7 @@ class _Bounded(HTTPConnection):
         finally:
             EXCHANGE.fired = alarm is not None and alarm.cancel()
         EXCHANGE.refused, self._spent = framing(
-            response.headers, method=self._method, status=response.status, version=response.version
+            response.headers, method=self._last_method, status=response.status, version=response.version
         )
         EXCHANGE.body = _arm(sock, EXCHANGE.until)
         return response

@@ -5,7 +5,9 @@ key; Rekor's signed entry timestamp must be the trusted root's and its entry mus
 certificate (`sign/rekor.py`); the certificate must chain to the trusted root at the integrated time, with its SCT
 (`sign/fulcio.py`); and its issuer and one of its subject alternative names must match one of the authority's
 identities (`issuer`/`subject` exactly, `issuerRegExp`/`subjectRegExp` searched, as policy-controller does). The
-payload's digest is the caller's to compare, as for key signatures.
+payload's digest is the caller's to compare, as for key signatures. `signer` is that sequence up to the identity, for
+a classic signature (`keyless_signer`) and a Sigstore bundle (`sign/bundle.bundle_signer`) alike; its `Signer` is what
+a verification keeps per item, so only the identity match runs again for each authority.
 """
 
 from __future__ import annotations
