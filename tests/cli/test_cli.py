@@ -13,6 +13,7 @@ import pytest
 from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
 from ocivendir.commands.root import cli
 from tests.conftest import run_cli
+from tests.support.devfull import FULL, run_into_full_disk
 
 
 def test_version_in_both_program_modes() -> None:
@@ -198,3 +199,34 @@ def test_a_lock_file_that_cannot_be_written_names_it_instead_of_a_bare_errno(tmp
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == "ocivendir: Error: Writing lock config 'lockdir': is a directory"
     assert "Errno" not in result.stderr
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [["sync", "--no-cache"], ["sync", "--no-cache", "--json"], ["cache", "ls", "--cache-dir", "c"], ["cache", "ls", "--cache-dir", "c", "--json"],
+     ["version"]],
+    ids=" ".join,
+)  # fmt: skip
+def test_a_stdout_on_a_full_disk_is_one_error_line_naming_it_and_exit_1(tmp_path: Path, args: list[str]) -> None:
+    """The result cannot be written: `<prog>: Error: '/dev/stdout': no space left on device`, never a traceback."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.txt").write_text("a\n")
+    (tmp_path / "vendir.yml").write_text(
+        "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: v\n  contents:\n  - path: a\n"
+        "    directory: {path: src}\n"
+    )
+    done = run_into_full_disk(*args, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == "ocivendir: Error: '/dev/stdout': no space left on device"
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("Error:") == 1
+    if args[0] == "sync":  # the sync itself was done: only its report was lost
+        assert (tmp_path / "v/a/a.txt").read_text() == "a\n"
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full")
+def test_an_error_whose_json_envelope_cannot_be_written_is_still_its_own_line_on_stderr(tmp_path: Path) -> None:
+    done = run_into_full_disk("pull", "-i", "Bad/Ref:1", "-o", "out", "--json", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "ocivendir: Error: could not parse reference:\n  Bad/Ref:1\n"
