@@ -45,11 +45,12 @@ def go_mode(state: dict[str, Any]) -> bool:
 def _fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hint: str | None, exit_code: int) -> int:
     import traceback  # noqa: PLC0415 - only on failure
 
+    from ocivendir.commands.flagscan import command_of  # noqa: PLC0415
     from ocivendir.output import Output, OutputMode  # noqa: PLC0415
 
     mode = OutputMode(prog=state["prog"], json=bool(state.get("json")))
     tb = "".join(traceback.format_exception(exc)) if state.get("debug") else None
-    Output(mode).error(str(state.get("command", "")), code, message, hint, tb)
+    Output(mode).error(command_of(state.get("args", [])), code, message, hint, tb)
     return (1 if exit_code else 0) if go_mode(state) else exit_code
 
 
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
         "vendir_mode": program == "vendir",
         "json": "--json" in args,
         "debug": "--debug" in args,
-        "command": next((a for a in args if not a.startswith("-")), ""),
+        "args": args,
     }
     try:
         sys.exit(_run(args, state))
