@@ -44,7 +44,7 @@ ONLY_IN = {
     # the transport: requests for the exchanges, urllib3 beneath it for the bounded connections, loaded on first use
     "requests": {"registry.connections", "registry.pools", "registry.challenge"},
     "urllib3": {"registry.connections", "registry.pools"},
-    "http": {"registry.ggcrtext", "registry.connections"},  # HTTPStatus for an error's text; http.client's errors
+    "http": {"registry.connections"},  # http.client's errors (ggcrtext carries Go's status texts, not HTTPStatus's)
     "socket": {
         "registry.pools",
         "registry.watchdog",
