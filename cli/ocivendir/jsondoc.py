@@ -3,7 +3,8 @@
 It is `json.loads`, with one difference: a document nested past the interpreter's stack is a JSONDecodeError
 ("Nested too deeply"), where `json.loads` raises RecursionError, which no reader of registry answers expects (Go's
 encoding/json stops at 10,000 levels). `object_pairs_hook` is json's own, for a reader that must see every key
-(`oci/gokeys.py` remembers repeated ones). Writing JSON stays with `json.dumps`.
+(`oci/gokeys.py` remembers repeated ones); so are the number and constant hooks, for a reader that decodes as Go does
+(`registry/ggcrtext.py`). Writing JSON stays with `json.dumps`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,19 @@ __all__ = ["loads"]
 
 
 def loads(
-    data: str | bytes | bytearray, *, object_pairs_hook: Callable[[list[tuple[str, object]]], object] | None = None
+    data: str | bytes | bytearray,
+    *,
+    object_pairs_hook: Callable[[list[tuple[str, object]]], object] | None = None,
+    parse_number: Callable[[str], object] | None = None,
+    parse_constant: Callable[[str], object] | None = None,
 ) -> object:
-    """`json.loads(data)`: the same value, or the same exception with the same message; too deep is invalid JSON."""
+    """`json.loads(data)`: the same value, or the same exception with the same message; too deep is invalid JSON.
+
+    `parse_number` reads every number (json's `parse_int` and `parse_float` both); `parse_constant` is json's.
+    """
     try:
-        return json.loads(data, object_pairs_hook=object_pairs_hook)
+        return json.loads(data, object_pairs_hook=object_pairs_hook, parse_int=parse_number, parse_float=parse_number,
+                          parse_constant=parse_constant)  # fmt: skip
     except RecursionError:
         text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
         start = len(text) - len(text.lstrip(" \t\n\r"))  # where the document starts, as json's errors count

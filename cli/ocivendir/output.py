@@ -36,8 +36,23 @@ _CLOSE = ")]}"
 
 def write_stdout(text: str) -> None:
     """Text on stdout as is (`version`, before any Output exists)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    _write_out(sys.stdout, text)
+
+
+def _write_out(stdout: IO[str], text: str) -> None:
+    """Text on stdout, flushed; a stdout that cannot take it (a full disk) is an OSError naming `/dev/stdout`.
+
+    Go names stdout so. A reader that went away stays a bare EPIPE, which ends the command silently as click ends it.
+    """
+    try:
+        stdout.write(text)
+        stdout.flush()
+    except OSError as exc:
+        import errno  # noqa: PLC0415 - only on failure
+
+        if exc.errno is None or exc.errno == errno.EPIPE or exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, "/dev/stdout") from None
 
 
 def write_stderr(text: str) -> None:
@@ -258,8 +273,7 @@ class Output:
     def block(self, data: str) -> None:
         """A result block on stdout, byte for byte (vendir's blocks; not under --json)."""
         if not self.mode.json:
-            self.stdout.write(data)
-            self.stdout.flush()
+            _write_out(self.stdout, data)
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """A plain aligned table on stdout (not under --json)."""
@@ -268,9 +282,10 @@ class Output:
         widths = [len(h) for h in headers]
         for row in rows:
             widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-        for row in (headers, *rows):
-            self.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-        self.stdout.flush()
+        lines = (
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in (headers, *rows)
+        )
+        _write_out(self.stdout, "".join(lines))
 
     def envelope(self, command: str, status: str, result: object) -> None:
         """The --json envelope for a result: one line of sorted keys."""
@@ -286,21 +301,24 @@ class Output:
             "schemaVersion": RESULT_SCHEMA_VERSION,
             "status": status,
         }
-        self.stdout.write(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
-        self.stdout.flush()
+        _write_out(self.stdout, json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
 
     def error(self, command: str, code: str, message: str, hint: str | None, traceback_text: str | None) -> None:
-        """An error: the JSON envelope under --json, and always `<prog>: Error: …` on stderr."""
+        """An error: the JSON envelope under --json, and always `<prog>: Error: …` on stderr.
+
+        A stdout that cannot take the envelope (full, or closed) loses it: the line on stderr still says what failed.
+        """
         self.finish_progress()
         if self.mode.json:
-            import json  # noqa: PLC0415 - only under --json
+            import contextlib  # noqa: PLC0415 - only under --json
+            import json  # noqa: PLC0415
 
             from ocivendir.results import RESULT_SCHEMA_VERSION  # noqa: PLC0415
 
             error = {"code": code, "hint": hint, "message": message}
             doc = {"command": command, "error": error, "schemaVersion": RESULT_SCHEMA_VERSION, "status": "error"}
-            self.stdout.write(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
-            self.stdout.flush()
+            with contextlib.suppress(OSError):
+                _write_out(self.stdout, json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
         text = message if hint is None else f"{message} (hint: {hint})"
         if traceback_text:
             self.stderr.write(traceback_text)

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
+from ocivendir.commands.flagscan import ROOT_VALUES
 from ocivendir.commands.root import cli
 from tests.conftest import run_cli
+from tests.support.devfull import FULL, run_into_full_disk
 
 
 def test_version_in_both_program_modes() -> None:
@@ -198,3 +201,56 @@ def test_a_lock_file_that_cannot_be_written_names_it_instead_of_a_bare_errno(tmp
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == "ocivendir: Error: Writing lock config 'lockdir': is a directory"
     assert "Errno" not in result.stderr
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [["sync", "--no-cache"], ["sync", "--no-cache", "--json"], ["cache", "ls", "--cache-dir", "c"], ["cache", "ls", "--cache-dir", "c", "--json"],
+     ["version"]],
+    ids=" ".join,
+)  # fmt: skip
+def test_a_stdout_on_a_full_disk_is_one_error_line_naming_it_and_exit_1(tmp_path: Path, args: list[str]) -> None:
+    """The result cannot be written: `<prog>: Error: '/dev/stdout': no space left on device`, never a traceback."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.txt").write_text("a\n")
+    (tmp_path / "vendir.yml").write_text(
+        "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: v\n  contents:\n  - path: a\n"
+        "    directory: {path: src}\n"
+    )
+    done = run_into_full_disk(*args, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == "ocivendir: Error: '/dev/stdout': no space left on device"
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("Error:") == 1
+    if args[0] == "sync":  # the sync itself was done: only its report was lost
+        assert (tmp_path / "v/a/a.txt").read_text() == "a\n"
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full")
+def test_an_error_whose_json_envelope_cannot_be_written_is_still_its_own_line_on_stderr(tmp_path: Path) -> None:
+    done = run_into_full_disk("pull", "-i", "Bad/Ref:1", "-o", "out", "--json", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "ocivendir: Error: could not parse reference:\n  Bad/Ref:1\n"
+
+
+def _root_value_flags() -> list[click.Option]:
+    return [p for p in cli.params if isinstance(p, click.Option) and not p.is_flag and p.name != "version"]
+
+
+def test_the_root_flags_that_take_a_value_are_the_ones_the_command_name_skips() -> None:
+    assert {name for p in _root_value_flags() for name in p.opts if name.startswith("--")} == ROOT_VALUES
+
+
+@pytest.mark.parametrize("flag", _root_value_flags(), ids=lambda p: p.opts[-1])
+@pytest.mark.parametrize("joined", [False, True], ids=["separate", "joined"])
+def test_the_json_envelope_names_the_subcommand_after_a_root_flag_and_its_value(
+    flag: click.Option, joined: bool
+) -> None:
+    """`ocivendir --cache-dir sync pull …` is a pull: a root flag's value is never taken for the command."""
+    value = "2" if flag.type is click.INT else "true" if flag.type is click.BOOL else "sync"
+    name = next(n for n in flag.opts if n.startswith("--"))
+    given = [f"{name}={value}"] if joined else [name, value]
+    result = run_cli(*given, "pull", "-o", "out", "--json")
+    assert result.exit_code != 0
+    assert json.loads(result.stdout)["command"] == "pull"

@@ -52,3 +52,30 @@ def test_ocivendir_mode_keeps_its_own_messages(registry: Registry, repo_prefix: 
     refused = run_cli("pull", "-i", ref, "-o", "/dev/null", "--no-cache")
     assert refused.exit_code == 2
     assert refused.stderr.startswith("ocivendir: Error: Disallowed output directory")
+
+
+@pytest.mark.parametrize(
+    ("body", "answer", "detail"),
+    [
+        (b"{}", "unexpected status code 404 Not Found: {}", "{}"),
+        (b'{"errors": null}', 'unexpected status code 404 Not Found: {"errors": null}', '{"errors": null}'),
+        (b'{"errors": [1]}', ": ", '{"errors": [1]}'),
+        (b"<html>no</html>", "unexpected status code 404 Not Found: <html>no</html>", "<html>no</html>"),
+    ],
+    ids=["empty-object", "null-errors", "number-error", "html"],
+)
+def test_a_malformed_error_body_reads_as_ggcr_reads_it(tmp_path: Path, body: bytes, answer: str, detail: str) -> None:
+    """A registry's 404 whose body is no distribution error: ggcr's text in imgpkg mode, never a Python exception."""
+    from tests.support.hostile import Reply, hostile  # noqa: PLC0415
+
+    with hostile(lambda _: Reply(status=404, reason="Not Found", body=body)) as server:
+        ref = f"{server.host}/hostile/app"
+        imgpkg = run_cli("pull", "-i", ref, "-o", str(tmp_path / "i"), "--no-cache", prog="imgpkg")
+        ocivendir = run_cli("pull", "-i", ref, "-o", str(tmp_path / "o"), "--no-cache")
+    assert (imgpkg.exit_code, imgpkg.stdout) == (1, "")
+    url = f"http://{server.host}/v2/hostile/app/manifests/latest"
+    assert imgpkg.stderr == f"imgpkg: Error: Fetching image:\n  GET {url}: {answer}\n"  # no capital: one line
+    assert ocivendir.exit_code == 1
+    assert ocivendir.stderr == f"ocivendir: Error: Fetching manifest '{ref}:latest': not found ({detail})\n"
+    assert not (tmp_path / "i").exists()
+    assert not (tmp_path / "o").exists()

@@ -11,6 +11,9 @@ import dataclasses
 import datetime as dt
 import json
 from collections import Counter
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +84,49 @@ def test_the_chain_may_come_from_the_signatures_chain_annotation(
 
 def _other_ca(sigstore: Sigstore) -> Sigstore:
     return dataclasses.replace(Sigstore.make("rogue"), rekor=sigstore.rekor, ctlog=sigstore.ctlog)
+
+
+def test_a_crafted_subject_cannot_make_an_identity_regexp_backtrack(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, sigstore: Sigstore
+) -> None:
+    """The signer chooses its certificate's subject: matching it is RE2's linear time, as in cosign, so it returns.
+
+    Python's re took 5.9 s for 27 characters, doubling with each; 60 here would take centuries. The pull runs in its
+    own process, killed after two minutes, so that a regression fails instead of hanging the suite.
+    """
+    repo = f"{repo_prefix}/app"
+    subject = "a" * 60 + "!@example.com"
+    ref = signed_image(pusher, repo, sigstore, subject=subject)
+    identity = {"issuer": ISSUER, "subjectRegExp": r"^(a+)+@example\.com$"}
+    path = write_policy(tmp_path, keyless_policy("keyless", f"{registry.host}/{repo}@*", [identity]))
+    root = sigstore.trusted_root(tmp_path / "trusted_root.json")
+    args = ["pull", "-i", ref, "-o", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+            "--policy", str(path), "--trusted-root", str(root)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OCIVENDIR_", "IMGPKG_"))}
+    done = subprocess.run([sys.executable, "-m", "ocivendir", *args], capture_output=True, text=True, env=env,
+                          check=False, timeout=120)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert f"(issuer '{ISSUER}', subject '{subject}') matches none of the authority's identities" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_identity_regexp_go_refuses_is_exit_2_before_any_request(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, sigstore: Sigstore
+) -> None:
+    """A lookahead (Python's re reads it, Go's regexp does not) makes the policy malformed, not a failed match."""
+    repo = f"{repo_prefix}/app"
+    ref = signed_image(pusher, repo, sigstore)
+    identity = {"issuer": ISSUER, "subjectRegExp": "^(?=dev)dev@"}
+    path = write_policy(tmp_path, keyless_policy("keyless", f"{registry.host}/{repo}@*", [identity]))
+    mark = registry.mark()
+    done = pull(ref, tmp_path, path, sigstore.trusted_root(tmp_path / "trusted_root.json"))
+    assert done.exit_code == 2, done.stderr
+    assert (
+        f"Reading signature policy '{path}' (policy 'keyless'): spec.authorities[0].keyless.identities[0]."
+        "subjectRegExp: invalid regular expression: invalid perl operator: (?="
+    ) in done.stderr
+    assert registry.since(mark) == []
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

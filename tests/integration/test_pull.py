@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.support.builders import Entry, Pusher, make_bundle, make_image, publish_bundle
+from tests.support.devfull import FULL, run_into_full_disk
 from tests.support.faults import Rule, fault_proxy
 from tests.support.registry import PASSWORD, USERNAME, Registry
 
@@ -322,3 +323,22 @@ def test_a_manifest_whose_keys_go_reads_otherwise_is_refused_and_nothing_is_extr
     assert doc["error"]["code"] == "unsupported-media-type"  # type: ignore[index]
     assert "manifest has the key 'Layers', which Go's encoding/json reads as the field 'layers'" in stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full")
+def test_a_pull_whose_stdout_is_on_a_full_disk_names_it_once_its_json_cannot_be_written(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """`pull --json > /dev/full`: the image is extracted, the lost envelope is one error line and exit 1.
+
+    A plain pull writes nothing on stdout (its lines are on stderr), so the full disk does not concern it.
+    """
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.txt": "a\n"}))
+    as_json = run_into_full_disk("pull", "-i", ref, "-o", "j", "--cache-dir", "c", "--json", cwd=tmp_path)
+    assert as_json.returncode == 1, as_json.stderr
+    assert as_json.stderr == "ocivendir: Error: '/dev/stdout': no space left on device\n"
+    assert (tmp_path / "j/a.txt").read_text() == "a\n"
+    plain = run_into_full_disk("pull", "-i", ref, "-o", "p", "--cache-dir", "c", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stderr.splitlines()[-1] == "Succeeded"
+    assert (tmp_path / "p/a.txt").read_text() == "a\n"

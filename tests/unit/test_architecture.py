@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "ocivendir"
 FLOORS: dict[str, int] = {
     "__init__": 0, "errors": 0, "jsondoc": 0, "results": 0, "reports": 0, "goyaml": 0, "goyaml.emit": 0, "goyaml.load": 0, "goyaml.compose": 0, "goyaml.text": 0,
     "goyaml.nodes": 0, "goyaml.scalars": 0, "goyaml.values": 0, "goyaml.keys": 0,
-    "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "oci.gokeys": 1,
+    "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "goregexp": 0, "oci.gokeys": 1,
     "diag": 0, "parallel": 0, "serial": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
     "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "sign.strictb64": 1, "engine.signatures": 3,
@@ -44,7 +44,7 @@ ONLY_IN = {
     # the transport: requests for the exchanges, urllib3 beneath it for the bounded connections, loaded on first use
     "requests": {"registry.connections", "registry.pools", "registry.challenge"},
     "urllib3": {"registry.connections", "registry.pools"},
-    "http": {"registry.ggcrtext", "registry.connections"},  # HTTPStatus for an error's text; http.client's errors
+    "http": {"registry.connections"},  # http.client's errors (ggcrtext carries Go's status texts, not HTTPStatus's)
     "socket": {
         "registry.pools",
         "registry.watchdog",
@@ -63,7 +63,7 @@ ONLY_IN = {
     "fcntl": {"fs.locks", "fs.dropbehind"},  # file locks; O_DIRECT on and off for a large file being written
     # signature checks (`--policy`): keys, the trusted root, Fulcio certificates, Rekor's SET, the keyless check
     "cryptography": {"sign.keys", "sign.trustroot", "sign.fulcio", "sign.keyless", "sign.bundle", "sign.rekor"},
-    "re2": {"registry.rewrite"},  # Go's regexp for registries.yaml rewrites, in one place
+    "re2": {"goregexp"},  # Go's regexp (registries.yaml rewrites, keyless identities), in one place
     "zlib_ng": {"fs.gunzip"},  # layers' inflate and CRC-32, twice and five times as fast as zlib's
     "concurrent": set(),  # its logging import costs a cold sync a sixth: ocivendir/parallel.py is the thread pool
 }

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from pathlib import Path
+
 import pytest
 import requests
 import responses
 
 from ocivendir.registry.connections import Request, Response
-from ocivendir.registry.ggcrtext import transport_text
+from ocivendir.registry.ggcrtext import MAX_TEXT, transport_text
 
 
 def answer(method: str, status: int, body: bytes) -> Response:
@@ -34,3 +38,36 @@ def answer(method: str, status: int, body: bytes) -> Response:
 def test_texts_match_ggcr(method: str, status: int, body: bytes, text: str) -> None:
     url = "http://127.0.0.1:5000/v2/app/manifests/v1"
     assert transport_text(answer(method, status, body)) == f"{method} {url}: {text}"
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "ggcr" / "error-texts.json"
+CASES = json.loads(GOLDEN.read_text())
+
+
+def _body(given: str | list[str]) -> bytes:
+    return base64.b64decode(given[1]) if isinstance(given, list) else given.encode()
+
+
+@pytest.mark.parametrize(("method", "status", "body", "text"), CASES)
+def test_every_recorded_answer_has_the_text_ggcr_gave_it(
+    method: str, status: int, body: str | list[str], text: str
+) -> None:
+    """Whatever the body's shape — `{}`, `{"errors": null}`, `{"errors": [1]}`, not JSON — the text is ggcr's."""
+    assert transport_text(answer(method, status, _body(body))) == text
+
+
+def test_a_huge_body_is_cut_where_ggcr_would_print_it_whole() -> None:
+    """A 30 MiB page ggcr prints whole; the text here stops at MAX_TEXT characters and says how long it was."""
+    body = b"<html>" + b"x" * (8 << 20)
+    got = transport_text(answer("GET", 502, body))
+    assert len(got) < MAX_TEXT + 100
+    url = "http://127.0.0.1:5000/v2/app/manifests/v1"
+    full = f"GET {url}: unexpected status code 502 Bad Gateway: {body.decode()}"
+    assert got == f"{full[:MAX_TEXT]}… ({len(full)} characters in all)"
+
+
+def test_a_detail_nested_past_the_interpreters_stack_is_the_body_as_text() -> None:
+    """Go decodes 10,000 levels; Python's json fewer: past them the body is shown as it came, never a traceback."""
+    body = b'{"errors":[{"code":"A","detail":' + b"[" * 5000 + b"]" * 5000 + b"}]}"
+    got = transport_text(answer("GET", 404, body))
+    assert got.endswith(f"unexpected status code 404 Not Found: {body.decode()}")

@@ -65,6 +65,8 @@ def test_a_socket_path_too_long_for_sun_path_is_unusable() -> None:
         (["imgpkg", "pull"], None, False),
         (["ocivendir", "sync"], "on", True),
         (["ocivendir", "--json", "server", "status"], "on", False),
+        (["ocivendir", "--cache-dir", "c", "server", "status"], "on", False),  # `c` is the flag's value
+        (["ocivendir", "--cache-dir", "server", "sync"], "on", True),
         (["vendir", "sync"], "yes", False),  # a bad value runs in-process, where it is reported
     ],
 )

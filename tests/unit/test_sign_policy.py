@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,6 +173,61 @@ def test_identities_match_exactly_or_by_searched_regexp() -> None:
     pattern = Identity(issuer_regexp="^https://token\\.", subject_regexp="@example\\.com$")
     assert pattern.matches("https://token.actions", "ci@example.com")
     assert not pattern.matches("https://other", "ci@example.com")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "subject", "expected"),
+    [
+        (r"^\d+@x$", "\u0663@x", False),  # \d is ASCII only (Python's re: any Unicode digit)
+        (r"^\w+@", "d\u00e9v@x", False),  # so is \w
+        (r"^dev@example\.com$", "dev@example.com\n", False),  # $ is the end of the text, not before a newline
+        (r"@example\.com\z", "dev@example.com", True),  # Go's end of text (Python's re refuses \z)
+        (r"^\pL+@", "d\u00e9v@x", True),  # Unicode classes (Python's re refuses \pL)
+        (r"^te{,2}$", "te", False),  # `{,2}` is text in Go (Python's re: {0,2})
+        (r"^te{,2}$", "te{,2}", True),
+        (r"example\.com", "dev@example.com", True),  # searched, not anchored: Go's MatchString
+    ],
+)  # fmt: skip
+def test_identity_regexps_are_gos_regexp_syntax_and_searched_as_cosign_does(
+    pattern: str, subject: str, expected: bool
+) -> None:
+    """Cosign compiles `subjectRegExp`/`issuerRegExp` with Go's regexp (MatchString): each case as Go 1.27 answers."""
+    assert Identity(issuer="i", subject_regexp=pattern).matches("i", subject) is expected
+    assert Identity(issuer_regexp=pattern, subject="s").matches(subject, "s") is expected
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"^(?=dev)", r"^(?!x)dev", r"^dev\Z", r"^(d)ev@\1", r"^(?x) dev", r"\Cdev", r"^a++"],
+    ids=["lookahead", "negative-lookahead", "Z", "backreference", "verbose", "any-byte", "possessive"],
+)
+def test_a_pattern_go_refuses_is_a_malformed_policy(pattern: str) -> None:
+    """What Go's regexp refuses (and Python's re accepts) is exit 2 when the policy is read, before any request."""
+    identity = f"{{issuer: i, subjectRegExp: '{pattern}'}}"  # single-quoted YAML: backslashes are text
+    with pytest.raises(ConfigError) as caught:
+        parse_policies(
+            doc(f"{{images: [{{glob: '**'}}], authorities: [{{keyless: {{url: u, identities: [{identity}]}}}}]}}"),
+            "f.yaml",
+        )
+    assert "spec.authorities[0].keyless.identities[0].subjectRegExp: invalid regular expression: " in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
+def test_a_signer_controlled_subject_cannot_make_matching_backtrack() -> None:
+    """RE2 matches in time linear in the subject: a pattern that backtracks exponentially in Python's re returns.
+
+    Python's re took 5.9 s for 27 characters, doubling with each one; 60 here would take centuries. The check runs in
+    its own interpreter, killed after a minute (far above RE2's microseconds) so that a regression fails, not hangs.
+    """
+    code = """if True:
+        from ocivendir.sign.policy import Identity
+        subject = "a" * 60 + "!"
+        for pattern in ("^(a+)+$", "^(a|aa)+$", "^(a*)*b"):
+            print(Identity(issuer="i", subject_regexp=pattern).matches("i", subject))
+        print(Identity(issuer_regexp="^(a+)+$", subject="s").matches(subject, "s"))
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == ["False"] * 4
 
 
 def test_load_policies_reads_a_file_or_a_directory_skipping_dot_entries(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
         "vendir_mode": program == "vendir",
         "json": "--json" in args,
         "debug": "--debug" in args,
-        "command": next((a for a in args if not a.startswith("-")), ""),
+        "args": args,
     }
     try:
         sys.exit(_run(args, state))

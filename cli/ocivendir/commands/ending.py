@@ -23,9 +23,10 @@ def fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hin
     """Write the error (`--json`: as JSON; `--debug`: with its traceback) and return the mode's exit code."""
     import traceback  # noqa: PLC0415 - only on failure
 
+    from ocivendir.commands.flagscan import command_of  # noqa: PLC0415
     from ocivendir.output import Output, OutputMode  # noqa: PLC0415
 
     mode = OutputMode(prog=state["prog"], json=bool(state.get("json")))
     tb = "".join(traceback.format_exception(exc)) if state.get("debug") else None
-    Output(mode).error(str(state.get("command", "")), code, message, hint, tb)
+    Output(mode).error(command_of(state.get("args", [])), code, message, hint, tb)
     return (1 if exit_code else 0) if go_mode(state) else exit_code

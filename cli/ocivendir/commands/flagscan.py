@@ -18,8 +18,10 @@ __all__ = [
     "GLOBAL_VALUES",
     "REGISTRY_SWITCHES",
     "REGISTRY_VALUES",
+    "ROOT_VALUES",
     "click_bool",
     "collect",
+    "command_of",
 ]
 
 # flag → (click parameter name, value when given); the global flags of commands/options.py that take no value
@@ -49,6 +51,8 @@ REGISTRY_VALUES = {
     "--registry-password": "registry_password", "--registry-token": "registry_token",
     "--registry-response-header-timeout": "response_header_timeout", "--registry-retry-count": "retry_count",
 }  # fmt: skip
+# every flag of the root group that takes a value (commands/options.py): the fast paths leave the last two to click
+ROOT_VALUES = frozenset({*GLOBAL_VALUES, *REGISTRY_VALUES, "--concurrency", "--registry-concurrency"})
 # parameters click declares with multiple=True: every occurrence is kept, in order, as a tuple
 _REPEATED = frozenset({"files", "directories", "column", "ca_cert_paths", "insecure_hosts"})
 _BOOL_STATES = {"1": True, "true": True, "t": True, "yes": True, "y": True, "on": True,
@@ -103,3 +107,20 @@ def collect(
             value = (*given.get(name, ()), value)
         given[name] = value
     return given
+
+
+def command_of(args: list[str]) -> str:
+    """The subcommand of a command line (without argv[0]) as click finds it, or "" when there is none.
+
+    The first argument that is neither a flag nor the value of a root flag that takes one (`--cache-dir X pull`:
+    `pull`, not `X`); after `--`, the next argument.
+    """
+    position = 0
+    while position < len(args):
+        arg = args[position]
+        if arg == "--":
+            return args[position + 1] if position + 1 < len(args) else ""
+        if not arg.startswith("-"):
+            return arg
+        position += 2 if arg in ROOT_VALUES else 1
+    return ""

@@ -1,35 +1,23 @@
 """Owns: a registries.yaml `rewrite` rule as containerd applies it — Go's regexp syntax and `ReplaceAllString`.
 
-containerd (k3s's build) compiles each pattern with Go's `regexp`, which is RE2: no backtracking, so matching takes
-time linear in the repository name whatever the pattern. Python's `re` backtracks (`^(a+)+b$` against a 27-character
-repository took 20 s, at every pull) and reads another dialect, so the patterns are compiled by RE2 itself, through
-google-re2: what Go refuses (lookarounds, backreferences, possessive quantifiers, `\\Z`, `(?x)`, repeats over 1000) is
-an invalid pattern, and what only Go reads (`\\z`, `\\pL`, `\\Q…\\E`, `[[:alpha:]]`, `(?U)`, `x{,3}` as text) means
-what it means in Go. RE2's parser, which Go's is a port of, accepts one escape Go refuses (`\\C`, any byte): it is
-refused here. The path is rewritten as `ReplaceAllString` does — every leftmost-first match, an empty match right
-after a match skipped — and the target expanded as `regexp.Expand`: `$1`, `${1}`, `$name`, `${name}`, `$$`; a group
-that does not exist or did not take part expands to nothing, and a `$` that starts no name stays a `$`.
+containerd (k3s's build) compiles each pattern with Go's `regexp`: so are they here (`goregexp.py`, RE2, linear-time
+matching and Go's dialect). The path is rewritten as `ReplaceAllString` does — every leftmost-first match, an empty
+match right after a match skipped — and the target expanded as `regexp.Expand`: `$1`, `${1}`, `$name`, `${name}`,
+`$$`; a group that does not exist or did not take part expands to nothing, and a `$` that starts no name stays a `$`.
 
-RE2 is loaded only for a plan that has rewrites; its C++ error log is off (errors are returned, never printed).
+RE2 is loaded only for a plan that has rewrites.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+from ocivendir.goregexp import compile_go
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol
-
-    class _Match(Protocol):
-        def span(self) -> tuple[int, int]: ...
-        def group(self, name: int | str, /) -> str | None: ...
-
-    class _Pattern(Protocol):
-        def search(self, text: str, pos: int = 0, /) -> _Match | None: ...
-        def fullmatch(self, text: str, /) -> _Match | None: ...
+    from ocivendir.goregexp import GoMatch as _Match
+    from ocivendir.goregexp import GoPattern as _Pattern
 
 
 __all__ = ["Rewrite", "compile_rewrite", "rewrite_path"]
@@ -39,15 +27,9 @@ _REPOSITORY = r"[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*
 _COMPILED: list[_Pattern] = []
 
 
-def _options() -> object:
-    options = re2.Options()
-    options.log_errors = False  # RE2 would write parse errors to stderr itself
-    return options
-
-
 def _repository() -> _Pattern:
     if not _COMPILED:
-        _COMPILED.append(re2.compile(_REPOSITORY, _options()))
+        _COMPILED.append(compile_go(_REPOSITORY))
     return _COMPILED[0]
 
 
@@ -80,15 +62,7 @@ class Rewrite:
 
 def compile_rewrite(pattern: str, target: str) -> Rewrite:
     """A rule compiled as Go compiles it; ValueError with RE2's reason for a pattern Go would refuse."""
-    if _escapes_any_byte(pattern):
-        msg = "invalid escape sequence: \\C"
-        raise ValueError(msg)
-    try:
-        compiled: _Pattern = re2.compile(pattern, _options())
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        raise ValueError(reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)) from None
-    return Rewrite(pattern=pattern, target=target, compiled=compiled, names=_group_names(pattern))
+    return Rewrite(pattern=pattern, target=target, compiled=compile_go(pattern), names=_group_names(pattern))
 
 
 def rewrite_path(rules: tuple[Rewrite, ...], path: str) -> str:
@@ -98,19 +72,6 @@ def rewrite_path(rules: tuple[Rewrite, ...], path: str) -> str:
         if changed != path and _repository().fullmatch(changed) is not None:
             return changed
     return path
-
-
-def _escapes_any_byte(pattern: str) -> bool:
-    """True if the pattern holds `\\C` (an escaped C, not an escaped backslash followed by C)."""
-    index = 0
-    while index < len(pattern) - 1:
-        if pattern[index] == "\\":
-            if pattern[index + 1] == "C":
-                return True
-            index += 2
-        else:
-            index += 1
-    return False
 
 
 def _expand(template: str, match: _Match, names: tuple[str, ...]) -> str:

@@ -43,9 +43,11 @@ def wanted(argv: list[str], environ: Mapping[str, str] | None = None) -> bool:
     mode = (os.environ if environ is None else environ).get("OCIVENDIR_SERVER", "") or "auto"
     if mode not in {"on", "auto"}:
         return False
-    if next((a for a in argv[1:] if not a.startswith("-")), "") == "server":
+    if not argv or not (mode == "on" or os.path.basename(argv[0]) == "vendir"):
         return False
-    return mode == "on" or os.path.basename(argv[0]) == "vendir" if argv else False
+    from ocivendir.commands.flagscan import command_of  # noqa: PLC0415 - tables and one function, no click
+
+    return command_of(argv[1:]) != "server"
 
 
 def server_dir(environ: Mapping[str, str] | None = None) -> str:

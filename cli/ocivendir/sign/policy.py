@@ -15,6 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from ocivendir.errors import ConfigError
+from ocivendir.goregexp import compile_go, go_search
 from ocivendir.goyaml.load import DecodeError, load_documents
 from ocivendir.sign.glob import Glob, compile_glob, glob_matches
 
@@ -56,7 +57,7 @@ _KNOWN = {
 
 @dataclass(frozen=True, kw_only=True)
 class Identity:
-    """A keyless signer: issuer and subject, each exact or a regular expression (searched, as cosign does)."""
+    """A keyless signer: issuer and subject, each exact or a Go regular expression (searched, as cosign does)."""
 
     issuer: str = ""
     subject: str = ""
@@ -65,10 +66,8 @@ class Identity:
 
     def matches(self, issuer: str, subject: str) -> bool:
         """Whether a certificate's OIDC issuer and subject are this identity's."""
-        import re  # noqa: PLC0415 - only for keyless identities
-
-        issuer_ok = issuer == self.issuer if self.issuer else bool(re.search(self.issuer_regexp, issuer))
-        subject_ok = subject == self.subject if self.subject else bool(re.search(self.subject_regexp, subject))
+        issuer_ok = issuer == self.issuer if self.issuer else go_search(self.issuer_regexp, issuer)
+        subject_ok = subject == self.subject if self.subject else go_search(self.subject_regexp, subject)
         return issuer_ok and subject_ok
 
 
@@ -158,11 +157,9 @@ class _Reader:
         return value
 
     def regexp(self, pattern: str, path: str) -> str:
-        import re  # noqa: PLC0415 - only for keyless identities
-
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            compile_go(pattern)  # Go's regexp, as cosign compiles it: RE2, never backtracking
+        except ValueError as exc:
             raise self.fail(path, f"invalid regular expression: {exc}") from None
         return pattern
 
