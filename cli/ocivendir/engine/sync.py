@@ -18,7 +18,8 @@ from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_
 from ocivendir.errors import ConfigError, OcivendirError, SyncError, os_reason
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
-from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in, unswap
+from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree
+from ocivendir.fs.swapset import swap_all
 from ocivendir.oci.reference import parse_reference
 from ocivendir.results import LogEvent
 from ocivendir.vendir.config import (
@@ -90,7 +91,6 @@ class _Staged:
     target: str
     stage: str
     chmods: list[tuple[str, int]] = field(default_factory=list)
-    old: str | None = None
     swapped: bool = False
 
 
@@ -239,6 +239,7 @@ class _Syncer:
         self.lock_dir = lock_dir
         self.tags = tags
         self.staged: list[_Staged] = []
+        self.held: list[str] = []  # every target this run swaps (and holds the lock of): a killed set's journal names
         self.fetched = 0
         self.skipped = 0
 
@@ -310,7 +311,7 @@ class _Syncer:
 
     def stage_target(self, target: str) -> _Staged:
         os.makedirs(split(target)[0], 0o700, exist_ok=True)
-        recover(target, keep=self.content.store.root)
+        recover(target, keep=self.content.store.root, held=self.held)
         staged = _Staged(target=target, stage=new_sibling(target, STAGE))
         self.staged.append(staged)
         return staged
@@ -376,23 +377,15 @@ class _Syncer:
         return lock_entry(task.config, fetched, task.digest)
 
     def finish(self) -> None:
-        """Validate symlinks, apply permissions, then swap every target in; roll back all on failure."""
+        """Validate symlinks, apply permissions, then swap every target in, all or none (even across a kill)."""
         for staged in self.staged:
             if not self.options.allow_all_symlinks:
                 _check_symlinks(staged.stage)
             for path, mode in staged.chmods:
                 os.chmod(path, stat.S_IMODE(mode))
-        try:
-            for staged in self.staged:
-                staged.old = swap_in(staged.stage, staged.target)
-                staged.swapped = True
-        except BaseException:
-            for staged in reversed([s for s in self.staged if s.swapped]):
-                unswap(staged.target, staged.old, staged.stage)
-            raise
         for staged in self.staged:
-            if staged.old is not None:
-                remove_tree(staged.old)
+            staged.swapped = True  # from here on the stages are swap_all's: swapped in, removed, or journaled
+        swap_all([(staged.stage, staged.target) for staged in self.staged])
 
     def discard(self) -> None:
         for staged in self.staged:
@@ -428,6 +421,10 @@ def sync(options: SyncOptions, config: Config, content: Content, lock_dir: str,
     check_placement(config, options.cwd, options.guards, partial=options.partial)
     targets = [os.path.join(options.cwd, d.path) for d in config.directories]
     syncer = _Syncer(options, content, lock_dir, tags)
+    syncer.held = [pure(t) for t in targets]
+    if options.partial:  # under -d each content is a target of its own
+        syncer.held = [pure(os.path.join(t, c.path)) for t, d in zip(targets, config.directories, strict=True)
+                       for c in d.contents]  # fmt: skip
     with _target_locks(lock_dir, targets):
         try:
             plans = [syncer.plan(d) for d in config.directories]
