@@ -26,7 +26,6 @@ TARGETS = [*IMAGES, "vendor/local", "other/values"]  # two parents: a journal co
 KILLED_AT = textwrap.dedent("""\
     import os, sys
     from ocivendir.commands import main
-    from ocivendir.engine import sync
     from ocivendir.fs import swap, swapset
     at, signo, count = int(sys.argv[1]), int(sys.argv[2]), [-1]
     def counted(real):
@@ -40,7 +39,7 @@ KILLED_AT = textwrap.dedent("""\
     def swap_all(pairs):
         count[0] = 0
         real_swap_all(pairs)
-    real_swap_all, sync.swap_all = sync.swap_all, swap_all
+    real_swap_all, swapset.swap_all = swapset.swap_all, swap_all
     os.rename = counted(os.rename)
     swap.exchange = swapset.exchange = counted(swap.exchange)
     swapset.remove_tree, swapset.remove_file = counted(swapset.remove_tree), counted(swapset.remove_file)

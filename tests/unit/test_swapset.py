@@ -153,7 +153,7 @@ def test_one_target_is_swapped_without_a_journal(tmp_path: Path, monkeypatch: py
     stage.mkdir()
     (stage / "version").write_text("new")
     monkeypatch.setattr(swapset, "_write", lambda *_: pytest.fail("journal written for one target"))
-    swap_all([(str(stage), str(tmp_path / "out"))])
+    swap.swap_set([(str(stage), str(tmp_path / "out"))])
     assert version(tmp_path / "out") == "new"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 

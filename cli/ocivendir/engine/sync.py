@@ -18,8 +18,7 @@ from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_
 from ocivendir.errors import ConfigError, OcivendirError, SyncError, os_reason
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
-from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree
-from ocivendir.fs.swapset import swap_all
+from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_set
 from ocivendir.oci.reference import parse_reference
 from ocivendir.results import LogEvent
 from ocivendir.vendir.config import (
@@ -384,8 +383,8 @@ class _Syncer:
             for path, mode in staged.chmods:
                 os.chmod(path, stat.S_IMODE(mode))
         for staged in self.staged:
-            staged.swapped = True  # from here on the stages are swap_all's: swapped in, removed, or journaled
-        swap_all([(staged.stage, staged.target) for staged in self.staged])
+            staged.swapped = True  # from here on the stages are swap_set's: swapped in, removed, or journaled
+        swap_set([(staged.stage, staged.target) for staged in self.staged])
 
     def discard(self) -> None:
         for staged in self.staged:

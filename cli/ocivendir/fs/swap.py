@@ -19,7 +19,7 @@ from ocivendir.fs.remove import remove_file, remove_tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Callable, Collection, Sequence
 
 __all__ = [
     "atomic_write",
@@ -29,6 +29,7 @@ __all__ = [
     "recover",
     "remove_tree",
     "swap_in",
+    "swap_set",
     "write_if_changed",
 ]
 
@@ -157,6 +158,27 @@ def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str], old: 
             raise
     fsync_dir(split(target)[0])
     return old
+
+
+def swap_set(pairs: Sequence[tuple[str, str]]) -> None:
+    """Put each `(stage, target)`'s stage in place of its target, all or none, and remove the old trees.
+
+    One target takes one atomic step and needs nothing else; several go through a journal (`fs/swapset.py`). The
+    stages are the callee's: swapped in, removed on failure, or left to the journal when putting back failed too.
+    """
+    if len(pairs) != 1:
+        from ocivendir.fs.swapset import swap_all  # noqa: PLC0415 - only for several targets (a warm call's imports)
+
+        swap_all(pairs)
+        return
+    stage, target = pairs[0]
+    try:
+        old = swap_in(stage, target)
+    except BaseException:
+        remove_tree(stage)
+        raise
+    if old is not None:
+        remove_tree(old)
 
 
 def recover(

@@ -1,6 +1,6 @@
 """Owns: swapping several directories in as one — all old or all new across kills — through a swap journal.
 
-One target is swapped by one atomic step (`swap.swap_in`), and needs nothing more. For several, a journal naming each
+One target is swapped by one atomic step (`swap.swap_set`), and needs nothing more. For several, a journal naming each
 target, its stage, its backup name and the new tree's identity (device and inode of the stage, which renames keep) is
 written and fsynced, with its directory, before the first rename: `.<name>.ocivendir-swap-<id>`, one copy in each
 directory that holds a target of the set (`<name>` is the set's first target there). Whoever next lists one of those
@@ -49,21 +49,11 @@ class _Entry:
 
 
 def swap_all(pairs: Sequence[tuple[str, str]]) -> None:
-    """Put each `(stage, target)`'s stage in place of its target, all or none; old trees are removed at the end.
+    """Put each `(stage, target)`'s stage in place of its target, all or none, through a journal; then remove old trees.
 
     On failure every target is put back and the stages are removed, then the error is raised; if putting back fails
     too, the journal stays for the next run and the stages with it.
     """
-    if len(pairs) == 1:
-        stage, target = pairs[0]
-        try:
-            old = swap_in(stage, target)
-        except BaseException:
-            remove_tree(stage)
-            raise
-        if old is not None:
-            remove_tree(old)
-        return
     try:
         entries = [_entry(stage, target) for stage, target in pairs]
         journals = _write(entries, os.urandom(_ID_HEX // 2).hex())
