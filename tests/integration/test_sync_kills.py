@@ -121,3 +121,41 @@ def test_a_kill_at_every_step_of_the_swap_then_a_failing_run_leaves_all_old_or_a
     assert versions(work) == {"new"}
     assert outcomes == {s: {"old"} if s <= 14 else {"new"} for s in range(step)}
     assert step > 16  # the kills after the last rename (while old trees and the journal are removed) roll forward
+
+
+def test_a_run_that_holds_only_part_of_a_killed_set_refuses_and_the_interrupted_config_recovers_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, work = tmp_path / "cache", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("OCIVENDIR_CACHE_DIR", str(cache))
+
+    def inline(version: str, paths: tuple[str, ...] = ("v", "w")) -> str:
+        return (
+            HEAD
+            + "directories:\n"
+            + "".join(
+                f"- path: {path}\n  contents:\n  - path: c\n    inline: {{paths: {{version.txt: {version}}}}}\n"
+                for path in paths
+            )
+        )
+
+    def held() -> dict[str, str]:
+        return {p: (work / p / "c/version.txt").read_text() for p in ("v", "w")}
+
+    assert sync(work, inline("old")) == 0
+    (work / "vendir.yml").write_text(inline("new"))
+    assert killed(work, cache, 3, signal.SIGKILL) == -signal.SIGKILL  # the journal, then v exchanged, renamed aside
+    assert held() == {"v": "new", "w": "old"}
+    before = sorted(str(p) for p in work.rglob("*"))
+    for argv in (["-d", "v/c"], []):  # `-d` holds v only; a config that dropped w holds v only
+        (work / "vendir.yml").write_text(inline("newer", ("v",)) if not argv else inline("newer"))
+        result = run_cli("sync", "--chdir", str(work), *argv)
+        assert result.exit_code == 1, result.stderr
+        assert "Recovering an interrupted sync: swap journal" in result.stderr
+        assert "also names" in result.stderr
+        assert "which this run does not replace" in result.stderr
+        assert sorted(str(p) for p in work.rglob("*")) == before
+    assert sync(work, inline("newer")) == 0
+    assert held() == {"v": "newer", "w": "newer"}
+    assert sorted(p.name for p in work.iterdir()) == ["v", "vendir.lock.yml", "vendir.yml", "w"]

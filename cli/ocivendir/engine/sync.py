@@ -318,6 +318,8 @@ class _Syncer:
     def plan(self, directory: Directory) -> list[_Task]:
         """The stage(s) for one directory and one task per content (under -d, each content is its own target)."""
         root = pure(os.path.join(self.options.cwd, directory.path))
+        if self.options.partial:  # a killed sync of whole directories is recovered (or refused) first
+            recover(root, keep=self.content.store.root, held=self.held)
         staged = None if self.options.partial else self.stage_target(root)
         if staged is not None:
             os.mkdir(staged.stage, 0o700)
@@ -421,9 +423,9 @@ def sync(options: SyncOptions, config: Config, content: Content, lock_dir: str,
     targets = [os.path.join(options.cwd, d.path) for d in config.directories]
     syncer = _Syncer(options, content, lock_dir, tags)
     syncer.held = [pure(t) for t in targets]
-    if options.partial:  # under -d each content is a target of its own
-        syncer.held = [pure(os.path.join(t, c.path)) for t, d in zip(targets, config.directories, strict=True)
-                       for c in d.contents]  # fmt: skip
+    if options.partial:  # under -d each content is a target of its own, inside its (locked) directory
+        syncer.held += [pure(os.path.join(t, c.path)) for t, d in zip(targets, config.directories, strict=True)
+                        for c in d.contents]  # fmt: skip
     with _target_locks(lock_dir, targets):
         try:
             plans = [syncer.plan(d) for d in config.directories]
