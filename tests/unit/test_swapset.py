@@ -233,13 +233,14 @@ def test_a_tampered_journal_is_refused_before_anything_moves(
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
-def test_a_journal_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+def test_a_journal_that_is_not_a_small_regular_json_file_is_refused(tmp_path: Path) -> None:
     journal = journal_of(tmp_path)
     journal.unlink()
     journal.symlink_to("/etc/passwd")
     with pytest.raises(SyncError, match="cannot use swap journal"):
         recover_all(tmp_path)
-    journal.unlink()
-    journal.write_bytes(b"\x00" * 10)
-    with pytest.raises(SyncError, match="cannot use swap journal"):
-        recover_all(tmp_path)
+    for garbage in (b"\x00" * 10, b"[" * 500_000, b"{}", b"[]", b"x" * 2_000_000):
+        journal.unlink()
+        journal.write_bytes(garbage)
+        with pytest.raises(SyncError, match="cannot use swap journal"):
+            recover_all(tmp_path)

@@ -184,7 +184,7 @@ def recover_journal(path: str, allowed: Collection[str]) -> None:
         set_id, entries = _read(path, parent)
     except FileNotFoundError:
         return  # recovered meanwhile by the run that holds its targets
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
         msg = f"{_WHAT}: cannot use swap journal '{path}': {_reason(exc)}"
         raise SyncError(msg, hint="delete it if no sync of that directory was interrupted") from None
     if name.rpartition(_MARK)[2] != set_id:
