@@ -16,7 +16,6 @@ from ocivendir.fs.swap import (
     new_sibling,
     recover,
     swap_in,
-    unswap,
     write_if_changed,
 )
 
@@ -28,16 +27,14 @@ def make_tree(given: str | Path, marker: str) -> Path:
     return path
 
 
-def test_swap_in_replaces_and_unswap_restores(tmp_path: Path) -> None:
+def test_swap_in_replaces_and_keeps_the_old_tree_aside(tmp_path: Path) -> None:
     target = make_tree(tmp_path / "out", "old")
     stage = make_tree(new_sibling(target, STAGE), "new")
     old = swap_in(stage, target)
     assert (target / "marker").read_text() == "new"
     assert old is not None
     assert Path(old, "marker").read_text() == "old"
-    unswap(target, old, stage)
-    assert (target / "marker").read_text() == "old"
-    assert (stage / "marker").read_text() == "new"
+    assert not stage.exists()
 
 
 def test_swap_into_a_missing_target_is_a_plain_rename(tmp_path: Path) -> None:
@@ -98,7 +95,7 @@ def test_trees_are_exchanged_in_one_step_through_renameat2(tmp_path: Path) -> No
     (tmp_path / "a" / "f").write_text("a")
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "f").write_text("b")
-    assert swap._exchange(str(tmp_path / "a"), str(tmp_path / "b")) is True
+    assert swap.exchange(str(tmp_path / "a"), str(tmp_path / "b")) is True
     assert ((tmp_path / "a" / "f").read_text(), (tmp_path / "b" / "f").read_text()) == ("b", "a")
 
 

@@ -18,7 +18,7 @@ from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_
 from ocivendir.errors import ConfigError, OcivendirError, SyncError, os_reason
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
-from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in, unswap
+from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_set
 from ocivendir.oci.reference import parse_reference
 from ocivendir.results import LogEvent
 from ocivendir.vendir.config import (
@@ -90,7 +90,6 @@ class _Staged:
     target: str
     stage: str
     chmods: list[tuple[str, int]] = field(default_factory=list)
-    old: str | None = None
     swapped: bool = False
 
 
@@ -239,6 +238,7 @@ class _Syncer:
         self.lock_dir = lock_dir
         self.tags = tags
         self.staged: list[_Staged] = []
+        self.held: list[str] = []  # every target this run swaps (and holds the lock of): a killed set's journal names
         self.fetched = 0
         self.skipped = 0
 
@@ -310,7 +310,7 @@ class _Syncer:
 
     def stage_target(self, target: str) -> _Staged:
         os.makedirs(split(target)[0], 0o700, exist_ok=True)
-        recover(target, keep=self.content.store.root)
+        recover(target, keep=self.content.store.root, held=self.held)
         staged = _Staged(target=target, stage=new_sibling(target, STAGE))
         self.staged.append(staged)
         return staged
@@ -318,6 +318,8 @@ class _Syncer:
     def plan(self, directory: Directory) -> list[_Task]:
         """The stage(s) for one directory and one task per content (under -d, each content is its own target)."""
         root = pure(os.path.join(self.options.cwd, directory.path))
+        if self.options.partial:  # a killed sync of whole directories is recovered (or refused) first
+            recover(root, keep=self.content.store.root, held=self.held)
         staged = None if self.options.partial else self.stage_target(root)
         if staged is not None:
             os.mkdir(staged.stage, 0o700)
@@ -376,23 +378,15 @@ class _Syncer:
         return lock_entry(task.config, fetched, task.digest)
 
     def finish(self) -> None:
-        """Validate symlinks, apply permissions, then swap every target in; roll back all on failure."""
+        """Validate symlinks, apply permissions, then swap every target in, all or none (even across a kill)."""
         for staged in self.staged:
             if not self.options.allow_all_symlinks:
                 _check_symlinks(staged.stage)
             for path, mode in staged.chmods:
                 os.chmod(path, stat.S_IMODE(mode))
-        try:
-            for staged in self.staged:
-                staged.old = swap_in(staged.stage, staged.target)
-                staged.swapped = True
-        except BaseException:
-            for staged in reversed([s for s in self.staged if s.swapped]):
-                unswap(staged.target, staged.old, staged.stage)
-            raise
         for staged in self.staged:
-            if staged.old is not None:
-                remove_tree(staged.old)
+            staged.swapped = True  # from here on the stages are swap_set's: swapped in, removed, or journaled
+        swap_set([(staged.stage, staged.target) for staged in self.staged])
 
     def discard(self) -> None:
         for staged in self.staged:
@@ -428,6 +422,10 @@ def sync(options: SyncOptions, config: Config, content: Content, lock_dir: str,
     check_placement(config, options.cwd, options.guards, partial=options.partial)
     targets = [os.path.join(options.cwd, d.path) for d in config.directories]
     syncer = _Syncer(options, content, lock_dir, tags)
+    syncer.held = [pure(t) for t in targets]
+    if options.partial:  # under -d each content is a target of its own, inside its (locked) directory
+        syncer.held += [pure(os.path.join(t, c.path)) for t, d in zip(targets, config.directories, strict=True)
+                        for c in d.contents]  # fmt: skip
     with _target_locks(lock_dir, targets):
         try:
             plans = [syncer.plan(d) for d in config.directories]

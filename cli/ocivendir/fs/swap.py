@@ -2,8 +2,9 @@
 
 A target is built in a sibling `.<name>.ocivendir-stage-<rand>` and swapped in by rename. A kill at any moment
 leaves the target as its old tree, its new tree, or its old tree under a `-old-` sibling name that `recover`
-restores; leftovers of stages and blob directories are removed by `recover` too. Paths are `str` (or any
-`os.PathLike[str]` given in); every path returned is a `str`.
+restores; leftovers of stages and blob directories are removed by `recover` too. Several targets swapped as one set
+are journaled (`fs/swapset.py`); `recover` hands a journal it finds to that module before cleaning anything. Paths are
+`str` (or any `os.PathLike[str]` given in); every path returned is a `str`.
 """
 
 from __future__ import annotations
@@ -18,21 +19,25 @@ from ocivendir.fs.remove import remove_file, remove_tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection, Sequence
 
 __all__ = [
     "atomic_write",
+    "exchange",
+    "fsync_dir",
     "new_sibling",
     "recover",
     "remove_tree",
     "swap_in",
-    "unswap",
+    "swap_set",
     "write_if_changed",
 ]
 
 STAGE = "stage"
 OLD = "old"
 BLOBS = "blobs"
+JOURNAL_TMP = "swaptmp"  # a swap journal being written (`fs/swapset.py`)
+JOURNAL_MARK = ".ocivendir-swap-"  # in the name of a swap journal's copy
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
@@ -48,7 +53,8 @@ def new_sibling(target: str | os.PathLike[str], kind: str) -> str:
     return sibling if parent == "." else posixpath.join(parent, sibling)
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
+    """Make the renames and creations in `directory` durable (best effort: one that cannot be opened is let be)."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -84,7 +90,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         remove_file(tmp)
         raise
     if durable:
-        _fsync_dir(split(path)[0])
+        fsync_dir(split(path)[0])
 
 
 def write_if_changed(path: str | os.PathLike[str], data: bytes) -> bool:
@@ -107,8 +113,8 @@ def write_if_changed(path: str | os.PathLike[str], data: bytes) -> bool:
     return True
 
 
-def _exchange(a: str, b: str) -> bool:
-    """Swap two paths in one step with renameat2(RENAME_EXCHANGE) where the kernel and libc have it."""
+def exchange(a: str, b: str) -> bool:
+    """Exchange two paths in one step with renameat2(RENAME_EXCHANGE) where the kernel and libc have it."""
     renameat2 = _renameat2()
     if renameat2 is None:
         return False
@@ -129,8 +135,8 @@ def _renameat2() -> Callable[..., int] | None:
     return function
 
 
-def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str]) -> str | None:
-    """Put `stage` in place of `target`; return where the old tree now is (to delete once all swaps succeeded).
+def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str], old: str | None = None) -> str | None:
+    """Put `stage` in place of `target`; return where the old tree now is (`old`, else a fresh `-old-` sibling).
 
     On Linux the two trees are exchanged in one step; elsewhere the old tree is renamed aside first and renamed
     back if the second rename fails.
@@ -138,10 +144,10 @@ def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str]) -> st
     stage, target = os.fspath(stage), os.fspath(target)
     if not os.path.lexists(target):
         os.rename(stage, target)
-        _fsync_dir(split(target)[0])
+        fsync_dir(split(target)[0])
         return None
-    old = new_sibling(target, OLD)
-    if _exchange(stage, target):
+    old = old or new_sibling(target, OLD)
+    if exchange(stage, target):
         os.rename(stage, old)
     else:
         os.rename(target, old)
@@ -150,31 +156,48 @@ def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str]) -> st
         except BaseException:
             os.rename(old, target)
             raise
-    _fsync_dir(split(target)[0])
+    fsync_dir(split(target)[0])
     return old
 
 
-def unswap(target: str | os.PathLike[str], old: str | os.PathLike[str] | None, stage: str | os.PathLike[str]) -> None:
-    """Undo a `swap_in`: put the old tree back and the new one back at `stage`."""
-    if old is None:
-        os.rename(target, stage)
+def swap_set(pairs: Sequence[tuple[str, str]]) -> None:
+    """Put each `(stage, target)`'s stage in place of its target, all or none, and remove the old trees.
+
+    One target takes one atomic step and needs nothing else; several go through a journal (`fs/swapset.py`). The
+    stages are the callee's: swapped in, removed on failure, or left to the journal when putting back failed too.
+    """
+    if len(pairs) != 1:
+        from ocivendir.fs.swapset import swap_all  # noqa: PLC0415 - only for several targets (a warm call's imports)
+
+        swap_all(pairs)
         return
-    if not _exchange(os.fspath(old), os.fspath(target)):
-        os.rename(target, stage)
-        os.rename(old, target)
-        return
-    os.rename(old, stage)
+    stage, target = pairs[0]
+    try:
+        old = swap_in(stage, target)
+    except BaseException:
+        remove_tree(stage)
+        raise
+    if old is not None:
+        remove_tree(old)
 
 
-def recover(target: str | os.PathLike[str], keep: str | os.PathLike[str] | None = None) -> None:
-    """Clean up after a killed run on `target` (call under the target's lock); `keep` is this run's own."""
+def recover(
+    target: str | os.PathLike[str], keep: str | os.PathLike[str] | None = None, *, held: Collection[str] = ()
+) -> None:
+    """Clean up after a killed run on `target` (call under the target's lock); `keep` is this run's own.
+
+    A swap journal found beside it is recovered first, when `held` (all the targets whose locks the caller holds,
+    `target` included) names every target of its set, and refused (SyncError) when it names only some.
+    """
     parent, _ = split(target)
     try:
         names = sorted(os.listdir(parent))
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return
+    if any(JOURNAL_MARK in name for name in names):
+        names = _recover_journals(parent, names, {pure(target), *map(pure, held)})
     kept = None if keep is None else pure(keep)
-    for kind in (OLD, STAGE, BLOBS):
+    for kind in (OLD, STAGE, BLOBS, JOURNAL_TMP):
         prefix = _sibling_prefix(target, kind)
         for name in names:
             leftover = name if parent == "." else posixpath.join(parent, name)
@@ -184,3 +207,13 @@ def recover(target: str | os.PathLike[str], keep: str | os.PathLike[str] | None 
                 os.rename(leftover, target)
             else:
                 remove_tree(leftover)
+
+
+def _recover_journals(parent: str, names: list[str], held: Collection[str]) -> list[str]:
+    """Recover each journal in `names` that is ours; the names of `parent` once they are done."""
+    from ocivendir.fs import swapset  # noqa: PLC0415 - only when a swap journal is there (a killed run's)
+
+    found = [name for name in names if swapset.is_journal(name)]
+    for name in found:
+        swapset.recover_journal(name if parent == "." else posixpath.join(parent, name), held)
+    return sorted(os.listdir(parent)) if found else names
