@@ -2,8 +2,9 @@
 
 A partial (`tmp/<hex>.partial`, `cache/store.py`) holds the bytes a broken-off download received, so the next pull of
 that blob resumes from them. It is worth keeping only for a while: it is stale once its blob is in the cache (a run
-killed after publishing it), when it is not a regular file, or when nothing has written to it for `STALE_AFTER`
-(`cache prune --older-than` chooses another age; `--all` any age). Each is removed only with its blob's lock taken
+killed after publishing it), when it is not a regular file, when nothing has written to it for `STALE_AFTER`
+(`cache prune --older-than` chooses another age; `--all` any age), or when it is dated in the future (a clock that
+ran ahead: its age cannot be told). Each is removed only with its blob's lock taken
 without waiting, so a download in progress never loses its file.
 """
 
@@ -49,6 +50,8 @@ def stale_partials(store: BlobStore, older_than: float | None = STALE_AFTER) -> 
             why = "not a regular file"
         elif store.has(Digest(name.removesuffix(PARTIAL_SUFFIX))):
             why = "its blob is cached"
+        elif age < 0:  # written while the clock ran ahead: its age says nothing, so it is not kept for it
+            why = f"dated {-age / 86400:.1f} days in the future"
         elif older_than is None or age > older_than:
             why = f"not written for {age / 86400:.1f} days"
         else:

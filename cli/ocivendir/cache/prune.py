@@ -87,21 +87,28 @@ class _Usage:
 
 def _candidates(index: CacheIndex, plan: PrunePlan) -> tuple[list[tuple[RefRow, int, bool | None]], int]:
     """The refs to remove, least recently used first, and the bytes that frees."""
-    listed = sorted(index.listing(), key=lambda item: (item[0].last_used, item[0].ref))
+    now = index.now
+    # a last use dated in the future (the clock ran ahead) says nothing of recent use: it counts as the oldest
+    listed = sorted(index.listing(), key=lambda item: (_last_use(item[0], now), item[0].ref))
     usage = _Usage(index, listed)
     chosen: list[tuple[RefRow, int, bool | None]] = []
     freed = 0
-    cutoff = index.now - plan.older_than if plan.older_than is not None else None
+    cutoff = now - plan.older_than if plan.older_than is not None else None
     for item in listed:
         ref = item[0].ref
         if ref in plan.keep:
             continue
-        old = cutoff is not None and item[0].last_used < cutoff
+        old = cutoff is not None and _last_use(item[0], now) < cutoff
         over = plan.max_size is not None and usage.total > plan.max_size
         if plan.everything or old or over:
             chosen.append(item)
             freed += usage.remove(ref)
     return chosen, freed
+
+
+def _last_use(row: RefRow, now: float) -> float:
+    """When a ref was last used, for LRU order and age: one dated in the future counts as never used."""
+    return row.last_used if row.last_used <= now else float("-inf")
 
 
 @contextlib.contextmanager

@@ -226,13 +226,16 @@ class Content:
         return resolved.digest
 
     def _stale_answer(self, ref: Reference, exc: Transient) -> Digest:
-        """--stale-if-error: a tag's last recorded answer, if young enough, when the registry cannot answer."""
+        """--stale-if-error: a tag's last recorded answer, if young enough, when the registry cannot answer.
+
+        An answer dated in the future (recorded while the clock ran ahead) has no age to trust: it is not served.
+        """
         recorded = self.index.tag(str(ref)) if self.index is not None else None
         if self.stale_if_error is None or recorded is None or self.index is None:
             raise exc
         digest, resolved_at = recorded
         age = self.index.now - resolved_at
-        if age > self.stale_if_error or not access.granted(self, ref.repository, digest):
+        if not 0.0 <= age <= self.stale_if_error or not access.granted(self, ref.repository, digest):
             raise exc  # a caller not known to read it learns neither the digest nor that there is one
         self.warn(f"could not resolve '{ref}' ({exc.message}); using its answer from {age:.0f}s ago: {digest}")
         return digest

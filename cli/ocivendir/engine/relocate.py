@@ -1,7 +1,8 @@
 """Owns: deciding whether a bundle is relocated, with recorded verdicts.
 
 Trusted when positive, trusted for the recheck period when negative, re-checked with HEADs only (the locations tag,
-then the recorded missing image first).
+then the recorded missing image first). A negative verdict dated in the future (recorded while the clock ran ahead)
+is due at once: its age says nothing.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def decide(
     index = content.index
     previous = index.verdict(key) if index is not None else None
     if previous is not None and (
-        previous.relocated or (index is not None and index.now - previous.checked_at < recheck_seconds)
+        previous.relocated or (index is not None and 0.0 <= index.now - previous.checked_at < recheck_seconds)
     ):
         return _recorded(previous)
     verdict, method, statuses, probes = check(
