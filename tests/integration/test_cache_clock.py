@@ -20,8 +20,11 @@ from tests.support.registry import Registry
 YEAR = 365 * 86400.0
 
 
-def _ahead(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    monkeypatch.setattr(CacheIndex, "now", property(lambda _: time.time() + seconds))
+def _clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The index's clock, ahead of the real one by the list's one value (set by the test); calls stay in-process."""
+    ahead = [0.0]
+    monkeypatch.setattr(CacheIndex, "now", property(lambda _: time.time() + ahead[0]))
+    return ahead
 
 
 def test_a_negative_verdict_recorded_while_the_clock_ran_ahead_is_rechecked(
@@ -34,13 +37,13 @@ def test_a_negative_verdict_recorded_while_the_clock_ran_ahead_is_rechecked(
     ref = published.ref(registry, f"{repo_prefix}/copy")
     cache = tmp_path / "cache"
     pull = ("pull", "-b", ref, "--cache-dir", str(cache), "--json")
-    with monkeypatch.context() as shifted:
-        _ahead(shifted, YEAR)
-        first = run_cli(*pull, "-o", str(tmp_path / "one"))
+    ahead = _clock(monkeypatch)
+    ahead[0] = YEAR
+    first = run_cli(*pull, "-o", str(tmp_path / "one"))
     assert first.exit_code == 0, first.stderr
     assert json.loads(first.stdout)["result"]["relocation"]["relocated"] is False
     relocate(pusher, published, f"{repo_prefix}/copy", with_locations=False)  # the copy completes
-    _ahead(monkeypatch, 0)  # the clock is right again (and the call stays in this process)
+    ahead[0] = 0.0  # NTP sets the clock right
     second = run_cli(*pull, "-o", str(tmp_path / "two"))
     assert second.exit_code == 0, second.stderr
     relocation = json.loads(second.stdout)["result"]["relocation"]
@@ -55,11 +58,11 @@ def test_stale_if_error_does_not_serve_a_tag_answer_dated_in_the_future(
     Pusher(own_registry).image("ahead/img", make_image({"s.txt": "stale"}), tag="v1")
     tag = f"{own_registry.host}/ahead/img:v1"
     cache = tmp_path / "cache"
-    with monkeypatch.context() as shifted:
-        _ahead(shifted, YEAR)
-        assert run_cli("pull", "-i", tag, "-o", str(tmp_path / "one"), "--cache-dir", str(cache)).exit_code == 0
+    ahead = _clock(monkeypatch)
+    ahead[0] = YEAR
+    assert run_cli("pull", "-i", tag, "-o", str(tmp_path / "one"), "--cache-dir", str(cache)).exit_code == 0
     own_registry.stop()
-    _ahead(monkeypatch, 0)
+    ahead[0] = 0.0
     stale = run_cli("pull", "-i", tag, "-o", str(tmp_path / "two"), "--cache-dir", str(cache), "--stale-if-error", "1h")
     assert stale.exit_code == 1, stale.stderr
     assert "using its answer from" not in stale.stderr

@@ -19,7 +19,7 @@ from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
 from ocivendir.engine import access
-from ocivendir.errors import DigestMismatch, RegistryError, Transient, UnsupportedMediaType
+from ocivendir.errors import CacheUnwritable, DigestMismatch, RegistryError, Transient, UnsupportedMediaType
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.oci.manifest import (
@@ -377,15 +377,18 @@ class Content:
         ref = str(repo.at(digest))
         self.hold(ref)
         known = self.index.ref(ref)
-        if (
-            known is not None
-            and (known.manifest_digest, known.kind) == (digest, kind)
-            and self.index.touched_recently(known)
-        ):
+        recorded = known is not None and (known.manifest_digest, known.kind) == (digest, kind)
+        if recorded and known is not None and self.index.touched_recently(known):
             return  # recorded, and its last use is fresh: a warm run writes nothing to the index
         rows = [BlobRow(digest=b.digest, size=b.size, media_type=b.media_type) for b in manifest.blobs]
         top = BlobRow(digest=digest, size=len(raw), media_type=manifest.media_type)
-        self.index.record_ref(ref, top, kind, rows)
+        try:
+            self.index.record_ref(ref, top, kind, rows)
+        except CacheUnwritable as exc:
+            if not recorded:
+                raise
+            _log.debug("not recording the last use of %s: %s", ref, exc)  # a read-only or full cache still serves
+            return
         if known is None:
             self.store.write_index_json(self.index.layout_entries)
 
