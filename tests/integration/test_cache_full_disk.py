@@ -15,8 +15,9 @@ import pytest
 
 from ocivendir.cache.index import TOUCH_INTERVAL, CacheIndex
 from tests.conftest import CliResult, run_cli
-from tests.support.builders import Pusher, make_image
+from tests.support.builders import Pusher, make_image, publish_bundle
 from tests.support.mounts import Mount, fill, small_tmpfs
+from tests.support.registry import Registry
 
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
 REPAIR_ADVICE = ("verify --repair", "remove the cache")
@@ -129,3 +130,34 @@ def test_a_read_only_cache_serves_warm_calls_and_a_call_that_must_write_is_told_
     assert pruned.exit_code == 1
     assert f"make '{cache}' writable" in pruned.stderr
     assert not (tmp_path / "cold").exists()
+
+
+def test_a_read_only_cache_serves_a_tag_and_rechecks_a_bundles_verdict_without_recording_them(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, mounted: Mount
+) -> None:
+    """What a warm call only records (a tag's answer, a verdict, the scheme that worked) is skipped, not fatal."""
+    cache = mounted.path
+    pusher.image(f"{repo_prefix}/tagged", make_image({"t.txt": "tagged\n"}), tag="v1")
+    tag = f"{registry.host}/{repo_prefix}/tagged:v1"
+    bundle = publish_bundle(pusher, repo_prefix, images=1).ref(registry)
+    assert _pull(tag, tmp_path / "tag", cache).exit_code == 0
+    assert run_cli("pull", "-b", bundle, "-o", str(tmp_path / "b"), "--cache-dir", str(cache)).exit_code == 0
+    mounted.read_only()
+    by_tag = _pull(tag, tmp_path / "tag-again", cache)
+    assert by_tag.exit_code == 0, by_tag.stderr
+    assert (tmp_path / "tag-again/t.txt").read_text() == "tagged\n"
+    rechecked = run_cli("pull", "-b", bundle, "-o", str(tmp_path / "b-again"), "--cache-dir", str(cache),
+                        "--relocation-recheck", "0")  # fmt: skip
+    assert rechecked.exit_code == 0, rechecked.stderr
+
+
+def test_a_full_target_filesystem_is_named_with_the_file_and_its_mount_point(
+    pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """ENOSPC while a layer is written into the target names the file, not only the system's words."""
+    big = pusher.image(f"{repo_prefix}/big", make_image({"big.bin": os.urandom(3 * 1024 * 1024)}))
+    with small_tmpfs(tmp_path / "target", "1m") as target:
+        failed = _pull(big, target.path / "out", tmp_path / "cache")
+        assert failed.exit_code == 1
+        assert f"/big.bin': no space left on device (on the filesystem mounted at '{target.path}')" in failed.stderr
+        assert not (target.path / "out").exists()

@@ -219,8 +219,9 @@ class BlobStore:
                     self._publish(tmp, digest)
                     kept = False
                 except OSError as exc:
-                    kept = kept and exc.errno not in NO_SPACE
-                    raise _named(exc, tmp) from None
+                    exc = _named(exc, tmp)
+                    kept = kept and not (exc.errno in NO_SPACE and exc.filename == tmp)
+                    raise exc from None
                 finally:
                     if not kept or _empty(tmp):
                         remove_file(tmp)
@@ -260,11 +261,16 @@ class BlobStore:
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
-        """A write the filesystem refuses (full, read-only, not this user's) is a CacheUnwritable saying `what`."""
+        """A write the filesystem refuses (full, read-only, not this user's) is a CacheUnwritable saying `what`.
+
+        Only a write under the cache's directory: a layer applied while it downloads writes into the target too.
+        """
         try:
             yield
         except OSError as exc:
-            error = unwritable(exc, what, self.root)
+            name = exc.filename
+            inside = name is None or (isinstance(name, str | bytes) and os.fsdecode(name).startswith(f"{self.root}/"))
+            error = unwritable(exc, what, self.root) if inside else None
             if error is None:
                 raise
             raise error from None

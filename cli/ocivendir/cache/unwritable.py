@@ -13,12 +13,18 @@ from __future__ import annotations
 import errno
 import os
 
+from ocivendir import diag
 from ocivendir.errors import CacheUnwritable, os_reason
 
-__all__ = ["NO_SPACE", "READ_ONLY", "low_on_space", "mounted_read_only", "unwritable"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["NO_SPACE", "READ_ONLY", "best_effort", "low_on_space", "mounted_read_only", "unwritable"]
 
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_log = diag.logger("ocivendir.cache")
 _LOW = 1 << 20  # SQLite reports a shared-memory or WAL file it cannot extend as an I/O error, not as ENOSPC
 
 
@@ -55,3 +61,14 @@ def unwritable(exc: OSError, what: str, root: str) -> CacheUnwritable | None:
     else:
         return None
     return CacheUnwritable(f"{what}: {os_reason(exc)}", hint=hint)
+
+
+def best_effort(write: Callable[[], None], what: str) -> None:
+    """A write that only keeps books (a tag's answer, a verdict, a grant): skipped when the cache cannot be written.
+
+    What it records is learned again by a later call; the content this call serves does not depend on it.
+    """
+    try:
+        write()
+    except CacheUnwritable as exc:
+        _log.debug("not recording %s: %s", what, exc)

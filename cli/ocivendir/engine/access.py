@@ -12,6 +12,7 @@ registry's answer, word for word what an empty cache would show.
 from __future__ import annotations
 
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
+from ocivendir.cache.unwritable import best_effort
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +26,8 @@ def record(content: Content, repo: Repository, digest: Digest) -> None:
     """This caller just read the manifest from the registry: remember that it may."""
     if content.index is None or content.principal is None:
         return
-    content.index.grant(digest, str(repo), content.principal_for(repo))
+    index, principal = content.index, content.principal_for(repo)
+    best_effort(lambda: index.grant(digest, str(repo), principal), f"a grant for {repo}@{digest}")
 
 
 def granted(content: Content, repo: Repository, digest: Digest) -> bool:

@@ -18,6 +18,7 @@ from ocivendir import diag
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
+from ocivendir.cache.unwritable import best_effort
 from ocivendir.engine import access
 from ocivendir.errors import CacheUnwritable, DigestMismatch, RegistryError, Transient, UnsupportedMediaType
 from ocivendir.fs.limits import ExtractLimits
@@ -221,8 +222,8 @@ class Content:
         if resolved.raw is not None:
             self.store.admit_bytes(resolved.digest, resolved.raw)  # the repository served them: verified, possessed
             self._possess(ref.repository, (resolved.digest,))
-        if self.index is not None:
-            self.index.put_tag(str(ref), resolved.digest)
+        if (index := self.index) is not None:
+            best_effort(lambda: index.put_tag(str(ref), resolved.digest), f"the answer for {ref}")
         return resolved.digest
 
     def _stale_answer(self, ref: Reference, exc: Transient) -> Digest:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ocivendir.cache.index import Verdict
+from ocivendir.cache.unwritable import best_effort
 from ocivendir.engine.content import Content
 from ocivendir.errors import RelocationUndetermined
 from ocivendir.oci.imageslock import ImagesLock
@@ -102,7 +103,8 @@ def record_verdict(
     absent = {ImageStatus.MISSING, ImageStatus.DENIED}
     missing = [str(p.candidate) for p in probes if statuses.get(p.digest) in absent]
     relocated = verdict is RelocationVerdict.RELOCATED
-    content.index.put_verdict(key, relocated=relocated, method=method, missing=missing)
+    index = content.index
+    best_effort(lambda: index.put_verdict(key, relocated=relocated, method=method, missing=missing), f"verdict {key}")
 
 
 def _recorded(previous: Verdict) -> Decision:
