@@ -7,6 +7,7 @@ the index, which would destroy verdicts and grants for nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -161,3 +162,17 @@ def test_a_full_target_filesystem_is_named_with_the_file_and_its_mount_point(
         assert failed.exit_code == 1
         assert f"/big.bin': no space left on device (on the filesystem mounted at '{target.path}')" in failed.stderr
         assert not (target.path / "out").exists()
+
+
+def test_prune_to_a_size_frees_a_cache_filled_by_a_partial_download(
+    pusher: Pusher, repo_prefix: str, tmp_path: Path, mounted: Mount
+) -> None:
+    """A sized emptyDir filled by a download left behind: `cache prune --max-size 0` frees it all, entries included."""
+    cache = mounted.path
+    image = _warm(pusher, repo_prefix, tmp_path, cache)
+    partial = fill(cache / "tmp").rename(cache / "tmp" / f"{'a' * 64}.partial")
+    pruned = run_cli("cache", "prune", "--max-size", "0", "--cache-dir", str(cache), "--json")
+    assert pruned.exit_code == 0, pruned.stderr
+    assert [e["ref"] for e in json.loads(pruned.stdout)["result"]["removed"]] == [image]
+    assert not partial.exists()
+    assert _pull(image, tmp_path / "again", cache).exit_code == 0

@@ -202,6 +202,24 @@ class CacheIndex:
             except CacheError:
                 raise self._unwritable from None
 
+    def _reopen(self) -> None:
+        """Open an index opened read-only for writing again, or raise why it cannot be written.
+
+        Space may have been freed since it was opened (a prune removes partial downloads first); a read-only mount
+        stays read-only.
+        """
+        assert self._unwritable is not None  # noqa: S101 - called only then
+        if mounted_read_only(self._root):
+            raise self._unwritable
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            self._unwritable = None
+            self._connection()
+        if self._unwritable is not None:
+            raise self._unwritable
+
     def _unusable(self, exc: Exception) -> CacheError:
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
@@ -275,7 +293,7 @@ class CacheIndex:
         """
         items = list(statements)
         if self._unwritable is not None:
-            raise self._unwritable
+            self._reopen()
 
         def run() -> None:
             db = self._connection()
