@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import ClassVar
@@ -9,6 +12,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BadReference",
     "CacheError",
+    "CacheUnwritable",
     "ConfigError",
     "Denied",
     "DigestMismatch",
@@ -185,6 +189,10 @@ class CacheError(OcivendirError):
     code = "cache-error"
 
 
+class CacheUnwritable(CacheError):
+    """The cache cannot be written now (a read-only mount, a full filesystem, no permission); reading it still works."""
+
+
 class SignatureError(OcivendirError):
     """An image or bundle about to be extracted is not allowed by a signature policy (`--policy`)."""
 
@@ -201,11 +209,32 @@ def os_reason(exc: OSError) -> str:
     """An OSError as one clear line — the path(s) it names, then what went wrong — never Python's `[Errno N] …`.
 
     `'/cache/blobs/sha256/ab…': is a directory`: the system's text in lower case, as Go prints it; a rename names
-    both paths (`'a' -> 'b': …`). An OSError raised with a message of its own is that message.
+    both paths (`'a' -> 'b': …`); a full filesystem (or quota) names where it is mounted too. An OSError
+    raised with a message of its own is that message.
     """
     if not exc.strerror:
         return str(exc.args[0]) if len(exc.args) == 1 else str(exc) or type(exc).__name__
     names = [n.decode(errors="replace") if isinstance(n, bytes) else str(n) for n in (exc.filename, exc.filename2)
              if n is not None]  # fmt: skip
     where = " -> ".join(f"'{name}'" for name in names)
-    return f"{where}: {exc.strerror.lower()}" if where else exc.strerror.lower()
+    reason = exc.strerror.lower()
+    if exc.errno in _NO_SPACE and names:
+        reason += f" (on the filesystem mounted at '{_mount_point(names[-1])}')"
+    return f"{where}: {reason}" if where else reason
+
+
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _mount_point(path: str) -> str:
+    """The mount point of the filesystem holding `path` (or its nearest existing parent), as far as it can be told."""
+    current = os.path.abspath(path)
+    while not os.path.exists(current) and os.path.dirname(current) != current:
+        current = os.path.dirname(current)
+    try:
+        device = os.stat(current).st_dev
+        while (parent := os.path.dirname(current)) != current and os.stat(parent).st_dev == device:
+            current = parent
+    except OSError:
+        pass
+    return current

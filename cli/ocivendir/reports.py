@@ -97,6 +97,7 @@ class CachePruneResult:
     bytes_freed: int
     dry_run: bool
     partials: tuple[str, ...] = ()  # stale partial downloads removed from tmp/ (their bytes are in bytes_freed)
+    unreferenced: tuple[str, ...] = ()  # verified blobs no entry needs, removed (their bytes are in bytes_freed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,3 +108,4 @@ class CacheVerifyResult:
     repairs: tuple[str, ...]
     consistent: bool
     repair: bool
+    unreferenced: tuple[str, ...] = ()  # blobs that verify but no entry needs: no damage, `cache prune` reclaims them

@@ -10,6 +10,7 @@ import pytest
 from ocivendir.errors import TLSVerifyError
 from ocivendir.registry.transport import ClientOptions, _ssl_context
 from tests.conftest import run_cli
+from tests.support.mounts import small_tmpfs
 
 SECRET = "hunter2-pass"
 CONFIG = """apiVersion: vendir.k14s.io/v1alpha1
@@ -129,3 +130,14 @@ def test_os_reason_names_the_paths_in_gos_words() -> None:
     )
     assert os_reason(OSError("cannot create the cache key /k")) == "cannot create the cache key /k"
     assert os_reason(PermissionError(13, "Permission denied")) == "permission denied"
+
+
+def test_os_reason_names_the_full_filesystem_by_where_it_is_mounted(tmp_path: Path) -> None:
+    """ENOSPC says so, with the path, and the mount point of the filesystem that is full (issue 34, finding 13)."""
+    from ocivendir.errors import os_reason  # noqa: PLC0415 - the one test of the helper itself
+
+    with small_tmpfs(tmp_path / "small", "64k") as mount:
+        full = mount.path / "tmp" / "ab.partial"
+        assert os_reason(OSError(28, "No space left on device", str(full))) == (
+            f"'{full}': no space left on device (on the filesystem mounted at '{mount.path}')"
+        )

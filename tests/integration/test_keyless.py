@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections import Counter
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 

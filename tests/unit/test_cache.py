@@ -245,13 +245,15 @@ def test_listing_ten_thousand_entries_is_one_query(cache: tuple[BlobStore, Cache
     assert len(planned.removed) == 5_000
 
 
-def test_verify_finds_and_repair_removes_junk_orphans_stale_files_and_a_broken_layout(
+def test_verify_finds_and_repair_removes_junk_damaged_orphans_stale_files_and_a_broken_layout(
     cache: tuple[BlobStore, CacheIndex],
 ) -> None:
+    """An orphan blob that verifies is no damage: reported as unreferenced, kept for `cache prune`."""
     store, index = cache
     kept = add(cache, "r.io/keep", [b"kept" * 100])
     orphan = b"nobody needs me"
     (Path(store.blobs) / digest_of(orphan).hex).write_bytes(orphan)
+    (Path(store.blobs) / digest_of(b"other bytes").hex).write_bytes(b"damaged")
     (Path(store.blobs) / "notes.txt").write_text("junk")
     (Path(store.blobs) / ("b" * 64)).mkdir()
     (Path(store.blobs).parent / "sha512").mkdir()
@@ -270,6 +272,15 @@ def test_verify_finds_and_repair_removes_junk_orphans_stale_files_and_a_broken_l
     assert fixed.consistent is True
     assert len(fixed.repairs) == 9
     assert verify(store, index, exclusive=True).repairs == ()
+    assert (
+        fixed.unreferenced
+        == report.unreferenced
+        == (
+            f"unreferenced blob {store.path(digest_of(orphan))}: verified, no entry needs it (cache prune reclaims it)",
+        )
+    )
+    assert Path(store.path(digest_of(orphan))).read_bytes() == orphan
+    assert not Path(store.path(digest_of(b"other bytes"))).exists()
     assert sorted(p.name for p in Path(store.blobs).parent.iterdir()) == ["sha256"]
     assert list(Path(store.tmp).iterdir()) == []
     assert not (Path(store.locks) / f"blob-{'e' * 64}").exists()

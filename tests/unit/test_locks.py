@@ -1,11 +1,14 @@
-"""Removable lock files: mutual exclusion holds across the unlink race, and nothing is left behind."""
+"""Lock files: mutual exclusion holds across the unlink race, nothing is left behind, a read-only cache is locked."""
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
 
-from ocivendir.fs.locks import removable_lock, target_lock
+import pytest
+
+from ocivendir.fs.locks import LockBusy, file_lock, removable_lock, target_lock
+from tests.support.mounts import small_tmpfs
 
 
 def test_a_removable_lock_excludes_and_leaves_no_file(tmp_path: Path) -> None:
@@ -41,3 +44,25 @@ def test_target_locks_for_fresh_directories_do_not_accumulate(tmp_path: Path) ->
         with target_lock(locks, tmp_path / f"work{number}" / "out"):
             assert len(list(locks.iterdir())) == 1
     assert list(locks.iterdir()) == []
+
+
+def test_locks_on_a_read_only_filesystem_are_taken_read_only_and_an_absent_one_is_not_needed(tmp_path: Path) -> None:
+    """A seeded cache mounted read-only: its lock files still exclude (flock on a read-only descriptor).
+
+    One that is not there cannot be made, and guards nothing that could change.
+    """
+    with small_tmpfs(tmp_path / "ro", "64k") as mount:
+        present = mount.path / "locks" / "root"
+        present.parent.mkdir()
+        present.write_bytes(b"")
+        mount.read_only()
+        with file_lock(present, shared=True), file_lock(present, shared=True):
+            _busy(present)
+        with file_lock(mount.path / "locks" / "blob-absent"), removable_lock(mount.path / "locks" / "target-x"):
+            pass
+        assert sorted(p.name for p in present.parent.iterdir()) == ["root"]
+
+
+def _busy(path: Path) -> None:
+    with pytest.raises(LockBusy), file_lock(path, timeout=0):
+        pass

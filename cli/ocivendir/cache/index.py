@@ -4,10 +4,14 @@
 content a shared cache serves to a request naming that repository (`engine/content.py`). An index written before the
 table existed has no rows in it, so its content is fetched again once per repository (the old index cannot tell bytes
 fetched from a repository from bytes another repository's manifest was served from the cache).
+
+An index that cannot be written (a read-only mount, a full filesystem: `cache/unwritable.py`) is opened read-only, so
+warm calls are served; each write then fails with the reason it cannot be written.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -29,7 +33,8 @@ from ocivendir.cache.rows import (
     verdict_row,
 )
 from ocivendir.cache.store import LayoutEntry
-from ocivendir.errors import CacheError, os_reason
+from ocivendir.cache.unwritable import low_on_space, mounted_read_only, unwritable
+from ocivendir.errors import CacheError, CacheUnwritable, os_reason
 from ocivendir.fs.paths import pure, split
 from ocivendir.oci.reference import Digest
 
@@ -50,6 +55,8 @@ SCHEMA_VERSION = 3
 # 30 s or more) writes nothing, and least-recently-used order keeps a ten-minute grain
 TOUCH_INTERVAL = 600.0
 _BUSY_RETRIES = 20
+_SQLITE_FULL, _SQLITE_IOERR = 13, 10  # primary result codes: no space, and an I/O error (a -shm it cannot extend)
+_REFUSED = frozenset({8, 10, 14})  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN: what a read-only mount gives
 _BATCH = 500
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(schema_version INTEGER NOT NULL);
@@ -120,13 +127,17 @@ class CacheIndex:
         self._sqlite3: ModuleType | None = None
         self._db: Any = None  # the sqlite3 Connection, once opened
         self._wrote = False
+        self._unwritable: CacheUnwritable | None = None  # why the index was opened read-only
         if os.path.exists(path) and not os.path.isfile(path):
             raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
         self._root = split(path)[0]
         self._memo = Memo(path)
         if state(path) is None:  # no memo to read: open now (an unusable index fails here, as it always did)
             if not generation(self._root):
-                self._bump(None)  # an index without a generation (from before the memo, or a torn token) starts one
+                try:  # an index without a generation (from before the memo, or a torn token) starts one
+                    self._bump(None)
+                except CacheUnwritable:  # unless it cannot be written: then the memo is not used
+                    pass
             self._connection()
 
     def _bump(self, repository: str | None) -> None:
@@ -134,8 +145,9 @@ class CacheIndex:
         try:
             bump(self._root, repository)
         except OSError as exc:
-            raise CacheError(f"Cannot write cache index '{self.path}': {exc.strerror or exc}",
-                             hint=f"make '{self._root}' writable by this user") from None  # fmt: skip
+            raise unwritable(exc, "Cannot write cache index", self._root) or CacheError(
+                f"Cannot write cache index '{self.path}': {os_reason(exc)}", hint=repair_hint(self.path)
+            ) from None
 
     def _connection(self) -> Any:  # noqa: ANN401 - a sqlite3.Connection (self._db stays Any: it is None until opened)
         """The SQLite connection, opened (and the schema created or migrated) on first use."""
@@ -145,22 +157,82 @@ class CacheIndex:
 
                 self._sqlite3 = sqlite3
                 try:
-                    self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
-                except sqlite3.DatabaseError as exc:
-                    raise self._unusable(exc) from None
-                try:
-                    self._retry(self._prepare)
-                except BaseException:
-                    self._db.close()
-                    self._db = None
-                    raise
+                    self._open(self.path)
+                except CacheUnwritable as exc:
+                    self._unwritable = exc
+                    self._open_read_only()
             return self._db
+
+    def _open(self, target: str, *, uri: bool = False) -> None:
+        """Connect to `target` and prepare it (`self._db`); an unusable index is a CacheError, with no connection."""
+        sqlite3 = self._sqlite3
+        assert sqlite3 is not None  # noqa: S101 - imported by _connection
+        try:
+            self._db = sqlite3.connect(target, timeout=5.0, check_same_thread=False, isolation_level=None, uri=uri)
+        except sqlite3.DatabaseError as exc:
+            raise self._unusable(exc) from None
+        try:
+            self._retry(self._prepare)
+        except BaseException:
+            self._db.close()
+            self._db = None
+            raise
+
+    def _open_read_only(self) -> None:
+        """An index that cannot be written, opened to be read: as SQLite's reader, else as an unchanging file.
+
+        A full filesystem may not let SQLite make the WAL's shared-memory file that a reader needs. Then the file is
+        read as immutable, but only when no WAL holds commits it lacks; otherwise the reason it cannot be written
+        stands.
+        """
+        from urllib.parse import quote  # noqa: PLC0415 - only for a cache that cannot be written
+
+        assert self._unwritable is not None  # noqa: S101 - set by _connection
+        name = f"file:{quote(os.path.abspath(self.path))}"
+        try:
+            self._open(f"{name}?mode=ro", uri=True)
+        except CacheError:
+            try:
+                if os.path.getsize(f"{self.path}-wal") > 0:
+                    raise self._unwritable from None
+            except FileNotFoundError:
+                pass
+            try:
+                self._open(f"{name}?immutable=1", uri=True)
+            except CacheError:
+                raise self._unwritable from None
+
+    def _reopen(self) -> None:
+        """Open an index opened read-only for writing again, or raise why it cannot be written.
+
+        Space may have been freed since it was opened (a prune removes partial downloads first); a read-only mount
+        stays read-only.
+        """
+        assert self._unwritable is not None  # noqa: S101 - called only then
+        if mounted_read_only(self._root):
+            raise self._unwritable
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            self._unwritable = None
+            self._connection()
+        if self._unwritable is not None:
+            raise self._unwritable
 
     def _unusable(self, exc: Exception) -> CacheError:
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
-        if "readonly" in reason.replace(" ", "") or "unable to open" in reason:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code == _SQLITE_FULL or (code == _SQLITE_IOERR and low_on_space(self._root)):
+            full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
+            return unwritable(full, "Cannot write cache index", self._root) or CacheError(reason)
+        refused = code in _REFUSED or "readonly" in reason.replace(" ", "") or "unable to open" in reason
+        if refused and mounted_read_only(self._root):
+            read_only = OSError(errno.EROFS, os.strerror(errno.EROFS), self.path)
+            return unwritable(read_only, "Cannot write cache index", self._root) or CacheError(reason)
+        if refused:
             hint = f"make '{self.path}' and its directory writable by this user"
-            return CacheError(f"Cannot write cache index '{self.path}': {reason}", hint=hint)
+            return CacheUnwritable(f"Cannot write cache index '{self.path}': {reason}", hint=hint)
         return CacheError(f"Cannot use cache index '{self.path}': {reason}", hint=repair_hint(self.path))
 
     def _prepare(self) -> None:
@@ -220,6 +292,8 @@ class CacheIndex:
         `repository`: the one whose answers the transaction changes; None when it may change any repository's.
         """
         items = list(statements)
+        if self._unwritable is not None:
+            self._reopen()
 
         def run() -> None:
             db = self._connection()

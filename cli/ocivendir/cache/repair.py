@@ -35,7 +35,8 @@ def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False, exclusi
     """Re-hash every recorded blob; with `repair`, remove the bad ones with the refs that need them.
 
     With `exclusive` (the caller holds the root lock exclusively: no pull or sync is running), the directory is also
-    checked for junk, orphans, stale temp and lock files and a broken layout (`cache/tidy.py`).
+    checked for junk, damaged orphans, stale temp and lock files and a broken layout (`cache/tidy.py`); verified blobs
+    no entry records are reported as unreferenced, not as problems, and kept for `cache prune`.
     """
     repairs: list[str] = []
     checked = 0
@@ -54,9 +55,12 @@ def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False, exclusi
         repairs.append(f"removed blob {blob.digest}: {problem}" + (f"; dropped {', '.join(refs)}" if refs else ""))
     if repairs and repair:
         store.write_index_json(index.layout_entries)
+    unreferenced: list[str] = []
     if exclusive:
-        repairs += tidy(store, index, repair=repair)
-    return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=repair or not repairs, repair=repair)
+        found, unreferenced = tidy(store, index, repair=repair)
+        repairs += found
+    return CacheVerifyResult(checked=checked, repairs=tuple(repairs), consistent=repair or not repairs, repair=repair,
+                             unreferenced=tuple(unreferenced))  # fmt: skip
 
 
 def remove_index_files(root: str | os.PathLike[str]) -> None:

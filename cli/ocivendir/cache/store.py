@@ -8,6 +8,10 @@ are opened with O_NOFOLLOW and must be regular files (a symlink, FIFO or device 
 missing blob and is unlinked, never read through), temp files are created with O_EXCL|O_NOFOLLOW and their mode and
 fsync go through the descriptor, a partial is resumed only if it is a regular file of this user with one link (else it
 is removed first), and `blobs/sha256/`, `tmp/` and `locks/` themselves must be real directories.
+
+A write the filesystem refuses for lack of space, or because it is read-only or not this user's, is a
+`CacheUnwritable` naming the file (`cache/unwritable.py`); a partial download cut short by a full filesystem is not
+kept, since keeping it would keep the filesystem full.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ocivendir import diag
+from ocivendir.cache.unwritable import NO_SPACE, unwritable
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure
@@ -117,7 +122,8 @@ class BlobStore:
             if not os.path.exists(os.path.join(self.root, "index.json")):
                 self.write_index_json(lambda: ())
         except OSError as exc:
-            raise CacheError(f"Cannot use cache directory '{self.root}': {exc.strerror or exc}") from None
+            what = f"Cannot use cache directory '{self.root}'"
+            raise unwritable(exc, what, self.root) or CacheError(f"{what}: {exc.strerror or exc}") from None
 
     def path(self, digest: Digest) -> str:
         """Where a blob lives."""
@@ -199,7 +205,7 @@ class BlobStore:
         attempt received; a failed `fill` leaves it for the next holder of the lock to resume from (`fill` empties
         it when its bytes must not be kept). A partial this process may not trust is removed first.
         """
-        with file_lock(self.lock_path(f"blob-{digest.hex}")):
+        with self._writing(f"Cannot store blob {digest} in the cache"), file_lock(self.lock_path(f"blob-{digest.hex}")):
             if self.has(digest, size) and (reuse is None or reuse()):
                 if resumable:
                     remove_file(self.partial_path(digest))  # a run killed after publishing, before removing it
@@ -207,13 +213,17 @@ class BlobStore:
             self._remove_stale(digest)
             with self._no_links(digest):
                 tmp = self._usable_partial(digest, size) if resumable else self._new_tmp(digest)
-                done = False
+                kept = resumable  # the bytes received, for the next holder of the lock to resume from
                 try:
                     fill(tmp)
                     self._publish(tmp, digest)
-                    done = True
+                    kept = False
+                except OSError as exc:
+                    exc = _named(exc, tmp)
+                    kept = kept and not (exc.errno in NO_SPACE and exc.filename == tmp)
+                    raise exc from None
                 finally:
-                    if done or not resumable or _empty(tmp):
+                    if not kept or _empty(tmp):
                         remove_file(tmp)
             return True
 
@@ -250,6 +260,22 @@ class BlobStore:
             remove_file(path)
 
     @contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """A write the filesystem refuses (full, read-only, not this user's) is a CacheUnwritable saying `what`.
+
+        Only a write under the cache's directory: a layer applied while it downloads writes into the target too.
+        """
+        try:
+            yield
+        except OSError as exc:
+            name = exc.filename
+            inside = name is None or (isinstance(name, str | bytes) and os.fsdecode(name).startswith(f"{self.root}/"))
+            error = unwritable(exc, what, self.root) if inside else None
+            if error is None:
+                raise
+            raise error from None
+
+    @contextmanager
     def _no_links(self, digest: Digest) -> Iterator[None]:
         """A temp file that became a link (or other non-file) while it was written is a CacheError, not an errno."""
         try:
@@ -277,7 +303,7 @@ class BlobStore:
 
         Under the digest's lock: read it if present (and `reuse()` allows), else fetch, verify and store it.
         """
-        with file_lock(self.lock_path(f"blob-{digest.hex}")):
+        with self._writing(f"Cannot store blob {digest} in the cache"), file_lock(self.lock_path(f"blob-{digest.hex}")):
             if self.has(digest) and (reuse is None or reuse()):
                 try:
                     with self._open(digest) as handle:
@@ -294,6 +320,8 @@ class BlobStore:
                 try:
                     _write_tmp(tmp, data)
                     self._publish(tmp, digest)
+                except OSError as exc:
+                    raise _named(exc, tmp) from None
                 finally:
                     remove_file(tmp)
             return data, True
@@ -374,7 +402,8 @@ class BlobStore:
         """
         import json  # noqa: PLC0415 - index.json is written on a cold run only; json imports re
 
-        with file_lock(self.lock_path("index-json")):
+        listed = os.path.join(self.root, "index.json")
+        with self._writing(f"Cannot write '{listed}'"), file_lock(self.lock_path("index-json")):
             manifests = [
                 {
                     "mediaType": _LAYOUT_TYPES.get(e.media_type, e.media_type),
@@ -385,7 +414,17 @@ class BlobStore:
                 for e in sorted(entries(), key=lambda e: e.ref)
             ]
             doc = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
-            atomic_write(os.path.join(self.root, "index.json"), json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
+            try:
+                atomic_write(listed, json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
+            except OSError as exc:
+                raise _named(exc, listed) from None
+
+
+def _named(exc: OSError, path: str) -> OSError:
+    """The error with the path it was about, when it names none (a write through a descriptor): errors name paths."""
+    if exc.filename is not None or not exc.errno or type(exc).__module__ != "builtins":  # a library's own: as it is
+        return exc
+    return OSError(exc.errno, exc.strerror, path)  # OSError picks the subclass for the errno
 
 
 def _empty(path: str) -> bool:

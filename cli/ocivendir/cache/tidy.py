@@ -1,10 +1,12 @@
 """Owns: finding — and with repair, removing — what does not belong in the cache directory.
 
-Junk and orphan files under `blobs/`, stale temp files (a partial download only when `cache/partials.py` finds it
-stale: a recent one is kept for the next pull to resume), stray entries under `locks/`, a broken `oci-layout` or
-`index.json`, and a directory where a blob or a lock file belongs. It runs only while the caller holds the cache's
-root lock exclusively, so no running pull or sync is writing. Unknown entries at the top of the cache directory are
-left alone: the directory may have been named by mistake.
+Junk under `blobs/` (and blob files no entry records whose bytes do not hash to their name), stale temp files (a
+partial download only when `cache/partials.py` finds it stale: a recent one is kept for the next pull to resume),
+stray entries under `locks/`, a broken `oci-layout` or `index.json`, and a directory where a blob or a lock file
+belongs. It runs only while the caller holds the cache's root lock exclusively, so no running pull or sync is
+writing. Unknown entries at the top of the cache directory are left alone: the directory may have been named by
+mistake. A blob file no entry records but whose bytes verify (a fetch that failed after downloading, a killed prune)
+is no damage: it is reported as unreferenced and left to `cache prune`, which reclaims it (`cache/prune.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ocivendir.cache.memo import GENERATION, MEMO_DIR
 from ocivendir.cache.partials import is_partial, stale_partials
 from ocivendir.cache.store import LAYOUT_MARKER, BlobStore
 from ocivendir.fs.swap import atomic_write, remove_tree
+from ocivendir.oci.reference import Digest
 
 __all__ = ["tidy"]
 
@@ -35,8 +38,10 @@ def _remove(path: Path, why: str, *, repair: bool) -> str:
     return f"would remove {path}: {why}"
 
 
-def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
+def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> tuple[list[str], list[str]]:
+    """What is wrong under `blobs/`, and the verified blobs no entry records (fine: `cache prune` reclaims them)."""
     recorded = {blob.digest.hex for blob in index.iter_blobs()}
+    unreferenced = []
     found = [
         _remove(path, "not a blob directory", repair=repair)
         for path in sorted(Path(store.blobs).parent.iterdir())
@@ -47,9 +52,13 @@ def _blob_files(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[st
             found.append(_remove(path, "junk (not named by a digest)", repair=repair))
         elif path.is_symlink() or not path.is_file():
             found.append(_remove(path, "not a regular file where a blob belongs", repair=repair))
-        elif path.name not in recorded:
-            found.append(_remove(path, "orphan blob (no cached entry needs it)", repair=repair))
-    return found
+        elif path.name in recorded:
+            continue
+        elif (problem := store.problem(Digest(path.name), None)) is None:
+            unreferenced.append(f"unreferenced blob {path}: verified, no entry needs it (cache prune reclaims it)")
+        else:
+            found.append(_remove(path, f"orphan blob (no cached entry needs it), {problem}", repair=repair))
+    return found, unreferenced
 
 
 def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
@@ -109,8 +118,11 @@ def _layout(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
     return found
 
 
-def tidy(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
-    """Report (and with `repair`, fix) everything in the cache directory that is not cached content or its index."""
+def tidy(store: BlobStore, index: CacheIndex, *, repair: bool) -> tuple[list[str], list[str]]:
+    """Report (and with `repair`, fix) everything in the cache directory that is not cached content or its index.
+
+    Also the verified blobs no entry records, which are kept.
+    """
     found = [
         _remove(directory, "not a directory", repair=repair)
         for directory in (Path(store.blobs), Path(store.tmp), Path(store.locks))
@@ -119,10 +131,6 @@ def tidy(store: BlobStore, index: CacheIndex, *, repair: bool) -> list[str]:
     if repair:
         store.ensure_layout()
     if not all(os.path.isdir(d) for d in (store.blobs, store.tmp, store.locks)):
-        return found
-    return (
-        found
-        + _blob_files(store, index, repair=repair)
-        + _scratch(store, repair=repair)
-        + _layout(store, index, repair=repair)
-    )
+        return found, []
+    blobs, unreferenced = _blob_files(store, index, repair=repair)
+    return found + blobs + _scratch(store, repair=repair) + _layout(store, index, repair=repair), unreferenced

@@ -123,7 +123,9 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
 
     With neither --older-than nor --max-size, prunes down to the configured budget (--cache-max-size). Entries in use
     by a running sync or pull are skipped and reported. Partial downloads kept for resuming go too once stale: not
-    written for a week (or for --older-than; any age under --all), or their blob is cached.
+    written for a week (or for --older-than; any age under --all), or their blob is cached. Partial downloads and,
+    when no sync or pull is running, blobs no entry needs (a fetch that failed after downloading) count against the
+    size: a prune to a size removes them before any entry.
 
     \b
     Examples:
@@ -137,13 +139,14 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
 
     if everything and (older_than or max_size):
         raise UsageError("--all excludes --older-than and --max-size")
-    with _opened(ctx) as (run, store, index, _):
+    with _opened(ctx, exclusive=None) as (run, store, index, alone):
         budget = run.settings.cache_max_size
         plan = PrunePlan(
             older_than=parse_duration(older_than, "--older-than") if older_than else None,
             max_size=parse_size(max_size, "--max-size") if max_size else (None if older_than else budget),
             everything=everything,
             dry_run=dry_run,
+            alone=alone,
         )
         result = run_prune(store, index, plan)
     output = run.output
@@ -152,7 +155,7 @@ def prune(ctx: click.Context, older_than: str | None, max_size: str | None, ever
         output.block(f"{verb} {entry.ref} ({_human(entry.size)})\n")
     for ref in result.skipped_in_use:
         output.block(f"skipped {ref}: in use\n")
-    for line in result.partials:
+    for line in (*result.partials, *result.unreferenced):
         output.block(f"{line}\n")
     output.block(f"{len(result.removed)} entries, {_human(result.bytes_freed)} {'to free' if dry_run else 'freed'}\n")
     output.envelope("cache prune", "ok", result)
@@ -168,11 +171,12 @@ def verify_cache(ctx: click.Context, repair: bool) -> int:
     """Re-hash every blob and report what is wrong; with --repair, fix it (removed content is refetched on next use).
 
     Without --repair nothing changes. When no pull or sync is running (always with --repair, which waits up to 30 s for
-    them), the directory is checked too: junk and orphan files, stale temp and lock files, a broken index.json or
-    oci-layout, a directory where a blob or lock file belongs, anything in the read memo (memo/, index.gen) that is
+    them), the directory is checked too: junk and damaged orphan files, stale temp and lock files, a broken index.json
+    or oci-layout, a directory where a blob or lock file belongs, anything in the read memo (memo/, index.gen) that is
     not one of its tokens or shards. An index.db that cannot be read (garbage, a directory in
     its place) is rebuilt from the blobs by --repair: refs come back from index.json when their manifest and blobs
-    re-hash correctly. Exit 0 when the cache is consistent at the end, else 1.
+    re-hash correctly. Blobs that verify but no entry needs are reported as unreferenced, not as problems, and kept:
+    cache prune reclaims them. Exit 0 when the cache is consistent at the end, else 1.
 
     \b
     Examples:
@@ -191,9 +195,10 @@ def verify_cache(ctx: click.Context, repair: bool) -> int:
             raise
         result = _rebuild_and_verify(run.settings.cache_dir)
     output = run.output
-    for line in result.repairs:
+    for line in (*result.repairs, *result.unreferenced):
         output.block(line + "\n")
-    output.block(f"{result.checked} blobs checked, {len(result.repairs)} problems\n")
+    loose = f", {len(result.unreferenced)} unreferenced blobs (for cache prune)" if result.unreferenced else ""
+    output.block(f"{result.checked} blobs checked, {len(result.repairs)} problems{loose}\n")
     output.envelope("cache verify", "ok" if result.consistent else "error", result)
     return 0 if result.consistent else 1
 

@@ -231,7 +231,8 @@ def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str
         if opened is not None:
             store, index = opened
             stack.enter_context(file_lock(store.lock_path("root"), shared=True))
-            lock_dir = store.locks
+            # a cache that cannot be written (a read-only mount) still serves; its targets are locked elsewhere
+            lock_dir = store.locks if os.access(store.locks, os.W_OK) else _private_lock_dir()
         else:
             store, index, lock_dir = _throwaway_store(target), None, _private_lock_dir()
             stack.callback(remove_tree, store.root)

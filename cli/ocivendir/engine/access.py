@@ -12,6 +12,7 @@ the registry's answer, word for word what an empty cache would show.
 from __future__ import annotations
 
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
+from ocivendir.cache.unwritable import best_effort
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ class Grants:
         """This caller just read the manifest from the registry: remember that it may."""
         if self.index is None or self.principal is None:
             return
-        self.index.grant(digest, str(repo), self.principal(repo))
+        index, principal = self.index, self.principal(repo)
+        best_effort(lambda: index.grant(digest, str(repo), principal), f"a grant for {repo}@{digest}")
 
     def granted(self, repo: Repository, digest: Digest) -> bool:
         """True if this caller may be served, with no request, a cached manifest that `repo` possesses.

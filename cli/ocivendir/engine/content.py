@@ -20,8 +20,9 @@ from ocivendir import diag
 from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
+from ocivendir.cache.unwritable import best_effort
 from ocivendir.engine.access import Grants
-from ocivendir.errors import DigestMismatch, RegistryError, Transient, UnsupportedMediaType
+from ocivendir.errors import CacheUnwritable, DigestMismatch, RegistryError, Transient, UnsupportedMediaType
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.oci.manifest import (
@@ -256,18 +257,21 @@ class Content:
         if resolved.raw is not None:
             self.store.admit_bytes(resolved.digest, resolved.raw)  # the repository served them: verified, possessed
             self._possess(ref.repository, (resolved.digest,))
-        if self.index is not None:
-            self.index.put_tag(str(ref), resolved.digest)
+        if (index := self.index) is not None:
+            best_effort(lambda: index.put_tag(str(ref), resolved.digest), f"the answer for {ref}")
         return resolved.digest
 
     def _stale_answer(self, ref: Reference, exc: Transient) -> Digest:
-        """--stale-if-error: a tag's last recorded answer, if young enough, when the registry cannot answer."""
+        """--stale-if-error: a tag's last recorded answer, if young enough, when the registry cannot answer.
+
+        An answer dated in the future (recorded while the clock ran ahead) has no age to trust: it is not served.
+        """
         recorded = self.index.tag(str(ref)) if self.index is not None else None
         if self.stale_if_error is None or recorded is None or self.index is None:
             raise exc
         digest, resolved_at = recorded
         age = self.index.now - resolved_at
-        if age > self.stale_if_error or not self._granted(ref.repository, digest):
+        if not 0.0 <= age <= self.stale_if_error or not self._granted(ref.repository, digest):
             raise exc  # a caller not known to read it learns neither the digest nor that there is one
         self.warn(f"could not resolve '{ref}' ({exc.message}); using its answer from {age:.0f}s ago: {digest}")
         return digest
@@ -413,15 +417,18 @@ class Content:
         ref = str(repo.at(digest))
         self.hold(ref)
         known = self.index.ref(ref)
-        if (
-            known is not None
-            and (known.manifest_digest, known.kind) == (digest, kind)
-            and self.index.touched_recently(known)
-        ):
+        recorded = known is not None and (known.manifest_digest, known.kind) == (digest, kind)
+        if recorded and known is not None and self.index.touched_recently(known):
             return  # recorded, and its last use is fresh: a warm run writes nothing to the index
         rows = [BlobRow(digest=b.digest, size=b.size, media_type=b.media_type) for b in manifest.blobs]
         top = BlobRow(digest=digest, size=len(raw), media_type=manifest.media_type)
-        self.index.record_ref(ref, top, kind, rows)
+        try:
+            self.index.record_ref(ref, top, kind, rows)
+        except CacheUnwritable as exc:
+            if not recorded:
+                raise
+            _log.debug("not recording the last use of %s: %s", ref, exc)  # a read-only or full cache still serves
+            return
         if known is None:
             self.store.write_index_json(self.index.layout_entries)
 

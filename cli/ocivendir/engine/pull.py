@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ocivendir.cache.unwritable import best_effort
 from ocivendir.engine.content import Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image, layer_stream
 from ocivendir.engine.relocate import Decision, decide
@@ -130,7 +131,8 @@ def _locations_image(content: Content, repo: Repository, digest: Digest, known: 
         return fetch_image(content, repo.at(known))
     located = fetch_image(content, locations_ref(repo, digest))
     if content.index is not None and content.index.verdict(str(repo.at(digest))) is not None:
-        content.index.put_locations(str(repo.at(digest)), located.digest)
+        index, key = content.index, str(repo.at(digest))
+        best_effort(lambda: index.put_locations(key, located.digest), f"the locations of {key}")
     return located
 
 

@@ -1,7 +1,8 @@
 """Owns: deciding whether a bundle is relocated, with recorded verdicts.
 
 Trusted when positive, trusted for the recheck period when negative, re-checked with HEADs only (the locations tag,
-then the recorded missing image first).
+then the recorded missing image first). A negative verdict dated in the future (recorded while the clock ran ahead)
+is due at once: its age says nothing.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ocivendir.cache.index import Verdict
+from ocivendir.cache.unwritable import best_effort
 from ocivendir.engine.content import Content
 from ocivendir.errors import RelocationUndetermined
 from ocivendir.oci.imageslock import ImagesLock
@@ -101,7 +103,8 @@ def record_verdict(
     absent = {ImageStatus.MISSING, ImageStatus.DENIED}
     missing = [str(p.candidate) for p in probes if statuses.get(p.digest) in absent]
     relocated = verdict is RelocationVerdict.RELOCATED
-    content.index.put_verdict(key, relocated=relocated, method=method, missing=missing)
+    index = content.index
+    best_effort(lambda: index.put_verdict(key, relocated=relocated, method=method, missing=missing), f"verdict {key}")
 
 
 def _recorded(previous: Verdict) -> Decision:
@@ -121,7 +124,7 @@ def decide(
     index = content.index
     previous = index.verdict(key) if index is not None else None
     if previous is not None and (
-        previous.relocated or (index is not None and index.now - previous.checked_at < recheck_seconds)
+        previous.relocated or (index is not None and 0.0 <= index.now - previous.checked_at < recheck_seconds)
     ):
         return _recorded(previous)
     verdict, method, statuses, probes = check(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from threading import Lock
 
+from ocivendir.cache.unwritable import best_effort
 from ocivendir.errors import SignatureError
 
 TYPE_CHECKING = False
@@ -73,7 +74,8 @@ class SignatureGate:
 
             self._root = parse_trusted_root(self._root_bytes, str(self.trusted_root))
         if index is not None:
-            index.put_signature_verdict(_MARK, _FILES + self.source.digest, self._root_any, PARSED)
+            files, root = _FILES + self.source.digest, self._root_any
+            best_effort(lambda: index.put_signature_verdict(_MARK, files, root, PARSED), "parsed policies")
 
     def policies(self) -> PolicySet:
         """The policies, parsed on first use."""
@@ -101,7 +103,8 @@ class SignatureGate:
                 return remembered, []
         verdict, failed = self._reached(content, image)
         if index is not None and verdict in {VERIFIED, UNMATCHED}:
-            index.put_signature_verdict(image.ref, files, self._root_any, verdict)
+            root = self._root_any
+            best_effort(lambda: index.put_signature_verdict(image.ref, files, root, verdict), image.ref)
         return verdict, failed
 
     def _reached(self, content: Content, image: Subject) -> tuple[str, list[PolicyOutcome]]:
@@ -118,7 +121,7 @@ class SignatureGate:
         failed = [outcome for outcome in self._verify().evaluate(content, image, matched) if not outcome.passed]
         if not failed:
             if index is not None:
-                index.put_signature_verdict(image.ref, key, root, VERIFIED)
+                best_effort(lambda: index.put_signature_verdict(image.ref, key, root, VERIFIED), image.ref)
             return VERIFIED, []
         return (FAILED if any(o.policy.mode == "enforce" for o in failed) else WARNED), failed
 

@@ -223,6 +223,10 @@ class _Layer:
             behind.flush()
             os.fchmod(fd, file_mode(member.mode, self.policy.umask))  # on the descriptor: no path lookup, no link
             os.utime(fd, (member.mtime, member.mtime))
+        except OSError as exc:  # a write through the descriptor names no path (a full filesystem): this file's
+            if exc.filename is not None or not exc.errno or type(exc).__module__ != "builtins":
+                raise
+            raise OSError(exc.errno, exc.strerror, target) from None
         finally:
             try:
                 behind.close()  # no thread of the file's is left writing

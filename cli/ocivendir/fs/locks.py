@@ -1,4 +1,9 @@
-"""Owns: advisory file locks on `fcntl.flock`; nothing else in ocivendir touches fcntl."""
+"""Owns: advisory file locks on `fcntl.flock`; nothing else in ocivendir touches fcntl.
+
+A lock file that cannot be opened for writing (a read-only mount, a full filesystem, a shared cache this user may not
+write) is locked through a read-only descriptor: flock does not care how the file was opened. On a read-only
+filesystem a lock file that is not there cannot be made, and is not needed: nothing can change what it guards.
+"""
 
 from __future__ import annotations
 
@@ -22,15 +27,35 @@ _POLL_SECONDS = 0.02
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+_UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
+_NOTHING = -1  # no lock file, and none needed (a read-only filesystem)
+
+
 def _open(path: str) -> int:
-    """Open (or create) a lock file; a symlink planted in its place is removed, never followed."""
+    """Open (or create) a lock file; a symlink planted in its place is removed, never followed.
+
+    One that cannot be written is opened read-only; `_NOTHING` when it is absent from a read-only filesystem.
+    """
     try:
         return os.open(path, _FLAGS, 0o600)
     except OSError as exc:
+        if exc.errno in _UNWRITABLE:
+            return _open_read_only(path, exc)
         if exc.errno != errno.ELOOP:
             raise
     remove_file(path)
     return os.open(path, _FLAGS, 0o600)
+
+
+def _open_read_only(path: str, refused: OSError) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if refused.errno == errno.EROFS:
+            return _NOTHING
+    except OSError:
+        pass
+    raise refused
 
 
 def _in_directory(path: str | os.PathLike[str]) -> str:
@@ -53,6 +78,9 @@ def file_lock(path: str | os.PathLike[str], *, shared: bool = False, timeout: fl
     """
     path = _in_directory(path)
     fd = _open(path)
+    if fd == _NOTHING:
+        yield
+        return
     try:
         kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         if timeout is None:
@@ -79,6 +107,8 @@ def hold_lock(path: str) -> int:
     lock lives on in it.
     """
     fd = _open(path)
+    if fd == _NOTHING:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -98,6 +128,9 @@ def removable_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     path = _in_directory(path)
     while True:
         fd = _open(path)
+        if fd == _NOTHING:
+            yield
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             held = os.fstat(fd)

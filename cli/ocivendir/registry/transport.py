@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from threading import Lock
 
 from ocivendir import __version__, diag
-from ocivendir.errors import ResponseTimeout, TLSVerifyError, Transient, os_reason
+from ocivendir.errors import CacheUnwritable, ResponseTimeout, TLSVerifyError, Transient, os_reason
 from ocivendir.fs.paths import pure
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.registry.connections import (
@@ -339,7 +339,10 @@ class Transport:
                 return
             self._run_schemes[host] = scheme
         if self._schemes is not None:
-            self._schemes.remember_scheme(host, scheme)
+            try:
+                self._schemes.remember_scheme(host, scheme)
+            except CacheUnwritable as exc:  # a read-only or full cache: learned again by a later run
+                _log.debug("not recording the scheme of %s: %s", host, exc)
 
     def _timeout(self, what: str) -> tuple[float, float]:
         return (self._options.connect_timeout, min(self._options.read_timeout, self.deadline.remaining(what)))
