@@ -188,3 +188,23 @@ def test_a_cache_out_of_inodes_serves_warm_syncs_and_pulls(pusher: Pusher, repo_
         pulled = _pull(image, tmp_path / "second", mounted.path)
         assert pulled.exit_code == 0, pulled.stderr
         assert (tmp_path / "second/small.txt").read_text() == "warm\n"
+
+
+def test_repairing_or_pruning_a_read_only_cache_fails_with_the_hint_and_verify_still_reports(
+    pusher: Pusher, repo_prefix: str, tmp_path: Path, mounted: Mount
+) -> None:
+    cache = mounted.path
+    _warm(pusher, repo_prefix, tmp_path, cache)
+    (cache / "blobs/sha256/notes.txt").write_text("junk")
+    stale = cache / "tmp" / f"{'b' * 64}.partial"
+    stale.write_bytes(b"half")
+    os.utime(stale, (time.time() - 30 * 86400,) * 2)
+    mounted.read_only()
+    checked = run_cli("cache", "verify", "--cache-dir", str(cache))
+    assert checked.exit_code == 1
+    assert "notes.txt: junk" in checked.stdout
+    for command in (("verify", "--repair"), ("prune",)):
+        failed = run_cli("cache", *command, "--cache-dir", str(cache))
+        assert failed.exit_code == 1, command
+        assert "read-only file system" in failed.stderr
+        assert f"make '{cache}' writable" in failed.stderr, failed.stderr
