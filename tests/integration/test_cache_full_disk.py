@@ -17,7 +17,7 @@ import pytest
 from ocivendir.cache.index import TOUCH_INTERVAL, CacheIndex
 from tests.conftest import CliResult, run_cli
 from tests.support.builders import Pusher, make_image, publish_bundle
-from tests.support.mounts import Mount, fill, small_tmpfs
+from tests.support.mounts import Mount, fill, small_tmpfs, starve
 from tests.support.registry import Registry
 
 HEAD = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\n"
@@ -176,3 +176,35 @@ def test_prune_to_a_size_frees_a_cache_filled_by_a_partial_download(
     assert [e["ref"] for e in json.loads(pruned.stdout)["result"]["removed"]] == [image]
     assert not partial.exists()
     assert _pull(image, tmp_path / "again", cache).exit_code == 0
+
+
+def test_a_cache_out_of_inodes_serves_warm_syncs_and_pulls(pusher: Pusher, repo_prefix: str, tmp_path: Path) -> None:
+    """No lock file can be made for a target there: targets are locked elsewhere, and the content is served."""
+    with small_tmpfs(tmp_path / "cache", "2m", inodes=200) as mounted:
+        image = _warm(pusher, repo_prefix, tmp_path, mounted.path)
+        starve(mounted.path)
+        synced = _sync(tmp_path / "work", mounted.path, image)
+        assert synced.exit_code == 0, synced.stderr
+        pulled = _pull(image, tmp_path / "second", mounted.path)
+        assert pulled.exit_code == 0, pulled.stderr
+        assert (tmp_path / "second/small.txt").read_text() == "warm\n"
+
+
+def test_repairing_or_pruning_a_read_only_cache_fails_with_the_hint_and_verify_still_reports(
+    pusher: Pusher, repo_prefix: str, tmp_path: Path, mounted: Mount
+) -> None:
+    cache = mounted.path
+    _warm(pusher, repo_prefix, tmp_path, cache)
+    (cache / "blobs/sha256/notes.txt").write_text("junk")
+    stale = cache / "tmp" / f"{'b' * 64}.partial"
+    stale.write_bytes(b"half")
+    os.utime(stale, (time.time() - 30 * 86400,) * 2)
+    mounted.read_only()
+    checked = run_cli("cache", "verify", "--cache-dir", str(cache))
+    assert checked.exit_code == 1
+    assert "notes.txt: junk" in checked.stdout
+    for command in (("verify", "--repair"), ("prune",)):
+        failed = run_cli("cache", *command, "--cache-dir", str(cache))
+        assert failed.exit_code == 1, command
+        assert "read-only file system" in failed.stderr
+        assert f"make '{cache}' writable" in failed.stderr, failed.stderr

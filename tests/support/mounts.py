@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-__all__ = ["Mount", "fill", "small_tmpfs"]
+__all__ = ["Mount", "fill", "small_tmpfs", "starve"]
 
 
 class Mount:
@@ -38,12 +38,12 @@ class Mount:
 
 
 @contextmanager
-def small_tmpfs(path: Path, size: str = "2m") -> Iterator[Mount]:
-    """A tmpfs of `size` at `path` (created), unmounted (lazily, if busy) when the block ends, whatever happened."""
+def small_tmpfs(path: Path, size: str = "2m", inodes: int | None = None) -> Iterator[Mount]:
+    """A tmpfs of `size` (and `inodes`) at `path` (created), unmounted (lazily, if busy) when the block ends."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root and mount(8)")
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],  # noqa: S607
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755{f',nr_inodes={inodes}' if inodes else ''}", "tmpfs", str(path)],  # noqa: S607
                           capture_output=True, check=False)  # fmt: skip
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
@@ -67,3 +67,14 @@ def fill(directory: Path) -> Path:
     finally:
         os.close(fd)
     return ballast
+
+
+def starve(directory: Path) -> None:
+    """Use every free inode of the filesystem holding `directory` (with empty files in it)."""
+    count = 0
+    try:
+        while True:
+            (directory / f"inode-{count}").touch(exist_ok=False)
+            count += 1
+    except OSError:
+        pass

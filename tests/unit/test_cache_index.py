@@ -12,10 +12,11 @@ from responses import RequestsMock
 
 from ocivendir.cache import index as index_module
 from ocivendir.cache.index import SCHEMA_VERSION, BlobRow, CacheIndex
-from ocivendir.errors import CacheError
+from ocivendir.errors import CacheError, CacheUnwritable
 from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
 from ocivendir.registry.credentials import Credential
+from tests.support.mounts import fill, small_tmpfs
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 GOOD = "sha256:" + "a" * 64
@@ -216,3 +217,26 @@ def test_an_index_stamped_before_user_version_is_migrated_and_stamped(tmp_path: 
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert db.execute("SELECT schema_version FROM meta").fetchall() == [(SCHEMA_VERSION,)]
         assert ("possession",) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+
+
+@pytest.mark.parametrize("fault", ["read-only", "full"])
+def test_an_index_that_cannot_be_written_is_read_and_each_write_says_why(tmp_path: Path, fault: str) -> None:
+    """Never the advice to rebuild or remove it: the filesystem is the problem, and its reads are all still good."""
+    with small_tmpfs(tmp_path / "cache", "1m") as mount:
+        written = CacheIndex(mount.path / "index.db")
+        written.put_tag("r.example/app:v1", Digest("a" * 64))
+        written.close()
+        if fault == "read-only":
+            mount.read_only()
+        else:
+            fill(mount.path)
+        index = CacheIndex(mount.path / "index.db")
+        try:
+            assert index.tag("r.example/app:v1") is not None
+            with pytest.raises(CacheUnwritable) as caught:
+                index.put_tag("r.example/app:v2", Digest("b" * 64))
+        finally:
+            index.close()
+        reason = "read-only file system" if fault == "read-only" else "no space left on device"
+        assert reason in caught.value.message
+        assert "rebuild" not in str(caught.value)

@@ -226,8 +226,8 @@ class CacheIndex:
         if code == _SQLITE_FULL or (code == _SQLITE_IOERR and low_on_space(self._root)):
             full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
             return unwritable(full, "Cannot write cache index", self._root) or CacheError(reason)
-        refused = code in _REFUSED or "readonly" in reason.replace(" ", "") or "unable to open" in reason
-        if refused and mounted_read_only(self._root):
+        refused = "readonly" in reason.replace(" ", "") or "unable to open" in reason
+        if (refused or code in _REFUSED) and mounted_read_only(self._root):
             read_only = OSError(errno.EROFS, os.strerror(errno.EROFS), self.path)
             return unwritable(read_only, "Cannot write cache index", self._root) or CacheError(reason)
         if refused:

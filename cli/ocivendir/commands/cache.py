@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ocivendir.commands.options import global_options
-from ocivendir.errors import CacheError, UsageError
+from ocivendir.errors import CacheError, CacheUnwritable, UsageError
 
 if TYPE_CHECKING:
     from ocivendir.cache.index import CacheIndex
@@ -53,6 +53,8 @@ def _opened(ctx: click.Context, run: Run | None = None, *,
 def _held(store: BlobStore, index: CacheIndex, *, exclusive: bool | None = False) -> Iterator[bool]:
     """The root lock while a cache command works; yields whether it is held exclusively. The index is closed after.
 
+    A file of the cache it cannot remove or rewrite (a read-only mount) is a CacheUnwritable, with the hint.
+
     Shared (as every run holds it); exclusive, waiting up to 30 s for running pulls and syncs (`True`); or exclusive
     only if it is free at once, else shared (`None`).
     """
@@ -73,6 +75,14 @@ def _held(store: BlobStore, index: CacheIndex, *, exclusive: bool | None = False
             if not alone:
                 stack.enter_context(file_lock(root, shared=True))
             yield alone
+    except OSError as exc:  # removing or rewriting a file of a cache that cannot be written (read-only, full)
+        from ocivendir.cache.unwritable import unwritable  # noqa: PLC0415
+
+        inside = isinstance(exc.filename, str) and exc.filename.startswith(f"{store.root}/")
+        error = unwritable(exc, f"Cannot change the cache in '{store.root}'", store.root) if inside else None
+        if error is None:
+            raise
+        raise error from None
     finally:
         index.close()
 
@@ -190,9 +200,9 @@ def verify_cache(ctx: click.Context, repair: bool) -> int:
     try:
         with _opened(ctx, run, exclusive=True if repair else None) as (_, store, index, alone):
             result = verify(store, index, repair=repair, exclusive=alone)
-    except CacheError:
-        if not repair or run.settings.cache_dir is None:
-            raise
+    except CacheError as exc:
+        if not repair or run.settings.cache_dir is None or isinstance(exc, CacheUnwritable):
+            raise  # a cache that cannot be written is not damaged: rebuilding would only lose its verdicts and grants
         result = _rebuild_and_verify(run.settings.cache_dir)
     output = run.output
     for line in (*result.repairs, *result.unreferenced):

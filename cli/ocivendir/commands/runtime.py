@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from ocivendir import diag
 from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.store import BlobStore
+from ocivendir.cache.unwritable import low_on_space
 from ocivendir.engine.content import ClientSpec, Content
 from ocivendir.errors import CacheError, UsageError
 from ocivendir.fs.limits import ExtractLimits
@@ -231,8 +232,9 @@ def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str
         if opened is not None:
             store, index = opened
             stack.enter_context(file_lock(store.lock_path("root"), shared=True))
-            # a cache that cannot be written (a read-only mount) still serves; its targets are locked elsewhere
-            lock_dir = store.locks if os.access(store.locks, os.W_OK) else _private_lock_dir()
+            # a cache that cannot be written (read-only, full, out of inodes) still serves: targets are locked elsewhere
+            usable = os.access(store.locks, os.W_OK) and not low_on_space(store.locks)
+            lock_dir = store.locks if usable else _private_lock_dir()
         else:
             store, index, lock_dir = _throwaway_store(target), None, _private_lock_dir()
             stack.callback(remove_tree, store.root)
