@@ -14,7 +14,15 @@ from ocivendir import VENDIR_COMPAT_VERSION
 from ocivendir.errors import ConfigError
 from ocivendir.gofold import go_fold
 from ocivendir.goyaml import emit
-from ocivendir.goyaml.load import DecodeError, go_bool, go_bytes, go_int, go_string_field, load_documents
+from ocivendir.goyaml.load import (
+    DecodeError,
+    SeparatorError,
+    go_bool,
+    go_bytes,
+    go_int,
+    go_string_field,
+    load_documents,
+)
 from ocivendir.goyaml.load import field as get
 
 TYPE_CHECKING = False
@@ -411,6 +419,8 @@ def parse_stream(sources: Sequence[tuple[str, str | bytes]]) -> InputStream:
     for name, text in sources:
         try:
             documents = list(load_documents(text))
+        except SeparatorError as exc:  # the Kubernetes reader's own error: vendir names the file, not a resource
+            raise ConfigError(f"Parsing config '{name}': {exc}") from None
         except DecodeError as exc:
             raise ConfigError(f"Parsing resource config '{name}': Unmarshaling doc: {exc}") from None
         for doc in documents:
