@@ -39,7 +39,7 @@ class SeparatorError(DecodeError):
     """A line that starts with `---` and goes on with more than a comment (vendir: `Parsing config '<path>': …`)."""
 
 
-def split_documents(text: str) -> list[str]:
+def split_documents(text: str) -> Iterator[str]:
     """The documents the Kubernetes YAML reader (`NewYAMLReader`, as vendir 0.40.0 vendors it) reads, less blank ones.
 
     Lines are read as bufio's ReadLine reads them (`\r\n` ends a line too). A line starting with `---` ends the
@@ -47,11 +47,10 @@ def split_documents(text: str) -> list[str]:
     separator ends nothing while no line is read yet, so it is kept as the document's first line: `---` before
     the first document is harmless, but one right after another separator, or last in the stream, makes a document
     of its own that decodes as empty (vendir: `Unknown apiVersion '' or kind ''`). Documents of whitespace only are
-    dropped, as vendir drops them.
+    dropped, as vendir drops them. Documents come one at a time: one's error comes before a later separator's.
     """
     parts = text.split("\n")
     lines = [line.removesuffix("\r") for line in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-    documents: list[str] = []
     buffer: list[str] = []
     for line in lines:
         if line.startswith("---"):
@@ -59,13 +58,14 @@ def split_documents(text: str) -> list[str]:
             if rest and not rest.startswith("#"):
                 raise SeparatorError(f"invalid Yaml document separator: {rest}")
             if buffer:
-                documents.append("".join(buffer))
-                buffer = []
+                document, buffer = "".join(buffer), []
+                if document.strip(_GO_SPACE):
+                    yield document
                 continue
         buffer.append(line + "\n")
-    if buffer:
-        documents.append("".join(buffer))
-    return [doc for doc in documents if doc.strip(_GO_SPACE)]
+    document = "".join(buffer)
+    if document.strip(_GO_SPACE):
+        yield document
 
 
 def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[object]:
