@@ -254,3 +254,25 @@ def test_the_json_envelope_names_the_subcommand_after_a_root_flag_and_its_value(
     result = run_cli(*given, "pull", "-o", "out", "--json")
     assert result.exit_code != 0
     assert json.loads(result.stdout)["command"] == "pull"
+
+
+@pytest.mark.parametrize(
+    ("tail", "message"),
+    [
+        ("---\n---\n", "Parsing resource config '-':\n  Unknown apiVersion '' or kind '' for resource"),
+        ("---\n---", "Parsing resource config '-':\n  Unknown apiVersion '' or kind '' for resource"),
+        ("--- x\n", "Parsing config '-': invalid Yaml document separator: x"),
+    ],
+    ids=["empty-document", "unterminated-separator", "bad-separator"],
+)
+def test_a_config_on_stdin_is_split_into_documents_as_vendir_splits_it(
+    tail: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kapp-controller's `vendir sync -f -`: the stdin stream is read by the Kubernetes reader, as vendir 0.40.0 does."""
+    monkeypatch.setenv("VENDIR_CACHE_DIR", str(tmp_path / "cache"))
+    config = "apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories: []\n"
+    result = run_cli("sync", "-f", "-", "--lock-file", "/dev/null", prog="vendir", stdin=config + tail)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == f"vendir: Error: {message}\n"
+    fine = run_cli("sync", "-f", "-", "--lock-file", "/dev/null", prog="vendir", stdin="---\n" + config + "---\n")
+    assert fine.exit_code == 0, fine.stderr

@@ -11,7 +11,7 @@ import requests
 import responses
 
 from ocivendir.registry.connections import Request, Response
-from ocivendir.registry.ggcrtext import MAX_TEXT, transport_text
+from ocivendir.registry.ggcrtext import MAX_ERROR_JSON, MAX_TEXT, transport_text
 
 
 def answer(method: str, status: int, body: bytes) -> Response:
@@ -71,3 +71,14 @@ def test_a_detail_nested_past_the_interpreters_stack_is_the_body_as_text() -> No
     body = b'{"errors":[{"code":"A","detail":' + b"[" * 5000 + b"]" * 5000 + b"}]}"
     got = transport_text(answer("GET", 404, body))
     assert got.endswith(f"unexpected status code 404 Not Found: {body.decode()}")
+
+
+def test_an_error_body_past_the_json_bound_is_shown_as_text_not_decoded() -> None:
+    """30 MiB of `{},` decoded would take 1.7 GB: past MAX_ERROR_JSON bytes the body is text (ggcr would decode it)."""
+    body = b'{"errors":[' + b"{}," * (MAX_ERROR_JSON // 3) + b'{"code":"A"}]}'
+    assert len(body) > MAX_ERROR_JSON
+    got = transport_text(answer("GET", 404, body))
+    assert got.startswith("GET http://127.0.0.1:5000/v2/app/manifests/v1: unexpected status code 404 Not Found: ")
+    assert len(got) < MAX_TEXT + 100
+    small = body[: len(b'{"errors":[')] + b'{"code":"A"}]}'
+    assert transport_text(answer("GET", 404, small)).endswith(": A: ")

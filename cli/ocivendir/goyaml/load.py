@@ -9,8 +9,6 @@ cannot unmarshal` error naming the field path.
 
 from __future__ import annotations
 
-import re
-
 from ocivendir.gofold import go_fold
 from ocivendir.goyaml import compose, values
 from ocivendir.goyaml.keys import UnsupportedKeyError
@@ -24,21 +22,50 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "DecodeError", "field", "go_bool", "go_bytes", "go_int", "go_string", "load_documents", "resolve_plain",
-    "split_documents",
+    "DecodeError", "SeparatorError", "field", "go_bool", "go_bytes", "go_int", "go_string", "load_documents",
+    "resolve_plain", "split_documents",
 ]  # fmt: skip
 
 
-_SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
+# Go's unicode.IsSpace (strings.TrimSpace): Python's str.strip also strips \x1c-\x1f
+_GO_SPACE = " \t\n\v\f\r\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 
 
 class DecodeError(Exception):
     """A document vendir would refuse; the message follows Go's where vendir's is quoted."""
 
 
-def split_documents(text: str) -> list[str]:
-    """Split at `---` separator lines (the Kubernetes YAML reader); whitespace-only documents are dropped."""
-    return [doc for doc in _SEPARATOR.split(text) if doc.strip()]
+class SeparatorError(DecodeError):
+    """A line that starts with `---` and goes on with more than a comment (vendir: `Parsing config '<path>': …`)."""
+
+
+def split_documents(text: str) -> Iterator[str]:
+    """The documents the Kubernetes YAML reader (`NewYAMLReader`, as vendir 0.40.0 vendors it) reads, less blank ones.
+
+    Lines are read as bufio's ReadLine reads them (`\r\n` ends a line too). A line starting with `---` ends the
+    document being read when it holds only a comment after that, and anything else after it is a SeparatorError; a
+    separator ends nothing while no line is read yet, so it is kept as the document's first line: `---` before
+    the first document is harmless, but one right after another separator, or last in the stream, makes a document
+    of its own that decodes as empty (vendir: `Unknown apiVersion '' or kind ''`). Documents of whitespace only are
+    dropped, as vendir drops them. Documents come one at a time: one's error comes before a later separator's.
+    """
+    parts = text.split("\n")
+    lines = [line.removesuffix("\r") for line in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    buffer: list[str] = []
+    for line in lines:
+        if line.startswith("---"):
+            rest = line[3:].strip(_GO_SPACE)
+            if rest and not rest.startswith("#"):
+                raise SeparatorError(f"invalid Yaml document separator: {rest}")
+            if buffer:
+                document, buffer = "".join(buffer), []
+                if document.strip(_GO_SPACE):
+                    yield document
+                continue
+        buffer.append(line + "\n")
+    document = "".join(buffer)
+    if document.strip(_GO_SPACE):
+        yield document
 
 
 def load_documents(data: str | bytes, *, strict: bool = False) -> Iterator[object]:

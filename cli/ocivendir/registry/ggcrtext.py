@@ -9,8 +9,10 @@ a body that is not JSON at all (NaN, trailing bytes, a byte-order mark) gives no
 case (`gofold.py`), and a repeated key decodes again into what the one before left (an `errors` list reuses its
 entries); a value of the wrong type leaves its field as it was (`{"errors": [1]}` is one empty diagnostic, `: `); null
 clears a list or a detail and leaves a string; numbers are float64 (`1e+06`), and one past float64 is no value.
-A body nested past the interpreter's stack (Go decodes 10,000 levels) is shown as text. The text is cut at
-`MAX_TEXT` characters: ggcr would print a 30 MiB page whole.
+A body nested past the interpreter's stack (Go decodes 10,000 levels) is shown as text. Two bounds ggcr does not
+have: a body over `MAX_ERROR_JSON` bytes is not decoded (30 MiB of `{},` took 1.7 GB and 11 s of CPU; a registry's
+error document is a few hundred bytes) but shown as text, and the text is cut at `MAX_TEXT` characters (ggcr would
+print a 30 MiB page whole).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ocivendir.registry.transport import Response
 
-__all__ = ["MAX_TEXT", "transport_text"]
+__all__ = ["MAX_ERROR_JSON", "MAX_TEXT", "transport_text"]
 
 MAX_TEXT = 64 << 10  # characters of an error's text kept; ggcr has no bound (a body may be 32 MiB here)
+MAX_ERROR_JSON = 64 << 10  # bytes of an error body decoded as JSON at most; a larger one is shown as text
 # Go's net/http StatusText (Go 1.22); Python's HTTPStatus phrases differ (414, 418) and change between versions
 _STATUS_TEXT = {
     100: "Continue", 101: "Switching Protocols", 102: "Processing", 103: "Early Hints", 200: "OK", 201: "Created",
@@ -107,6 +110,8 @@ def _interface(value: object) -> object:
 
 def _errors(body: bytes) -> list[_Diagnostic]:
     """The `Errors` field json.Unmarshal leaves in ggcr's `Error` for this body (empty when it is not JSON)."""
+    if len(body) > MAX_ERROR_JSON:
+        return []
     try:
         document = jsondoc.loads(body.decode("utf-8", "replace"), object_pairs_hook=_Object,
                                  parse_number=_number, parse_constant=_not_json)  # fmt: skip

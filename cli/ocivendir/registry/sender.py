@@ -15,7 +15,7 @@ from ocivendir.errors import Denied, NotFound, RateLimited, RegistryError, Trans
 from ocivendir.registry.challenge import parse_challenge
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.endpoints import EndpointWalker, Unreachable
-from ocivendir.registry.ggcrtext import transport_text
+from ocivendir.registry.ggcrtext import MAX_ERROR_JSON, transport_text
 from ocivendir.registry.mirrors import Endpoint, MirrorPlan
 from ocivendir.registry.transport import BodyBroken, ClientOptions, ConnectFailure, Route, Transport, basic_auth
 
@@ -56,10 +56,11 @@ def _registry_error_text(response: Response) -> str:
     A body that breaks off or will not end (`BodyBroken`) only costs the detail: the status says what happened.
     """
     with contextlib.suppress(ValueError, AttributeError, KeyError, IndexError, TypeError, BodyBroken):
-        first = response.json()["errors"][0]
-        return shown(f"{first.get('code', '')}: {first.get('message', '')}".strip(": "))
+        if len(response.content) <= MAX_ERROR_JSON:  # a larger body is no error document: never decoded whole
+            first = response.json()["errors"][0]
+            return shown(f"{first.get('code', '')}: {first.get('message', '')}".strip(": "))
     with contextlib.suppress(ValueError, AttributeError, TypeError, RuntimeError, BodyBroken):
-        text = " ".join(response.text.split())[:_DETAIL_CHARS]
+        text = " ".join(response.text[:MAX_ERROR_JSON].split())[:_DETAIL_CHARS]
         if text and text.isprintable():
             return text
     return response.reason or ""

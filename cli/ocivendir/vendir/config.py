@@ -14,7 +14,15 @@ from ocivendir import VENDIR_COMPAT_VERSION
 from ocivendir.errors import ConfigError
 from ocivendir.gofold import go_fold
 from ocivendir.goyaml import emit
-from ocivendir.goyaml.load import DecodeError, go_bool, go_bytes, go_int, go_string_field, load_documents
+from ocivendir.goyaml.load import (
+    DecodeError,
+    SeparatorError,
+    go_bool,
+    go_bytes,
+    go_int,
+    go_string_field,
+    load_documents,
+)
 from ocivendir.goyaml.load import field as get
 
 TYPE_CHECKING = False
@@ -376,7 +384,8 @@ _UNMARSHALING = {
 def _dispatch(doc: object, source: str, found: dict[str, list[Any]]) -> None:
     prefix = f"Parsing resource config '{source}'"
     mapping = doc if isinstance(doc, dict) else {}
-    api, kind = go_string_field(get(mapping, "apiVersion"), "apiVersion"), go_string_field(get(mapping, "kind"), "kind")
+    api = go_string_field(get(mapping, "apiVersion"), "resource.apiVersion")  # vendir's `resource` struct
+    kind = go_string_field(get(mapping, "kind"), "resource.kind")
     if (api, kind) not in {("v1", "Secret"), ("v1", "ConfigMap"), (API_VERSION, "Config")}:
         raise ConfigError(f"{prefix}: Unknown apiVersion '{api}' or kind '{kind}' for resource")
     what = _UNMARSHALING[kind]
@@ -410,11 +419,12 @@ def parse_stream(sources: Sequence[tuple[str, str | bytes]]) -> InputStream:
     found: dict[str, list[Any]] = {"configs": [], "secrets": [], "config_maps": []}
     for name, text in sources:
         try:
-            documents = list(load_documents(text))
+            for doc in load_documents(text):  # one at a time, as vendir: a document's error before a later one's
+                _dispatch(doc, name, found)
+        except SeparatorError as exc:  # the Kubernetes reader's own error: vendir names the file, not a resource
+            raise ConfigError(f"Parsing config '{name}': {exc}") from None
         except DecodeError as exc:
             raise ConfigError(f"Parsing resource config '{name}': Unmarshaling doc: {exc}") from None
-        for doc in documents:
-            _dispatch(doc, name, found)
     if not found["configs"]:
         raise ConfigError("Expected to find at least one config, but found none")
     if len(found["configs"]) > 1:
