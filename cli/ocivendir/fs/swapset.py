@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["is_journal", "recover_journal", "swap_all"]
 
-_MARK = JOURNAL_MARK
 _VERSION = 1
 _ID_HEX = 12
 _MAX_BYTES = 1 << 20
@@ -69,7 +68,7 @@ def swap_all(pairs: Sequence[tuple[str, str]]) -> None:
         _finish(entries, journals)
         raise
     _roll_forward(entries)
-    _finish(entries, journals)
+    _finish(entries, journals, synced=True)
 
 
 def _entry(stage: str, target: str) -> _Entry:
@@ -88,7 +87,7 @@ def _anchors(entries: Sequence[_Entry]) -> dict[str, str]:
 
 
 def _copies(entries: Sequence[_Entry], set_id: str) -> list[str]:
-    return [posixpath.join(parent, f".{name}{_MARK}{set_id}") for parent, name in _anchors(entries).items()]
+    return [posixpath.join(parent, f".{name}{JOURNAL_MARK}{set_id}") for parent, name in _anchors(entries).items()]
 
 
 def _write(entries: Sequence[_Entry], set_id: str) -> list[str]:
@@ -98,7 +97,7 @@ def _write(entries: Sequence[_Entry], set_id: str) -> list[str]:
     written = []
     try:
         for parent, anchor in _anchors(entries).items():
-            path = posixpath.join(parent, f".{anchor}{_MARK}{set_id}")
+            path = posixpath.join(parent, f".{anchor}{JOURNAL_MARK}{set_id}")
             body = {"version": _VERSION, "id": set_id, "entries": [
                 {"target": posixpath.relpath(e.target, parent), "stage": split(e.stage)[1],
                  "backup": None if e.backup is None else split(e.backup)[1], "new": list(e.new)}
@@ -119,9 +118,12 @@ def _write(entries: Sequence[_Entry], set_id: str) -> list[str]:
     return written
 
 
-def _finish(entries: Sequence[_Entry], journals: Sequence[str]) -> None:
-    """Once the set is all old or all new on disk: drop the journal, then what is left of stages (new trees)."""
-    for parent in {split(e.target)[0] for e in entries}:
+def _finish(entries: Sequence[_Entry], journals: Sequence[str], *, synced: bool = False) -> None:
+    """Once the set is all old or all new on disk: drop the journal, then what is left of stages (new trees).
+
+    The renames that made it so are made durable first, unless `synced` (each swap in fsynced its directory).
+    """
+    for parent in () if synced else {split(e.target)[0] for e in entries}:
         fsync_dir(parent)
     for path in journals:
         remove_file(path)
@@ -165,7 +167,7 @@ def _roll_back(entries: Sequence[_Entry]) -> None:
 
 def is_journal(name: str) -> bool:
     """True for the name of a journal's copy, whichever target it is named after."""
-    head, mark, set_id = name.rpartition(_MARK)
+    head, mark, set_id = name.rpartition(JOURNAL_MARK)
     return bool(mark) and head.startswith(".") and _is_id(set_id)
 
 
@@ -187,7 +189,7 @@ def recover_journal(path: str, allowed: Collection[str]) -> None:
     except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
         msg = f"{_WHAT}: cannot use swap journal '{path}': {_reason(exc)}"
         raise SyncError(msg, hint="delete it if no sync of that directory was interrupted") from None
-    if name.rpartition(_MARK)[2] != set_id:
+    if name.rpartition(JOURNAL_MARK)[2] != set_id:
         msg = f"{_WHAT}: swap journal '{path}' does not carry its own name"
         raise SyncError(msg, hint="delete it if no sync of that directory was interrupted")
     allowed = {posixpath.normpath(target) for target in allowed}
