@@ -218,7 +218,9 @@ def os_reason(exc: OSError) -> str:
              if n is not None]  # fmt: skip
     where = " -> ".join(f"'{name}'" for name in names)
     reason = exc.strerror.lower()
-    if exc.errno in _NO_SPACE and names:
+    if (
+        exc.errno in _NO_SPACE and names and not names[-1].startswith("/dev/")
+    ):  # a device (stdout: /dev/full) has no mount to free
         reason += f" (on the filesystem mounted at '{_mount_point(names[-1])}')"
     return f"{where}: {reason}" if where else reason
 

@@ -14,10 +14,10 @@ from ocivendir.fs.swap import (
     STAGE,
     atomic_write,
     new_sibling,
-    recover,
     swap_in,
     write_if_changed,
 )
+from ocivendir.fs.swapping import recover
 
 
 def make_tree(given: str | Path, marker: str) -> Path:

@@ -15,7 +15,8 @@ import pytest
 
 from ocivendir.errors import SyncError
 from ocivendir.fs import swap, swapset
-from ocivendir.fs.swap import STAGE, new_sibling, recover
+from ocivendir.fs.swap import STAGE, new_sibling
+from ocivendir.fs.swapping import recover, swap_set
 from ocivendir.fs.swapset import swap_all
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ def test_one_target_is_swapped_without_a_journal(tmp_path: Path, monkeypatch: py
     stage.mkdir()
     (stage / "version").write_text("new")
     monkeypatch.setattr(swapset, "_write", lambda *_: pytest.fail("journal written for one target"))
-    swap.swap_set([(str(stage), str(tmp_path / "out"))])
+    swap_set([(str(stage), str(tmp_path / "out"))])
     assert version(tmp_path / "out") == "new"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 

@@ -17,7 +17,8 @@ from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, RegistryErr
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import absolute, pure, split
-from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_in
+from ocivendir.fs.swap import STAGE, new_sibling, remove_tree, swap_in
+from ocivendir.fs.swapping import recover
 from ocivendir.fs.tarread import TarReader
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
 from ocivendir.oci.reference import Digest, Reference, Repository, parse_reference

@@ -18,7 +18,8 @@ from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_
 from ocivendir.errors import ConfigError, OcivendirError, SyncError, os_reason
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
-from ocivendir.fs.swap import STAGE, new_sibling, recover, remove_tree, swap_set
+from ocivendir.fs.swap import STAGE, new_sibling, remove_tree
+from ocivendir.fs.swapping import recover, swap_set
 from ocivendir.oci.reference import parse_reference
 from ocivendir.results import LogEvent
 from ocivendir.vendir.config import (

@@ -1,9 +1,8 @@
 """Owns: atomic file writes, staged directory swaps with roll-back, and recovery of killed runs.
 
 A target is built in a sibling `.<name>.ocivendir-stage-<rand>` and swapped in by rename. A kill at any moment
-leaves the target as its old tree, its new tree, or its old tree under a `-old-` sibling name that `recover`
-restores; leftovers of stages and blob directories are removed by `recover` too. Several targets swapped as one set
-are journaled (`fs/swapset.py`); `recover` hands a journal it finds to that module before cleaning anything. Paths are
+leaves the target as its old tree, its new tree, or its old tree under a `-old-` sibling name that recovery
+(`fs/swapping.py`) restores; leftovers of stages and blob directories are removed there too. Paths are
 `str` (or any `os.PathLike[str]` given in); every path returned is a `str`.
 """
 
@@ -14,22 +13,21 @@ import posixpath
 import stat
 from functools import cache
 
-from ocivendir.fs.paths import pure, split
+from ocivendir.fs.paths import split
 from ocivendir.fs.remove import remove_file, remove_tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Sequence
+    from collections.abc import Callable
 
 __all__ = [
     "atomic_write",
     "exchange",
     "fsync_dir",
     "new_sibling",
-    "recover",
     "remove_tree",
+    "sibling_prefix",
     "swap_in",
-    "swap_set",
     "write_if_changed",
 ]
 
@@ -42,7 +40,8 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def _sibling_prefix(target: str | os.PathLike[str], kind: str) -> str:
+def sibling_prefix(target: str | os.PathLike[str], kind: str) -> str:
+    """The name prefix of `target`'s sibling of `kind` (stage, old, blobs, swap journal being written)."""
     return f".{split(target)[1]}.ocivendir-{kind}-"
 
 
@@ -158,62 +157,3 @@ def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str], old: 
             raise
     fsync_dir(split(target)[0])
     return old
-
-
-def swap_set(pairs: Sequence[tuple[str, str]]) -> None:
-    """Put each `(stage, target)`'s stage in place of its target, all or none, and remove the old trees.
-
-    One target takes one atomic step and needs nothing else; several go through a journal (`fs/swapset.py`). The
-    stages are the callee's: swapped in, removed on failure, or left to the journal when putting back failed too.
-    """
-    if len(pairs) != 1:
-        from ocivendir.fs.swapset import swap_all  # noqa: PLC0415 - only for several targets (a warm call's imports)
-
-        swap_all(pairs)
-        return
-    stage, target = pairs[0]
-    try:
-        old = swap_in(stage, target)
-    except BaseException:
-        remove_tree(stage)
-        raise
-    if old is not None:
-        remove_tree(old)
-
-
-def recover(
-    target: str | os.PathLike[str], keep: str | os.PathLike[str] | None = None, *, held: Collection[str] = ()
-) -> None:
-    """Clean up after a killed run on `target` (call under the target's lock); `keep` is this run's own.
-
-    A swap journal found beside it is recovered first, when `held` (all the targets whose locks the caller holds,
-    `target` included) names every target of its set, and refused (SyncError) when it names only some.
-    """
-    parent, _ = split(target)
-    try:
-        names = sorted(os.listdir(parent))
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return
-    if any(JOURNAL_MARK in name for name in names):
-        names = _recover_journals(parent, names, {pure(target), *map(pure, held)})
-    kept = None if keep is None else pure(keep)
-    for kind in (OLD, STAGE, BLOBS, JOURNAL_TMP):
-        prefix = _sibling_prefix(target, kind)
-        for name in names:
-            leftover = name if parent == "." else posixpath.join(parent, name)
-            if not name.startswith(prefix) or leftover == kept or not os.path.lexists(leftover):
-                continue
-            if kind == OLD and not os.path.lexists(os.fspath(target)):
-                os.rename(leftover, target)
-            else:
-                remove_tree(leftover)
-
-
-def _recover_journals(parent: str, names: list[str], held: Collection[str]) -> list[str]:
-    """Recover each journal in `names` that is ours; the names of `parent` once they are done."""
-    from ocivendir.fs import swapset  # noqa: PLC0415 - only when a swap journal is there (a killed run's)
-
-    found = [name for name in names if swapset.is_journal(name)]
-    for name in found:
-        swapset.recover_journal(name if parent == "." else posixpath.join(parent, name), held)
-    return sorted(os.listdir(parent)) if found else names

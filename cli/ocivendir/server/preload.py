@@ -29,7 +29,8 @@ WARM = (
     "ocivendir.registry.pools", "ocivendir.registry.challenge", "ocivendir.registry.auth",  # pools: requests, urllib3
     "ocivendir.goyaml.emit", "ocivendir.goyaml.load", "ocivendir.vendir.config",
     "ocivendir.vendir.lockfile", "ocivendir.oci.imageslock", "ocivendir.oci.relocation", "ocivendir.oci.manifest",
-    "ocivendir.fs.extract", "ocivendir.fs.swap", "ocivendir.fs.locks", "ocivendir.fs.tarread", "ocivendir.fs.gunzip",
+    "ocivendir.fs.extract", "ocivendir.fs.swap", "ocivendir.fs.swapping",
+    "ocivendir.fs.locks", "ocivendir.fs.tarread", "ocivendir.fs.gunzip",
     "ocivendir.fs.swapset",  # a sync of several directories
     "ocivendir.output", "ocivendir.reports", "ocivendir.results", "ocivendir.server.worker",
     "ssl", "yaml", "json", "zlib", "traceback", "difflib", "locale", "sqlite3",  # sqlite3: a tag records its answer
