@@ -13,8 +13,11 @@ if TYPE_CHECKING:
     from ocivendir.results import ImageStatusValue, RequestStats
 
 __all__ = [
+    "ArchiveItem",
     "BundleReport",
     "CacheEntry",
+    "CacheExportResult",
+    "CacheImportResult",
     "CacheLsResult",
     "CachePruneResult",
     "CacheTotals",
@@ -107,3 +110,41 @@ class CacheVerifyResult:
     repairs: tuple[str, ...]
     consistent: bool
     repair: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchiveItem:
+    """One top-level manifest of an archive imported or exported: where it is served, its digest and bytes."""
+
+    ref: str
+    digest: str
+    kind: str  # bundle, image or index
+    bytes: int  # the manifest and everything under it, each blob once
+    origin: str = ""  # imgpkg's OrigRef: the reference a bundle's images.yml gives it
+    tag: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheImportResult:
+    """The outcome of `cache import`."""
+
+    source: str
+    format: str  # imgpkg-tar or oci-layout
+    repository: str
+    imported: tuple[ArchiveItem, ...]
+    already_present: tuple[ArchiveItem, ...]
+    relocated_bundles: tuple[str, ...]
+    blobs: int
+    blobs_new: int
+    bytes_new: int
+    bytes_read: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheExportResult:
+    """The outcome of `cache export`."""
+
+    output: str
+    exported: tuple[ArchiveItem, ...]
+    blobs: int
+    bytes: int

@@ -1,0 +1,228 @@
+"""`cache import` / `cache export`: seeding a cache from archives so that Apps reconcile with no registry at all.
+
+An import stands where `imgpkg copy --to-repo REPO` would: every manifest and blob verified before anything is
+admitted, then served as `REPO@sha256:…` with the bundle counted as relocated there.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.integration.test_kapp_controller import PLACEHOLDER, Controller, config, vendir_binary
+from tests.support.archives import descriptor, imgpkg_tar, layers_of, oci_layout, tar_of
+from tests.support.builders import Pusher, make_bundle, make_image, publish_bundle, relocate, sha
+from tests.support.registry import Registry
+
+__all__ = ["vendir_binary"]  # the fixture, shared with the kapp-controller tests
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _cache_state(cache: Path) -> dict[str, bytes]:
+    """The blobs a cache holds (what must not change when an import fails)."""
+    blobs = cache / "blobs" / "sha256"
+    return {p.name: p.read_bytes() for p in sorted(blobs.iterdir())} if blobs.exists() else {}
+
+
+def _import(cache: Path, source: Path, repo: str, *extra: str) -> tuple[int, dict[str, object], str]:
+    done = run_cli("cache", "import", str(source), "--to-repo", repo, "--cache-dir", str(cache), "--json", *extra)
+    doc = json.loads(done.stdout) if done.stdout.strip() else {}
+    return done.exit_code, doc, done.stderr
+
+
+def _export_from_registry(tmp_path: Path, registry: Registry, published: object, out: Path) -> None:
+    """The product's own writer: pull the images and the bundle into a cache, then `cache export` the bundle."""
+    cache = tmp_path / "export-cache"
+    for ref in published.images:  # type: ignore[attr-defined]
+        assert run_cli("pull", "-i", ref, "-o", str(tmp_path / "img"), "--cache-dir", str(cache)).exit_code == 0
+    bundle_ref = published.ref(registry)  # type: ignore[attr-defined]
+    pulled = run_cli("pull", "-b", bundle_ref, "-o", str(tmp_path / "b"), "-r", "--cache-dir", str(cache))
+    assert pulled.exit_code == 0, pulled.stderr
+    done = run_cli("cache", "export", bundle_ref, "--to-tar", str(out), "--cache-dir", str(cache), "--json")
+    assert done.exit_code == 0, done.stderr
+
+
+def test_an_imported_bundle_syncs_offline_exactly_as_the_copied_bundle_syncs_online(
+    own_registry: Registry, tmp_path: Path, vendir_binary: Path
+) -> None:
+    """Import, stop the registry, kapp-shaped sync of REPO@digest: the tree equals an online sync after a copy."""
+    pusher = Pusher(own_registry)
+    published = publish_bundle(pusher, "src", images=2)
+    archive = tmp_path / "bundle.tar"
+    _export_from_registry(tmp_path, own_registry, published, archive)
+    relocate(pusher, published, "internal/bundle")
+    ref = published.ref(own_registry, "internal/bundle")
+    stream = PLACEHOLDER + config("imgpkgBundle", ref)
+
+    online = Controller(vendir_binary, tmp_path / "online")
+    done, online_cwd = online.fetch(stream)
+    assert done.returncode == 0, done.stderr
+
+    seeded = tmp_path / "seeded"
+    code, doc, err = _import(seeded, archive, f"{own_registry.host}/internal/bundle")
+    assert code == 0, err
+    result = doc["result"]
+    assert result["format"] == "imgpkg-tar"
+    moved = {f"{own_registry.host}/internal/bundle@{img.digest}" for img in published.images.values()}
+    assert {i["ref"] for i in result["imported"]} == {ref, *moved}
+    assert result["relocated_bundles"] == [ref]
+    assert result["already_present"] == []
+
+    own_registry.stop()
+    offline = Controller(vendir_binary, tmp_path / "offline")
+    done, offline_cwd = offline.fetch(stream, OCIVENDIR_CACHE_DIR=str(seeded))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert _tree(offline_cwd) == _tree(online_cwd)
+    assert f"internal/bundle@{next(iter(published.images.values())).digest}" in (
+        offline_cwd / "0/.imgpkg/images.yml").read_text()  # fmt: skip
+
+    again = run_cli("cache", "import", str(archive), "--to-repo", f"{own_registry.host}/internal/bundle",
+                    "--cache-dir", str(seeded), "--json")  # fmt: skip
+    assert again.exit_code == 0
+    second = json.loads(again.stdout)["result"]
+    assert second["imported"] == []
+    assert len(second["already_present"]) == 3
+    assert second["blobs_new"] == 0
+
+
+def test_export_then_import_gives_the_same_digests(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """A seeded cache exports what it was seeded with; importing that again gives the same digests and bytes."""
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    first = tmp_path / "first.tar"
+    _export_from_registry(tmp_path, registry, published, first)
+    repo = f"{registry.host}/{repo_prefix}/moved"
+    code, doc, err = _import(tmp_path / "c1", first, repo)
+    assert code == 0, err
+    second = tmp_path / "second.tar"
+    bundle = f"{repo}@{published.bundle.digest}"
+    done = run_cli("cache", "export", bundle, "--to-tar", str(second), "--cache-dir", str(tmp_path / "c1"))
+    assert done.exit_code == 0, done.stderr
+    code, again, err = _import(tmp_path / "c2", second, repo)
+    assert code == 0, err
+    digests = sorted(i["digest"] for i in doc["result"]["imported"])
+    assert sorted(i["digest"] for i in again["result"]["imported"]) == digests
+    assert _cache_state(tmp_path / "c1") == _cache_state(tmp_path / "c2")
+
+
+def _bundle_archive(tmp_path: Path, host: str = "src.example:5000") -> tuple[bytes, list[object], object]:
+    image = make_image({"app.txt": "app\n"})
+    image_ref = f"{host}/src/img@{image.digest}"
+    bundle = make_bundle({"config.yml": "a: 1\n"}, [image_ref])
+    bundle_ref = f"{host}/src/bundle@{bundle.digest}"
+    descriptors = [descriptor(bundle, bundle_ref, orig_ref=bundle_ref, root=True),
+                   descriptor(image, image_ref, orig_ref=image_ref)]  # fmt: skip
+    return imgpkg_tar(descriptors, layers_of(bundle, image)), descriptors, (bundle, image)
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
+
+
+@pytest.mark.parametrize("damage", ["flipped-byte", "missing-blob", "escaping-path", "claimed-size", "link"])
+def test_a_damaged_archive_admits_nothing(tmp_path: Path, damage: str) -> None:
+    """A damaged archive fails the import, and the cache (seeded before) stays exactly as it was.
+
+    One flipped byte in a blob, a manifest naming a blob the archive lacks, a path leaving it, a size it does not
+    hold, a link.
+    """
+    good, descriptors, (bundle, image) = _bundle_archive(tmp_path)
+    cache = tmp_path / "cache"
+    seed = tmp_path / "seed.tar"
+    seed.write_bytes(tar_of([("index.json", b'{"schemaVersion":2,"manifests":[]}')]))
+    assert _import(cache, seed, "r.example/seed")[0] == 0
+    before = _cache_state(cache)
+    layer = bundle.layers[0]  # type: ignore[attr-defined]
+    if damage == "flipped-byte":
+        at = good.index(layer) + len(layer) // 2
+        data = _flip(good, at)
+    elif damage == "missing-blob":
+        data = imgpkg_tar(descriptors, layers_of(bundle))  # the image's layer is not in it
+    elif damage == "escaping-path":
+        data = tar_of([("manifest.json", json.dumps(descriptors).encode()), ("../escape.tar.gz", b"x"),
+                       *[(f"{d.replace(':', '-')}.tar.gz", b) for d, b in layers_of(bundle, image).items()]])  # fmt: skip
+    elif damage == "claimed-size":
+        image.manifest = image.manifest.replace(  # type: ignore[attr-defined]
+            f'"size":{len(image.layers[0])}'.encode(), b'"size":1099511627776'
+        )  # type: ignore[attr-defined]
+        descriptors[1] = descriptor(image, "src.example:5000/src/img@" + image.digest)  # type: ignore[arg-type,attr-defined]
+        data = imgpkg_tar(descriptors, layers_of(bundle, image))
+    else:
+        out = tmp_path / "link.tar"
+        with tarfile.open(out, "w") as archive:
+            info = tarfile.TarInfo("manifest.json")
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            archive.addfile(info)
+        data = out.read_bytes()
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(data)
+    code, _, err = _import(cache, bad, "r.example/apps/bundle")
+    assert code == 1, err
+    assert "nothing" in err or "damaged" in err
+    assert _cache_state(cache) == before
+    assert not any((cache / "tmp").iterdir())
+    listed = run_cli("cache", "ls", "--cache-dir", str(cache), "--json")
+    assert json.loads(listed.stdout)["result"]["entries"] == []
+
+
+def test_an_oci_layout_directory_and_tar_import_as_the_repository_named(tmp_path: Path) -> None:
+    """An OCI image layout (what skopeo and oras write), as a directory and as a tar: every image under REPO."""
+    images = {"v1": make_image({"a.txt": "a"}), "v2": make_image({"b.txt": "b"})}
+    files = oci_layout(images)
+    layout = tmp_path / "layout"
+    for name, data in files.items():
+        (layout / name).parent.mkdir(parents=True, exist_ok=True)
+        (layout / name).write_bytes(data)
+    as_tar = tmp_path / "layout.tar"
+    as_tar.write_bytes(tar_of(sorted(files.items())))
+    for source, cache in ((layout, tmp_path / "c1"), (as_tar, tmp_path / "c2")):
+        code, doc, err = _import(cache, source, "r.example/apps/img")
+        assert code == 0, err
+        assert doc["result"]["format"] == "oci-layout"
+        assert sorted(i["ref"] for i in doc["result"]["imported"]) == sorted(
+            f"r.example/apps/img@{i.digest}" for i in images.values())  # fmt: skip
+        assert doc["result"]["relocated_bundles"] == []
+        out = tmp_path / f"out-{cache.name}"
+        pulled = run_cli("pull", "-i", f"r.example/apps/img@{images['v1'].digest}", "-o", str(out),
+                         "--cache-dir", str(cache), "--offline")  # fmt: skip
+        assert pulled.exit_code == 0, pulled.stderr
+        assert (out / "a.txt").read_text() == "a"
+
+
+def test_ten_thousand_blobs_import_and_a_claimed_size_the_archive_lacks_is_refused(tmp_path: Path) -> None:
+    """An image of 10,000 small layers imports, each blob admitted once; a member shorter than its blob, nothing.
+
+    The blobs are small, so the bound tested is their count: one manifest.json, 10,000 members, 10,002 admissions.
+    """
+    import gzip  # noqa: PLC0415
+
+    from tests.support.builders import Entry, config_bytes, tar_bytes  # noqa: PLC0415
+    from tests.support.builders import Image as BuiltImage  # noqa: PLC0415
+
+    layers = [gzip.compress(tar_bytes([Entry(f"f{n}", str(n).encode())]), mtime=0) for n in range(10_000)]
+    image = BuiltImage(config=config_bytes(bundle=False, layers=layers[:1]), layers=layers)
+    ref = f"src.example/many@{image.digest}"
+    archive = tmp_path / "many.tar"
+    archive.write_bytes(imgpkg_tar([descriptor(image, ref, orig_ref=ref)], layers_of(image)))
+    code, doc, err = _import(tmp_path / "cache", archive, "r.example/many")
+    assert code == 0, err
+    assert doc["result"]["blobs_new"] == 10_002  # the layers, the config and the manifest
+    assert len(list((tmp_path / "cache" / "blobs" / "sha256").iterdir())) == 10_002
+
+    small = make_image({"x": "x"})
+    doc_bytes = json.dumps([descriptor(small, "src.example/x@" + small.digest)]).encode()
+    lying = tar_of([("manifest.json", doc_bytes), (f"{sha(small.layers[0]).replace(':', '-')}.tar.gz", b"short")])
+    (tmp_path / "lying.tar").write_bytes(lying)
+    code, _, err = _import(tmp_path / "cache2", tmp_path / "lying.tar", "r.example/small")
+    assert code == 1
+    assert not (tmp_path / "cache2" / "blobs" / "sha256").exists() or not any(
+        (tmp_path / "cache2" / "blobs" / "sha256").iterdir())  # fmt: skip
