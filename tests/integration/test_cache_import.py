@@ -226,3 +226,65 @@ def test_ten_thousand_blobs_import_and_a_claimed_size_the_archive_lacks_is_refus
     assert code == 1
     assert not (tmp_path / "cache2" / "blobs" / "sha256").exists() or not any(
         (tmp_path / "cache2" / "blobs" / "sha256").iterdir())  # fmt: skip
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "imgpkg-0.43.1-nested-bundle.tar"
+OUTER = "sha256:f49ded378f8d00ca2a942f22844e1bc9e2f0ed0402636a3e5855986384cc827e"
+INNER = "sha256:35f98616861a4f3d0930ef385527e5d5cece00bfc07996a81b09f8d067c7dbd5"
+INDEX = "sha256:b7834651d8299c6ad5e312e3d183c5635244519633d7aa49aa2e8b2602ea143a"
+IMAGE = "sha256:4f769606a047b0200b693f218b613728298b4f519546ca98af01c93ae919ea93"
+
+
+def test_a_tarball_made_by_real_imgpkg_imports_and_pulls_offline_with_images_yml_rewritten(tmp_path: Path) -> None:
+    """A tarball real imgpkg made imports, then pulls with -r and no network, every images.yml rewritten.
+
+    `imgpkg copy -b <outer> --to-tar` (v0.43.1, checked in): an outer bundle naming a nested bundle, a multi-platform
+    index and an image. Imported as `registry.internal/apps/bundle`, the trees are those real vendir gives after
+    `imgpkg copy --tar --to-repo` into that repository (checked by hand); the index is no nested bundle.
+    """
+    repo = "registry.internal/apps/bundle"
+    code, doc, err = _import(tmp_path / "cache", FIXTURE, repo)
+    assert code == 0, err
+    result = doc["result"]
+    assert sorted((i["kind"], i["digest"]) for i in result["imported"]) == sorted(
+        [("bundle", OUTER), ("bundle", INNER), ("index", INDEX), ("image", IMAGE)])  # fmt: skip
+    assert sorted(result["relocated_bundles"]) == sorted([f"{repo}@{OUTER}", f"{repo}@{INNER}"])
+    assert next(i for i in result["imported"] if i["digest"] == OUTER)["origin"].endswith(f"/src/outer@{OUTER}")
+    out = tmp_path / "out"
+    pulled = run_cli("pull", "-b", f"{repo}@{OUTER}", "-o", str(out), "-r", "--offline",
+                     "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+    assert pulled.exit_code == 0, pulled.stderr
+    assert (out / ".imgpkg/images.yml").read_text() == (
+        f"---\napiVersion: imgpkg.carvel.dev/v1alpha1\nimages:\n- image: {repo}@{INNER}\n- image: {repo}@{INDEX}\n"
+        f"- image: {repo}@{IMAGE}\nkind: ImagesLock\n"
+    )
+    nested = out / ".imgpkg/bundles" / INNER.replace(":", "-")
+    assert (nested / ".imgpkg/images.yml").read_text() == (
+        "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nimages:\n- annotations:\n    kbld.carvel.dev/id: example.com/app\n"
+        f"  image: {repo}@{IMAGE}\nkind: ImagesLock\n"
+    )
+    assert (nested / "inner.yml").read_text() == "inner: true\n"
+    assert (out / "config/app.yml").read_text() == "outer: true\n"
+
+
+def test_an_export_of_the_real_imgpkg_tarball_describes_the_same_content(tmp_path: Path) -> None:
+    """Exported again from the seeded cache, the tarball holds the same manifests, configs and layers as imgpkg's."""
+    repo = "registry.internal/apps/bundle"
+    assert _import(tmp_path / "cache", FIXTURE, repo)[0] == 0
+    out = tmp_path / "again.tar"
+    done = run_cli("cache", "export", f"{repo}@{OUTER}", "--to-tar", str(out), "--cache-dir", str(tmp_path / "cache"))
+    assert done.exit_code == 0, done.stderr
+
+    def content(path: Path) -> tuple[list[str], list[tuple[str, str, str]], dict[str, bytes]]:
+        with tarfile.open(path) as archive:
+            names = archive.getnames()
+            described = json.loads(archive.extractfile("manifest.json").read())  # type: ignore[union-attr]
+            layers = {n: archive.extractfile(n).read() for n in names[1:]}  # type: ignore[union-attr]
+        rows = []
+        for entry in described:
+            item = entry["Image"] or entry["ImageIndex"]
+            raw = item["Manifest"]["Raw"] if entry["Image"] else item["Raw"]
+            rows.append((sha(raw.encode()), item.get("Config", {}).get("Raw", ""), str(item["Labels"])))
+        return names, rows, layers
+
+    assert content(out) == content(FIXTURE)
