@@ -84,6 +84,12 @@ def test_an_imported_bundle_syncs_offline_exactly_as_the_copied_bundle_syncs_onl
     assert f"internal/bundle@{next(iter(published.images.values())).digest}" in (
         offline_cwd / "0/.imgpkg/images.yml").read_text()  # fmt: skip
 
+    tagged = Controller(vendir_binary, tmp_path / "tagged")
+    done, _ = tagged.fetch(PLACEHOLDER + config("imgpkgBundle", f"{own_registry.host}/internal/bundle:v1"),
+                           OCIVENDIR_CACHE_DIR=str(seeded))  # fmt: skip
+    assert done.returncode == 1
+    assert "a tag is resolved at its registry on every run, so it needs that registry" in done.stderr
+
     again = run_cli("cache", "import", str(archive), "--to-repo", f"{own_registry.host}/internal/bundle",
                     "--cache-dir", str(seeded), "--json")  # fmt: skip
     assert again.exit_code == 0
