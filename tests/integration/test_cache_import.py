@@ -294,3 +294,17 @@ def test_an_export_of_the_real_imgpkg_tarball_describes_the_same_content(tmp_pat
         return names, rows, layers
 
     assert content(out) == content(FIXTURE)
+
+
+def test_the_stage_of_a_killed_import_is_removed_by_the_next_import(tmp_path: Path) -> None:
+    """A stage nobody holds the lock of (its import was killed) goes at the next import; a held one stays."""
+    cache = tmp_path / "cache"
+    seed = tmp_path / "seed.tar"
+    seed.write_bytes(tar_of([("index.json", b'{"schemaVersion":2,"manifests":[]}')]))
+    assert _import(cache, seed, "r.example/seed")[0] == 0
+    killed = cache / "tmp" / "import-0123456789ab"
+    killed.mkdir()
+    (killed / ("a" * 64)).write_bytes(b"half a blob")
+    assert _import(cache, seed, "r.example/seed")[0] == 0
+    assert not killed.exists()
+    assert sorted(p.name for p in (cache / "locks").iterdir() if p.name.startswith("import-")) == []

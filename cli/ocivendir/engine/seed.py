@@ -19,7 +19,8 @@ from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
 from ocivendir.engine.image import layer_stream
 from ocivendir.errors import CacheError, ImagesLockError, OcivendirError
-from ocivendir.fs.remove import remove_tree
+from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.tarread import TarFormatError, TarReader
 from ocivendir.oci.imageslock import parse_images_lock
 from ocivendir.oci.manifest import Manifest
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
     from ocivendir.oci.reference import Digest, Repository
     from ocivendir.results import EventSink
 
-__all__ = ["import_archive"]
+__all__ = ["STAGE_PREFIX", "import_archive"]
 
+STAGE_PREFIX = "import-"  # tmp/import-<hex>: an import's stage; locks/import-<hex>: held while it runs
 _MAX_LOCK = 4 << 20  # bytes of a bundle's images.yml read to decide its verdict
 _METHOD = "import"
 
@@ -108,7 +110,33 @@ def import_archive(
     path: str, repo: Repository, store: BlobStore, index: CacheIndex, events: EventSink
 ) -> CacheImportResult:
     """Verify `path` whole, then admit it into the cache as served by `repo`; on any failure nothing is admitted."""
-    stage = os.path.join(store.tmp, f"import-{os.urandom(6).hex()}")
+    _sweep(store)
+    name = f"{STAGE_PREFIX}{os.urandom(6).hex()}"
+    with file_lock(store.lock_path(name)):
+        try:
+            return _import(path, repo, store, index, events, os.path.join(store.tmp, name))
+        finally:
+            remove_file(store.lock_path(name))
+
+
+def _sweep(store: BlobStore) -> None:
+    """Remove the stages of imports that were killed: a stage whose lock nobody holds."""
+    try:
+        names = [n for n in os.listdir(store.tmp) if n.startswith(STAGE_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        try:
+            with file_lock(store.lock_path(name), timeout=0):
+                remove_tree(os.path.join(store.tmp, name))
+            remove_file(store.lock_path(name))
+        except LockBusy:
+            continue  # an import running now
+
+
+def _import(
+    path: str, repo: Repository, store: BlobStore, index: CacheIndex, events: EventSink, stage: str
+) -> CacheImportResult:
     total = _archive_size(path)
 
     def progress(done: int) -> None:
