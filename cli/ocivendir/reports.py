@@ -119,7 +119,7 @@ class ArchiveItem:
     ref: str
     digest: str
     kind: str  # bundle, image or index
-    bytes: int  # the manifest and everything under it, each blob once
+    bytes: int  # the manifest and everything under it, each blob once (export: not counted for an earlier REF)
     origin: str = ""  # imgpkg's OrigRef: the reference a bundle's images.yml gives it
     tag: str = ""
 

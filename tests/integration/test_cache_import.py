@@ -308,3 +308,22 @@ def test_the_stage_of_a_killed_import_is_removed_by_the_next_import(tmp_path: Pa
     assert _import(cache, seed, "r.example/seed")[0] == 0
     assert not killed.exists()
     assert sorted(p.name for p in (cache / "locks").iterdir() if p.name.startswith("import-")) == []
+
+
+def test_an_export_of_content_the_cache_lacks_fails_and_leaves_no_file(tmp_path: Path) -> None:
+    """Exporting a digest the cache does not hold (for that repository) is an error naming it; no tarball is left."""
+    repo = "registry.internal/apps/bundle"
+    assert _import(tmp_path / "cache", FIXTURE, repo)[0] == 0
+    out = tmp_path / "out.tar"
+    other = run_cli("cache", "export", f"registry.internal/other@{OUTER}", "--to-tar", str(out),
+                    "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+    assert other.exit_code == 1
+    assert f"Exporting 'registry.internal/other@{OUTER}': the cache does not hold it" in other.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+    tag = run_cli("cache", "export", f"{repo}:v1", "--to-tar", str(out), "--cache-dir", str(tmp_path / "cache"))
+    assert tag.exit_code == 2
+    done = run_cli("cache", "export", f"{repo}@{OUTER}", "--to-tar", str(out), "--cache-dir", str(tmp_path / "cache"),
+                   "--json")  # fmt: skip
+    exported = json.loads(done.stdout)["result"]
+    assert exported["bytes"] == exported["exported"][0]["bytes"] > 0
+    assert exported["blobs"] == 16  # 4 manifests under the outer bundle, 2 index children, their configs and layers

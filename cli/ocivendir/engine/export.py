@@ -211,11 +211,13 @@ def export_tar(
         digest = ref.digest
         if digest is None:  # pragma: no cover - the command refuses tags
             raise UsageError(f"cache export takes digest references: '{ref}'")
+        known = set(exporter.plan.sizes)
         kind, bundle = exporter.add(ref.repository, digest, str(ref), root=roots == 0)
+        added = sum(size for d, size in exporter.plan.sizes.items() if d not in known)
         roots += bundle
         if roots > 1:
             raise UsageError("an imgpkg tarball holds one root bundle: export each bundle to its own file")
-        items.append((ref, digest, kind))
+        items.append((ref, digest, kind, added))
     plan = exporter.plan
     document = [plan.descriptors[d] for d in sorted(plan.descriptors, key=lambda d: plan.sort_keys[d])]
     for entry in document:
@@ -245,11 +247,7 @@ def export_tar(
     finally:
         remove_file(tmp)
     exported = tuple(
-        ArchiveItem(ref=str(ref.repository.at(digest)), digest=str(digest), kind=kind, bytes=_subtree(plan, digest))
-        for ref, digest, kind in items
+        ArchiveItem(ref=str(ref.repository.at(digest)), digest=str(digest), kind=kind, bytes=added)
+        for ref, digest, kind, added in items
     )
     return CacheExportResult(output=target, exported=exported, blobs=len(plan.sizes), bytes=sum(plan.sizes.values()))
-
-
-def _subtree(plan: _Plan, digest: Digest) -> int:
-    return plan.sizes.get(digest, 0)
