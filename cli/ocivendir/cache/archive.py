@@ -41,6 +41,7 @@ from ocivendir.oci.reference import Digest, parse_digest
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from typing import IO
 
 __all__ = [
     "IMGPKG_TAR",
@@ -155,6 +156,7 @@ class _Stager:
         self.stage = stage
         self.where = where
         self.progress = progress
+        self.counted_by_reader = False  # a tar's progress is its bytes read (`_Counting`), headers included
         self.staged: dict[Digest, int] = {}
         self.done = 0
 
@@ -175,7 +177,8 @@ class _Stager:
                     break
                 out.write(chunk)
                 self.done += len(chunk)
-                self.progress(self.done)
+                if not self.counted_by_reader:
+                    self.progress(self.done)
         if got != size or hasher.hexdigest() != digest.hex:
             raise DigestMismatch(
                 f"{self.where}: '{name}' does not hold blob {digest} (sha256 or size differs); nothing imported"
@@ -194,12 +197,28 @@ def _room(stage: str, size: int, where: str) -> None:
                          hint="free space on the cache's file system, or prune it") from None  # fmt: skip
 
 
+class _Counting:
+    """A file's reader that reports the bytes read so far (a tar's progress: its members, headers and padding)."""
+
+    def __init__(self, handle: IO[bytes], stager: _Stager) -> None:
+        self.handle = handle
+        self.stager = stager
+        self.read_so_far = 0
+        stager.counted_by_reader = True
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self.handle.read(size)
+        self.read_so_far += len(data)
+        self.stager.progress(self.read_so_far)
+        return data
+
+
 def _read_tar(path: str, stager: _Stager, limit: int) -> dict[str, bytes]:
     """Stage every blob member of a tar; return its small documents (manifest.json, index.json, oci-layout)."""
     documents: dict[str, bytes] = {}
     try:
         with open(path, "rb") as handle:
-            archive = TarReader(handle)
+            archive = TarReader(_Counting(handle, stager))
             for count, member in enumerate(archive, start=1):
                 if count > limit:
                     raise _Bad(f"{stager.where}: more than {limit} members")

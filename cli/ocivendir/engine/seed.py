@@ -18,7 +18,7 @@ from ocivendir.cache.grants import ANONYMOUS_PRINCIPAL
 from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.cache.store import BlobStore
 from ocivendir.engine.image import layer_stream
-from ocivendir.errors import CacheError, ImagesLockError, OcivendirError
+from ocivendir.errors import ImagesLockError, OcivendirError, UsageError
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.tarread import TarFormatError, TarReader
@@ -78,10 +78,14 @@ def _images_lock_digests(archive: Archive, node: Node) -> set[Digest] | None:
     return {entry.reference.digest for entry in lock.images if entry.reference.digest is not None}
 
 
-def _commit(store: BlobStore, archive: Archive) -> set[Digest]:
+def _commit(store: BlobStore, archive: Archive, events: EventSink) -> set[Digest]:
     """Admit every staged blob under its digest's lock; return those that were not in the store before."""
     new: set[Digest] = set()
+    total = sum(archive.staged.values())
+    done = 0
     for digest, size in sorted(archive.staged.items()):
+        done += size
+        events(ProgressEvent(key="admit", label="admitting", done=done, total=total))
         staged = archive.path(digest)
 
         def fill(tmp: str, staged: str = staged) -> None:
@@ -153,7 +157,7 @@ def _import(
             if node.is_bundle:
                 named = _images_lock_digests(archive, node)
                 verdicts.append((node, named is not None and named <= manifests))
-        new = _commit(store, archive)
+        new = _commit(store, archive, events)
         _record(index, repo, archive)
         relocated = []
         for node, complete in verdicts:
@@ -187,8 +191,14 @@ def _import(
 
 
 def _archive_size(path: str) -> int:
-    """The bytes the progress bar counts to: a tar's size (a layout directory's blobs are counted as they come)."""
+    """The bytes the progress bar counts to: a tar's size, or what a layout directory's blobs/sha256/ holds."""
+    if not os.path.isdir(path):
+        try:
+            return os.path.getsize(path)
+        except OSError as exc:  # the operator's own path: a usage error, as pull's --lock
+            raise UsageError(f"Importing '{path}': {exc.strerror or exc}") from None
     try:
-        return 0 if os.path.isdir(path) else os.path.getsize(path)
-    except OSError as exc:
-        raise CacheError(f"Importing '{path}': {exc.strerror or exc}") from None
+        with os.scandir(os.path.join(path, "blobs", "sha256")) as entries:
+            return sum(e.stat(follow_symlinks=False).st_size for e in entries if e.is_file(follow_symlinks=False))
+    except OSError:
+        return 0  # the reader says what is wrong with the layout
