@@ -57,7 +57,9 @@ __all__ = [
 IMGPKG_TAR = "imgpkg-tar"
 OCI_LAYOUT = "oci-layout"
 ROOT_BUNDLE_LABEL = "dev.carvel.imgpkg.copy.root-bundle"
-MAX_DOCUMENT = 256 << 20  # manifest.json / index.json: 10,000 images of imgpkg's descriptors take a few MiB
+MAX_DOCUMENT = (
+    128 << 20
+)  # manifest.json / index.json, read whole: 10,000 images of imgpkg's descriptors take tens of MiB
 MAX_MANIFEST = 4 << 20  # as the registry client reads a manifest
 MAX_CONFIG = 64 << 20
 MAX_DESCRIPTORS = DEFAULT_MAX_ENTRIES
