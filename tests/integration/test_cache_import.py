@@ -134,7 +134,11 @@ def _flip(data: bytes, at: int) -> bytes:
     return data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
 
 
-@pytest.mark.parametrize("damage", ["flipped-byte", "missing-blob", "escaping-path", "claimed-size", "link"])
+@pytest.mark.parametrize(
+    "damage",
+    ["flipped-byte", "missing-blob", "escaping-path", "claimed-size", "link", "inline-manifest", "inline-config",
+     "layout-missing-blob"],
+)  # fmt: skip
 def test_a_damaged_archive_admits_nothing(tmp_path: Path, damage: str) -> None:
     """A damaged archive fails the import, and the cache (seeded before) stays exactly as it was.
 
@@ -162,6 +166,18 @@ def test_a_damaged_archive_admits_nothing(tmp_path: Path, damage: str) -> None:
         )  # type: ignore[attr-defined]
         descriptors[1] = descriptor(image, "src.example:5000/src/img@" + image.digest)  # type: ignore[arg-type,attr-defined]
         data = imgpkg_tar(descriptors, layers_of(bundle, image))
+    elif damage == "inline-manifest":  # the manifest.json entry's raw manifest is not the digest it claims
+        image.manifest = image.manifest.replace(b'"schemaVersion":2', b'"schemaVersion": 2')  # type: ignore[attr-defined]
+        entry = descriptor(image, "src.example:5000/src/img@x")  # type: ignore[arg-type]
+        entry["Image"]["Manifest"]["Digest"] = descriptors[1]["Image"]["Manifest"]["Digest"]  # type: ignore[index]
+        data = imgpkg_tar([descriptors[0], entry], layers_of(bundle, image))
+    elif damage == "inline-config":
+        descriptors[1]["Image"]["Config"]["Raw"] += " "  # type: ignore[index]
+        data = imgpkg_tar(descriptors, layers_of(bundle, image))
+    elif damage == "layout-missing-blob":
+        files = oci_layout({"v1": image})  # type: ignore[dict-item]
+        del files[f"blobs/sha256/{sha(image.layers[0]).split(':')[1]}"]  # type: ignore[attr-defined]
+        data = tar_of(sorted(files.items()))
     else:
         out = tmp_path / "link.tar"
         with tarfile.open(out, "w") as archive:
