@@ -15,7 +15,17 @@ import pytest
 from tests.conftest import run_cli
 from tests.integration.test_kapp_controller import PLACEHOLDER, Controller, config, vendir_binary
 from tests.support.archives import descriptor, imgpkg_tar, layers_of, oci_layout, tar_of
-from tests.support.builders import Pusher, make_bundle, make_image, publish_bundle, relocate, sha
+from tests.support.builders import (
+    Pusher,
+    base256,
+    make_bundle,
+    make_image,
+    padded,
+    publish_bundle,
+    raw_header,
+    relocate,
+    sha,
+)
 from tests.support.registry import Registry
 
 __all__ = ["vendir_binary"]  # the fixture, shared with the kapp-controller tests
@@ -246,6 +256,14 @@ def test_ten_thousand_blobs_import_and_a_claimed_size_the_archive_lacks_is_refus
     (tmp_path / "lying.tar").write_bytes(lying)
     code, _, err = _import(tmp_path / "cache2", tmp_path / "lying.tar", "r.example/small")
     assert code == 1
+    claimed = f"{sha(small.layers[0]).replace(':', '-')}.tar.gz"
+    huge = raw_header("manifest.json", size=len(doc_bytes)) + padded(doc_bytes)
+    huge += raw_header(claimed, patch={124: base256(1 << 40)}) + bytes(4096)
+    (tmp_path / "huge.tar").write_bytes(huge)  # a member header claiming 1 TiB, then 4 KiB and the end
+    code, _, err = _import(tmp_path / "cache2", tmp_path / "huge.tar", "r.example/small")
+    assert code == 1, err
+    assert "claims 1099511627776 bytes, more than the archive's" in err
+    assert list((tmp_path / "cache2" / "tmp").iterdir()) == []
     assert not (tmp_path / "cache2" / "blobs" / "sha256").exists() or not any(
         (tmp_path / "cache2" / "blobs" / "sha256").iterdir())  # fmt: skip
 
@@ -343,3 +361,22 @@ def test_an_export_of_content_the_cache_lacks_fails_and_leaves_no_file(tmp_path:
     exported = json.loads(done.stdout)["result"]
     assert exported["bytes"] == exported["exported"][0]["bytes"] > 0
     assert exported["blobs"] == 16  # 4 manifests under the outer bundle, 2 index children, their configs and layers
+
+
+def test_an_oci_artifact_whose_config_is_no_image_config_imports_as_an_image(tmp_path: Path) -> None:
+    """An artifact (as oras writes) whose config is no image config imports: verified by digest, it is no bundle."""
+    layer = b"not a tar: an artifact's blob"
+    config = b"\x00binary config"
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"mediaType": "application/vnd.example.config", "digest": sha(config),
+                                      "size": len(config)},
+                           "layers": [{"mediaType": "application/vnd.example.data", "digest": sha(layer),
+                                       "size": len(layer)}]}).encode()  # fmt: skip
+    index = {"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                                "digest": sha(manifest), "size": len(manifest)}]}  # fmt: skip
+    files = [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", json.dumps(index).encode())]
+    files += [(f"blobs/sha256/{sha(b).split(':')[1]}", b) for b in (manifest, config, layer)]
+    (tmp_path / "artifact.tar").write_bytes(tar_of(files))
+    code, doc, err = _import(tmp_path / "cache", tmp_path / "artifact.tar", "r.example/artifacts")
+    assert code == 0, err
+    assert [(i["kind"], i["digest"]) for i in doc["result"]["imported"]] == [("image", sha(manifest))]

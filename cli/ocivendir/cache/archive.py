@@ -221,9 +221,13 @@ def _read_tar(path: str, stager: _Stager, limit: int) -> dict[str, bytes]:
     try:
         with open(path, "rb") as handle:
             archive = TarReader(_Counting(handle, stager))
+            holds = os.fstat(handle.fileno()).st_size
             for count, member in enumerate(archive, start=1):
                 if count > limit:
                     raise _Bad(f"{stager.where}: more than {limit} members")
+                if member.size > holds:
+                    raise _Bad(f"{stager.where}: member '{member.name}' claims {member.size} bytes, more than the "
+                               f"archive's {holds}")  # fmt: skip
                 _member(archive, member, stager, documents)
     except TarFormatError as exc:
         raise _Bad(f"{stager.where}: not a readable tar archive: {exc}") from None
@@ -305,11 +309,12 @@ class _Walker:
         except (UnsupportedMediaType, OcivendirError) as exc:
             raise _Bad(f"{self.where}: {what}: {exc.message}") from None
 
-    def bundle_label(self, config: bytes, what: str) -> bool:
+    def bundle_label(self, config: bytes) -> bool:
+        """Whether a verified config carries imgpkg's bundle label (an artifact's config that is none: not a bundle)."""
         try:
             return parse_config(config).is_bundle
-        except OcivendirError as exc:
-            raise _Bad(f"{self.where}: {what}: {exc.message}") from None
+        except OcivendirError:
+            return False
 
     def layout_node(self, blob: Descriptor, depth: int) -> Node:
         """A manifest of an OCI layout (a blob), and everything under it."""
@@ -325,7 +330,7 @@ class _Walker:
         for layer in parsed.blobs:
             self.need(layer, what)
         config = self.blob_bytes(parsed.config.digest, parsed.config.size, MAX_CONFIG)
-        return Node(digest=blob.digest, raw=raw, parsed=parsed, is_bundle=self.bundle_label(config, what))
+        return Node(digest=blob.digest, raw=raw, parsed=parsed, is_bundle=self.bundle_label(config))
 
 
 def _text(doc: dict[str, object], key: str, what: str) -> str:
@@ -377,7 +382,7 @@ class _ImgpkgReader:
         self.walker.counted()
         for layer in parsed.layers:
             self.walker.need(layer, what)
-        node = Node(digest=digest, raw=raw, parsed=parsed, is_bundle=self.walker.bundle_label(config_raw, what))
+        node = Node(digest=digest, raw=raw, parsed=parsed, is_bundle=self.walker.bundle_label(config_raw))
         return _with_top(node, top, where)
 
     def index(self, doc: dict[str, object], top: dict[str, object] | None, depth: int) -> Node:
