@@ -380,3 +380,18 @@ def test_an_oci_artifact_whose_config_is_no_image_config_imports_as_an_image(tmp
     code, doc, err = _import(tmp_path / "cache", tmp_path / "artifact.tar", "r.example/artifacts")
     assert code == 0, err
     assert [(i["kind"], i["digest"]) for i in doc["result"]["imported"]] == [("image", sha(manifest))]
+
+
+def test_an_oci_archive_made_by_skopeo_imports_and_pulls_offline(tmp_path: Path) -> None:
+    """`skopeo copy docker://…/src/img:v1 oci-archive:…` (checked in, 8 KB): served as REPO@digest, no network."""
+    archive = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "skopeo-oci-archive.tar"
+    digest = "sha256:f0daa032871728b81db1605eff013ad297d655990707661c8fdaeb57d6c2a646"
+    code, doc, err = _import(tmp_path / "cache", archive, "registry.internal/apps/img")
+    assert code == 0, err
+    assert doc["result"]["format"] == "oci-layout"
+    assert [(i["digest"], i["tag"]) for i in doc["result"]["imported"]] == [(digest, "v1")]
+    out = tmp_path / "out"
+    pulled = run_cli("pull", "-i", f"registry.internal/apps/img@{digest}", "-o", str(out), "--offline",
+                     "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+    assert pulled.exit_code == 0, pulled.stderr
+    assert (out / "hello.txt").read_text() == "hello from skopeo\n"
