@@ -138,6 +138,7 @@ class CacheImportResult:
     blobs_new: int
     bytes_new: int
     bytes_read: int
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

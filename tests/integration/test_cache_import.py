@@ -395,3 +395,17 @@ def test_an_oci_archive_made_by_skopeo_imports_and_pulls_offline(tmp_path: Path)
                      "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
     assert pulled.exit_code == 0, pulled.stderr
     assert (out / "hello.txt").read_text() == "hello from skopeo\n"
+
+
+def test_a_bundle_without_its_images_imports_but_is_not_counted_as_relocated(tmp_path: Path) -> None:
+    """A bundle whose images.yml names an image the archive lacks is imported, with a warning and no verdict."""
+    _, descriptors, (bundle, _image) = _bundle_archive(tmp_path)
+    (tmp_path / "alone.tar").write_bytes(imgpkg_tar(descriptors[:1], layers_of(bundle)))  # type: ignore[arg-type]
+    code, doc, err = _import(tmp_path / "cache", tmp_path / "alone.tar", "r.example/apps/bundle")
+    assert code == 0, err
+    assert doc["result"]["relocated_bundles"] == []
+    assert doc["result"]["warnings"] == [
+        f"bundle r.example/apps/bundle@{bundle.digest}: its images.yml names content the archive does not hold "  # type: ignore[attr-defined]
+        "(or cannot be read): not recorded as relocated, so a sync checks it at the registry"
+    ]
+    assert "Warning: bundle r.example/apps/bundle@" in err

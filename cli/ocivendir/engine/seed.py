@@ -25,7 +25,7 @@ from ocivendir.fs.tarread import TarFormatError, TarReader
 from ocivendir.oci.imageslock import parse_images_lock
 from ocivendir.oci.manifest import Manifest
 from ocivendir.reports import ArchiveItem, CacheImportResult
-from ocivendir.results import ProgressEvent
+from ocivendir.results import ProgressEvent, WarningEvent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -159,11 +159,16 @@ def _import(
                 verdicts.append((node, named is not None and named <= manifests))
         new = _commit(store, archive, events)
         _record(index, repo, archive)
-        relocated = []
+        relocated, warnings = [], []
         for node, complete in verdicts:
+            ref = str(repo.at(node.digest))
             if complete:
-                index.put_verdict(str(repo.at(node.digest)), relocated=True, method=_METHOD, missing=())
-                relocated.append(str(repo.at(node.digest)))
+                index.put_verdict(ref, relocated=True, method=_METHOD, missing=())
+                relocated.append(ref)
+            else:
+                warnings.append(f"bundle {ref}: its images.yml names content the archive does not hold (or cannot be "
+                                "read): not recorded as relocated, so a sync checks it at the registry")  # fmt: skip
+                events(WarningEvent(message=warnings[-1]))
         store.write_index_json(index.layout_entries)
     finally:
         remove_tree(stage)
@@ -187,6 +192,7 @@ def _import(
         blobs_new=len(new),
         bytes_new=sum(archive.staged[d] for d in new),
         bytes_read=archive.bytes_read,
+        warnings=tuple(warnings),
     )
 
 
