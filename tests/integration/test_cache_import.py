@@ -305,6 +305,7 @@ def test_a_tarball_made_by_real_imgpkg_imports_and_pulls_offline_with_images_yml
     )
     assert (nested / "inner.yml").read_text() == "inner: true\n"
     assert (out / "config/app.yml").read_text() == "outer: true\n"
+    assert run_cli("cache", "verify", "--cache-dir", str(tmp_path / "cache")).exit_code == 0  # consistent as imported
 
 
 def test_an_export_of_the_real_imgpkg_tarball_describes_the_same_content(tmp_path: Path) -> None:

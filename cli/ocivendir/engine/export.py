@@ -15,9 +15,12 @@ into place when complete: a failure leaves no file.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import tarfile
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from ocivendir.cache.archive import ROOT_BUNDLE_LABEL
@@ -25,6 +28,7 @@ from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.store import BlobStore
 from ocivendir.engine.image import layer_stream
 from ocivendir.errors import CacheError, DigestMismatch, ImagesLockError, OcivendirError, UsageError
+from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.fs.remove import remove_file
 from ocivendir.fs.tarread import TarFormatError, TarReader
 from ocivendir.oci.imageslock import parse_images_lock
@@ -56,10 +60,16 @@ class _Plan:
 
 
 class _Exporter:
-    def __init__(self, store: BlobStore, index: CacheIndex) -> None:
+    def __init__(self, store: BlobStore, index: CacheIndex, held: ExitStack) -> None:
         self.store = store
         self.index = index
         self.plan = _Plan()
+        self.held = held  # shared entry locks on every ref exported: prune leaves them alone until the file is written
+
+    def _hold(self, ref: str) -> None:
+        lock = self.store.lock_path(f"entry-{hashlib.sha256(ref.encode()).hexdigest()}")
+        with contextlib.suppress(LockBusy):  # a prune holding it now: its blobs are then checked as they are read
+            self.held.enter_context(file_lock(lock, shared=True, timeout=30))
 
     def _held(self, repo: Repository, digest: Digest) -> bool:
         return bool(self.index.held(str(repo), (digest,))) and self.store.has(digest)
@@ -77,6 +87,7 @@ class _Exporter:
 
     def manifest(self, repo: Repository, digest: Digest) -> tuple[bytes, Manifest | Index]:
         ref = str(repo.at(digest))
+        self._hold(ref)
         if not self._held(repo, digest):
             raise self._missing(ref)
         raw = self._read(digest, None, f"Exporting '{ref}'")
@@ -204,7 +215,13 @@ def export_tar(
     refs: list[Reference], output: str, store: BlobStore, index: CacheIndex, events: EventSink
 ) -> CacheExportResult:
     """Describe every ref from the cache, then write the tarball (beside `output`, renamed when complete)."""
-    exporter = _Exporter(store, index)
+    with ExitStack() as held:
+        return _export(refs, output, store, _Exporter(store, index, held), events)
+
+
+def _export(
+    refs: list[Reference], output: str, store: BlobStore, exporter: _Exporter, events: EventSink
+) -> CacheExportResult:
     items = []
     roots = 0
     for ref in refs:
