@@ -13,8 +13,11 @@ if TYPE_CHECKING:
     from ocivendir.results import ImageStatusValue, RequestStats
 
 __all__ = [
+    "ArchiveItem",
     "BundleReport",
     "CacheEntry",
+    "CacheExportResult",
+    "CacheImportResult",
     "CacheLsResult",
     "CachePruneResult",
     "CacheTotals",
@@ -109,3 +112,42 @@ class CacheVerifyResult:
     consistent: bool
     repair: bool
     unreferenced: tuple[str, ...] = ()  # blobs that verify but no entry needs: no damage, `cache prune` reclaims them
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchiveItem:
+    """One top-level manifest of an archive imported or exported: where it is served, its digest and bytes."""
+
+    ref: str
+    digest: str
+    kind: str  # bundle, image or index
+    bytes: int  # the manifest and everything under it, each blob once (export: not counted for an earlier REF)
+    origin: str = ""  # imgpkg's OrigRef: the reference a bundle's images.yml gives it
+    tag: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheImportResult:
+    """The outcome of `cache import`."""
+
+    source: str
+    format: str  # imgpkg-tar or oci-layout
+    repository: str
+    imported: tuple[ArchiveItem, ...]
+    already_present: tuple[ArchiveItem, ...]
+    relocated_bundles: tuple[str, ...]
+    blobs: int
+    blobs_new: int
+    bytes_new: int
+    bytes_read: int
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheExportResult:
+    """The outcome of `cache export`."""
+
+    output: str
+    exported: tuple[ArchiveItem, ...]
+    blobs: int
+    bytes: int

@@ -76,6 +76,7 @@ def test_flags_named_in_the_readme_exist() -> None:
     foreign |= {"--data-value-yaml", "--data-values-file"}  # ytt
     foreign |= {"--only", "--merge", "--reps"}  # bench/run.sh
     foreign |= {"--from-file"}  # kubectl create configmap
+    foreign |= {"--tar"}  # imgpkg copy --tar FILE
     assert mentioned - known - foreign == set()
 
 

@@ -46,7 +46,7 @@ _log = diag.logger("ocivendir.cache")
 
 KINDS = frozenset({"image", "bundle", "locations", "signature"})
 SCHEMES = frozenset({"https", "http"})
-_METHODS = frozenset({"locations", "probes"})
+_METHODS = frozenset({"locations", "probes", "import"})  # import: `cache import` stands where a copy would
 # RFC 6838 type/subtype names (restricted-name characters), with an optional +suffix
 _ALNUM = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _MEDIA_CHARS = _ALNUM + "!#$&^_.+-"  # RFC 6838 restricted names: 1-127 of these, starting alphanumeric

@@ -48,7 +48,7 @@ def imgpkg_cli(ctx: click.Context) -> None:
 
 
 def _register() -> None:
-    from ocivendir.commands import cache, pull, server, sync, tools, verify, version  # noqa: PLC0415 - avoids an import cycle
+    from ocivendir.commands import cache, cacheio, pull, server, sync, tools, verify, version  # noqa: PLC0415 - avoids an import cycle
 
     for command in (
         cache.cache,
@@ -60,6 +60,8 @@ def _register() -> None:
         version.version,
     ):
         cli.add_command(command)
+    cache.cache.add_command(cacheio.cache_import)
+    cache.cache.add_command(cacheio.cache_export)
     for command in (pull.pull, version.version):
         imgpkg_cli.add_command(command)
 

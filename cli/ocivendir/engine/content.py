@@ -77,9 +77,14 @@ if TYPE_CHECKING:
             """The image's verdict (verified, unmatched, warned, failed), with the policies that did not pass."""
 
 
-__all__ = ["ClientSpec", "Content", "FetchCounters", "Offline"]
+__all__ = ["TAG_NEEDS_REGISTRY", "ClientSpec", "Content", "FetchCounters", "Offline"]
 
 _log = diag.logger("ocivendir.content")
+# tags are outside the air-gapped promise (`cache import` seeds digests): an unanswered tag says so
+TAG_NEEDS_REGISTRY = (
+    "a tag is resolved at its registry on every run, so it needs that registry; only a digest reference "
+    "(repo@sha256:…) is served from the cache without one"
+)
 
 
 def _add(a: RequestStats, b: RequestStats) -> RequestStats:
@@ -252,6 +257,7 @@ class Content:
         try:
             resolved = self.client().resolve(ref)
         except Transient as exc:
+            exc.hint = f"{exc.hint} {TAG_NEEDS_REGISTRY}" if exc.hint else TAG_NEEDS_REGISTRY
             return self._stale_answer(ref, exc)
         self.grants.record(ref.repository, resolved.digest)  # the tag's HEAD just proved access
         if resolved.raw is not None:

@@ -13,7 +13,7 @@ from ocivendir.cache.unwritable import best_effort
 from ocivendir.engine.content import Content
 from ocivendir.engine.image import FetchedImage, extract_layers, fetch_image, layer_stream
 from ocivendir.engine.relocate import Decision, decide
-from ocivendir.errors import ImagesLockError, IsABundle, NotABundle, RegistryError, UsageError
+from ocivendir.errors import ImagesLockError, IndexNotSupported, IsABundle, NotABundle, RegistryError, UsageError
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import absolute, pure, split
@@ -200,7 +200,10 @@ class BundlePuller:
             if digest is None or hints.get(digest) is False:
                 continue
             primary = image.repo.at(digest) if decision.relocated else entry.reference
-            candidate = fetch_image(self.content, primary)
+            try:
+                candidate = fetch_image(self.content, primary)
+            except IndexNotSupported:
+                continue  # imgpkg's IsBundle: an index is not a bundle, and no error
             if candidate.config.is_bundle:
                 found.append(candidate)
         if found and depth == 0:
