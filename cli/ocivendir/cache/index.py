@@ -49,6 +49,9 @@ SCHEMA_VERSION = 3
 # a ref's last_used is written again only once it is this old: a warm run (kapp-controller syncs every App every
 # 30 s or more) writes nothing, and least-recently-used order keeps a ten-minute grain
 TOUCH_INTERVAL = 600.0
+# a tag's answer is written again only when it changed or is this old: a warm tag run writes nothing, and
+# --stale-if-error's age of an unchanged answer is at most this much more than the time of its last HEAD
+TAG_REFRESH = 60.0
 _BUSY_RETRIES = 20
 _BATCH = 500
 _SCHEMA = """
@@ -389,8 +392,20 @@ class CacheIndex:
         return decoded("verdicts", bundle_ref, lambda row: verdict_row(bundle_ref, row), rows[0]) if rows else None
 
     def put_verdict(self, bundle_ref: str, *, relocated: bool, method: str, missing: Iterable[str]) -> None:
-        """Record a verdict reached now."""
-        params = (bundle_ref, int(relocated), method, None, json.dumps(list(missing)), self.now)
+        """Record a verdict reached now; nothing is written when a positive one is recorded the same already.
+
+        A positive verdict is trusted whatever its age, so rewriting it changes nothing; a negative one is rewritten,
+        as its time starts the recheck period again.
+        """
+        missing = list(missing)
+        known = self.verdict(bundle_ref)
+        if (
+            relocated
+            and known is not None
+            and (known.relocated, known.method, known.missing) == (relocated, method, tuple(missing))
+        ):
+            return
+        params = (bundle_ref, int(relocated), method, None, json.dumps(missing), self.now)
         self._write([(_PUT_VERDICT, params)], repository=_repository(bundle_ref))
 
     def put_locations(self, bundle_ref: str, digest: Digest) -> None:
@@ -408,11 +423,14 @@ class CacheIndex:
 
     def scheme_for(self, host: str) -> str | None:
         """The scheme that last worked for a host: `https` or `http`, anything else is ignored (and overwritten)."""
-        rows = self._rows("SELECT scheme FROM schemes WHERE host = ?", (host,))
+        sql = "SELECT scheme FROM schemes WHERE host = ?"
+        rows = self._asked(host, f"scheme {host}", 1, lambda: self._rows(sql, (host,)))
         return decoded("schemes", host, scheme_value, rows[0][0]) if rows else None
 
     def remember_scheme(self, host: str, scheme: str) -> None:
-        """Record the scheme that worked for a host."""
+        """Record the scheme that worked for a host (nothing is written when it is recorded already)."""
+        if self.scheme_for(host) == scheme:
+            return
         sql = "INSERT OR REPLACE INTO schemes(host, scheme, checked_at) VALUES (?,?,?)"
         self._write([(sql, (host, scheme, self.now))], repository=None)  # rare: once per host
 
@@ -453,13 +471,23 @@ class CacheIndex:
         return frozenset(found)
 
     def possess(self, repository: str, digests: Iterable[Digest]) -> None:
-        """Record that `repository` served these digests' bytes and they verified."""
+        """Record that `repository` served these digests' bytes and they verified (those not recorded yet)."""
+        wanted = list(dict.fromkeys(digests))
+        new = [d for d in wanted if d not in self.held(repository, wanted)] if wanted else []
+        if not new:
+            return
         now = self.now
         sql = "INSERT OR REPLACE INTO possession(repository, digest, fetched_at) VALUES (?,?,?)"
-        self._write(((sql, (repository, str(d), now)) for d in digests), repository=repository)
+        self._write(((sql, (repository, str(d), now)) for d in new), repository=repository)
 
     def put_tag(self, ref: str, digest: Digest) -> None:
-        """Record a tag's answer (used only by --stale-if-error, whose age limit is measured from it)."""
+        """Record a tag's answer (used only by --stale-if-error, whose age limit is measured from it).
+
+        The same answer recorded less than TAG_REFRESH ago is not written again.
+        """
+        known = self.tag(ref)
+        if known is not None and known[0] == digest and 0.0 <= self.now - known[1] < TAG_REFRESH:
+            return
         sql = "INSERT OR REPLACE INTO tags(ref, digest, resolved_at) VALUES (?,?,?)"
         self._write([(sql, (ref, str(digest), self.now))], repository=_repository(ref))
 
