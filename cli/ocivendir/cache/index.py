@@ -13,6 +13,7 @@ import os
 import time
 from threading import RLock
 
+from ocivendir.cache import opened
 from ocivendir.cache.grants import is_principal
 from ocivendir.cache.memo import Memo, bump, generation, state
 from ocivendir.cache.rows import (
@@ -147,8 +148,11 @@ class CacheIndex:
                 import sqlite3  # noqa: PLC0415 - only when the read memo cannot answer
 
                 self._sqlite3 = sqlite3
+                self._db = opened.take(self.path)  # this process's connection from an earlier call, still valid
                 try:
-                    self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
+                    if self._db is None:
+                        self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False,
+                                                   isolation_level=None)  # fmt: skip
                 except sqlite3.DatabaseError as exc:
                     raise self._unusable(exc) from None
                 try:
@@ -185,10 +189,10 @@ class CacheIndex:
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
 
     def close(self) -> None:
-        """Close the connection, then keep what this run read from SQLite in the memo (when it wrote nothing)."""
+        """Leave the connection to `cache/opened.py`, then keep what this run read from SQLite in the memo."""
         with self._lock:
             if self._db is not None:
-                self._db.close()
+                opened.keep(self.path, self._db)  # open for this process's next call on the same file
                 self._db = None
             self._memo.save(wrote=self._wrote)
 
