@@ -21,7 +21,7 @@ FLOORS: dict[str, int] = {
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.strictyaml": 1,
     "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "engine.signatures": 3,
     "registry.credentials": 1, "registry.mirrors": 1, "registry.rewrite": 1, "registry.registriesyaml": 1,
-    "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.globs": 1, "vendir.semver": 1,
+    "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.memos": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.sender": 2, "registry.proxy": 2,
     "registry.truststore": 2,
     "registry.transport": 2, "registry.ggcrtext": 2, "registry.connections": 2, "registry.pools": 2,
