@@ -25,7 +25,7 @@ FLOORS: dict[str, int] = {
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.sender": 2, "registry.proxy": 2,
     "registry.truststore": 2,
     "registry.transport": 2, "registry.ggcrtext": 2, "registry.connections": 2, "registry.pools": 2,
-    "registry.watchdog": 2, "registry.tlsprobe": 2, "registry.challenge": 2, "registry.download": 2, "cache.partials": 2,
+    "registry.watchdog": 2, "registry.tlsprobe": 2, "registry.challenge": 2, "registry.authmemo": 2, "registry.download": 2, "cache.partials": 2,
     "cache": 2, "cache.store": 2, "cache.index": 2, "cache.memo": 2, "cache.opened": 2, "cache.prune": 2, "cache.rows": 2, "cache.repair": 2, "cache.tidy": 2, "cache.grants": 2,
     "fs": 2, "fs.locks": 2, "fs.swap": 2, "fs.paths": 2, "fs.extract": 2, "fs.remove": 2, "fs.limits": 2, "fs.tarread": 2, "fs.gunzip": 2, "fs.dropbehind": 2,
     "engine": 3, "engine.content": 3, "engine.access": 3, "engine.image": 3, "engine.pull": 3, "engine.relocate": 3, "engine.stream": 3,
