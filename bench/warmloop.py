@@ -5,8 +5,11 @@ fetched by digest (`vendir sync -f - --lock-file /dev/null`, stdin = kapp-contro
 one cache per App). A child process then does what a reused server worker does: it preloads the server's warm set
 (`server/preload.py`), serves one cold call that fills the cache, then N warm calls one after another, each with its
 own argv, stdin, stdout/stderr, environment, umask and a fresh working directory put in place as the worker puts them
-(`server/worker.py`'s `_adopt`), the entry point run with its exit caught (`_run`). CPU is CLOCK_PROCESS_CPUTIME_ID
-around the call alone (the per-call set-up and the removal of the reconcile directory are outside it).
+(`server/worker.py`'s `_adopt`), the entry point run with its exit caught (`_run`). CPU is the process's CPU clock
+(user and system split by getrusage) around the call alone: the per-call set-up and the removal of the reconcile
+directory are outside it.
+Creating files dominates the system time and swings with the machine's load; `--scratch /dev/shm` puts the cache and
+the reconcile directories on tmpfs, which isolates the Python side's cost.
 
 Then M more calls run under cProfile; the report lists functions by self time and sums self time by area (SQLite,
 go-yaml, tar extraction, fsync, ...). `python -m bench.warmloop --calls 60 --profile 40` (run from the worktree with
@@ -21,6 +24,7 @@ import io
 import json
 import os
 import pstats
+import resource
 import shutil
 import statistics
 import subprocess
@@ -98,10 +102,11 @@ class _Counts:
         return self.writes, self.connects, self.fsyncs
 
 
-def _call(work: Path, name: str, stdin: Path, env: dict[str, str]) -> tuple[int, float, float]:
+def _call(work: Path, name: str, stdin: Path, env: dict[str, str]) -> tuple[int, tuple[float, float, float], float]:
     """One call as a reused worker serves it: the caller's world put in place, the entry point run.
 
-    Returns the exit code, the call's CPU and its wall time.
+    Returns the exit code, the call's CPU (CLOCK_PROCESS_CPUTIME_ID; then user and system from getrusage, which the
+    kernel may sample at its tick) and its wall time.
     """
     from ocivendir.commands import main  # noqa: PLC0415 - preloaded
     from ocivendir.output import flush_streams, rebind_stdio  # noqa: PLC0415 - preloaded
@@ -120,15 +125,15 @@ def _call(work: Path, name: str, stdin: Path, env: dict[str, str]) -> tuple[int,
     time.tzset()
     sys.argv = list(ARGV)
     rebind_stdio()
-    cpu, wall = time.process_time(), time.perf_counter()
+    before, cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
     try:
         main()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     flush_streams()
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    return code, cpu, wall
+    after, cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.process_time() - cpu, time.perf_counter() - wall
+    return code, (cpu, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime), wall
 
 
 def _finish(work: Path, name: str, code: int) -> None:
@@ -156,21 +161,24 @@ def _child(spec: dict[str, Any]) -> None:
     """Preload, one cold call, N measured warm calls, M profiled calls; figures as one JSON line on the report fd."""
     work, env = Path(spec["work"]), spec["env"]
     stdin = work / "stdin.yml"
-    report, control = os.dup(1), os.dup(0)
+    report, control, errors = os.dup(1), os.dup(0), os.dup(2)
     from ocivendir.server.preload import preload  # noqa: PLC0415 - what the server imports before its first fork
 
     preload()
     counts = _Counts()
     code, cold_cpu, cold_wall = _call(work, "cold", stdin, env)
+    os.dup2(errors, 2)  # a failing call's report reaches the parent
     _finish(work, "cold", code)
     cold = counts.snapshot()
     os.write(report, b"cold\n")
     os.read(control, 3)  # the parent has marked the registry's log
-    cpus, walls = [], []
+    cpus, users, systems, walls = [], [], [], []
     for number in range(spec["calls"]):
-        code, cpu, wall = _call(work, f"warm-{number}", stdin, env)
+        code, (cpu, user, system), wall = _call(work, f"warm-{number}", stdin, env)
         _finish(work, f"warm-{number}", code)
         cpus.append(cpu)
+        users.append(user)
+        systems.append(system)
         walls.append(wall)
     warm = [after - before for after, before in zip(counts.snapshot(), cold, strict=True)]
     profile = cProfile.Profile()
@@ -179,17 +187,21 @@ def _child(spec: dict[str, Any]) -> None:
         code, _, _ = _call(work, f"profiled-{number}", stdin, env)
         profile.disable()
         _finish(work, f"profiled-{number}", code)
-    if spec.get("dump"):
-        profile.dump_stats(spec["dump"])
-    text = io.StringIO()
-    stats = pstats.Stats(profile, stream=text)
-    total = sum(row[2] for row in stats.stats.values()) or 1.0  # type: ignore[attr-defined]
-    stats.sort_stats("tottime").print_stats(spec["top"])
-    areas = {name: round(100 * seconds / total, 1) for name, seconds in sorted(_areas(stats).items(),
-                                                                            key=lambda kv: -kv[1])}  # fmt: skip
-    figures = {"cold_cpu_ms": round(cold_cpu * 1000, 2), "cold_wall_ms": round(cold_wall * 1000, 2),
+    os.dup2(errors, 2)  # the harness's own stderr again (a call's was on 2)
+    text, areas = io.StringIO(), {}
+    if spec["profile"]:
+        if spec.get("dump"):
+            profile.dump_stats(spec["dump"])
+        stats = pstats.Stats(profile, stream=text)
+        total = sum(row[2] for row in stats.stats.values()) or 1.0  # type: ignore[attr-defined]
+        stats.sort_stats("tottime").print_stats(spec["top"])
+        areas = {name: round(100 * seconds / total, 1) for name, seconds in sorted(_areas(stats).items(),
+                                                                                key=lambda kv: -kv[1])}  # fmt: skip
+    figures = {"cold_cpu_ms": round(cold_cpu[0] * 1000, 2), "cold_wall_ms": round(cold_wall * 1000, 2),
                "calls": len(cpus), "median_cpu_ms": round(statistics.median(cpus) * 1000, 3),
                "min_cpu_ms": round(min(cpus) * 1000, 3), "max_cpu_ms": round(max(cpus) * 1000, 3),
+               "median_user_ms": round(statistics.median(users) * 1000, 3),
+               "median_sys_ms": round(statistics.median(systems) * 1000, 3),
                "median_wall_ms": round(statistics.median(walls) * 1000, 3),
                "cold_index_writes_connects_fsyncs": cold,
                "warm_index_writes_connects_fsyncs_per_call": [round(n / len(cpus), 2) for n in warm],
@@ -198,9 +210,10 @@ def _child(spec: dict[str, Any]) -> None:
     os.write(report, json.dumps(figures).encode() + b"\n")
 
 
-def measure(calls: int, profile: int, top: int, category: str, dump: Path | None = None) -> dict[str, Any]:
+def measure(calls: int, profile: int, top: int, category: str, dump: Path | None = None,
+            scratch_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Start a registry, push the App, run the measuring child; its figures."""
-    with tempfile.TemporaryDirectory(prefix="ovb-warmloop-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="ovb-warmloop-", dir=scratch_dir) as scratch:
         root = Path(scratch)
         registry = Registry("plain", root / "registry").start()
         try:
@@ -249,13 +262,14 @@ def main(argv: list[str] | None = None) -> None:
         default="relocated",
         help="what the App fetches, by digest but for tag_bundle (default: a relocated bundle)",
     )
+    parser.add_argument("--scratch", type=Path, help="where the cache and reconcile directories go (default: TMPDIR)")
     parser.add_argument("--dump", type=Path, help="also write the profile (pstats) to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         _child(json.loads(args.child))
         return
-    figures = measure(args.calls, args.profile, args.top, args.app, args.dump)
+    figures = measure(args.calls, args.profile, args.top, args.app, args.dump, args.scratch)
     profile = figures.pop("profile")
     sys.stdout.write(json.dumps(figures, indent=1) + "\n" + profile)
 
