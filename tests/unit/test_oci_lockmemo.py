@@ -94,3 +94,10 @@ def test_the_memos_are_bounded(counted: _Counted) -> None:
         raw = IMAGES % A.encode() + b"# %d\n" % number
         lockmemo.rewritten(lockmemo.images_lock(raw), parse_reference(f"r.io/t{number}@sha256:{A}").repository)
     assert (len(lockmemo._parsed), len(lockmemo._rewritten)) == (lockmemo.SIZE, lockmemo.SIZE)
+
+
+def test_no_annotations_are_shared_between_two_calls_locks(counted: _Counted) -> None:
+    first, second = lockmemo.images_lock(IMAGES % A.encode()), lockmemo.images_lock(IMAGES % A.encode())
+    assert first.images[0].annotations is not second.images[0].annotations
+    stored = next(iter(lockmemo._parsed.values()))
+    assert stored.images[0].annotations is not second.images[0].annotations

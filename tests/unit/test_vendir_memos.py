@@ -143,3 +143,28 @@ def test_the_memos_are_bounded(counted: _Counted) -> None:
         memos.parsed([("-", _stream()[0][1] + b"# %d\n" % number)])
         memos.dumped(_lock(f"v{number}"))
     assert (len(memos._streams), len(memos._locks)) == (memos.SIZE, memos.SIZE)
+
+
+def _mutables(value: object, found: dict[int, object]) -> dict[int, object]:
+    """Every dict and list reachable from `value` (through dataclasses and tuples), by id."""
+    if isinstance(value, dict | list):
+        found[id(value)] = value
+        for item in value.values() if isinstance(value, dict) else value:
+            _mutables(item, found)
+    elif isinstance(value, tuple):
+        for item in value:
+            _mutables(item, found)
+    elif hasattr(value, "__dataclass_fields__"):
+        for name in value.__dataclass_fields__:
+            _mutables(getattr(value, name), found)
+    return found
+
+
+def test_no_mapping_or_list_is_shared_between_two_calls_streams(counted: _Counted) -> None:
+    """What a stream holds that could be altered is its own: nothing reachable is shared with the next call's."""
+    stream = [("-", SECRET + CONFIG % (b"a" * 64) + b"    dangerousSkipTLSVerify: true\n")]
+    first, second = memos.parsed(stream), memos.parsed(stream)
+    mine, theirs = _mutables(first, {}), _mutables(second, {})
+    assert mine
+    assert not set(mine) & set(theirs)
+    assert not set(theirs) & set(_mutables(memos._streams, {}))

@@ -2,16 +2,16 @@
 
 Every warm sync of a relocated bundle reads its images.yml (go-yaml's strict decode) and writes it again naming the
 bundle's repository (go-yaml's encode, read back). The bytes are the same call after call, so the parsed lock is
-remembered by the sha256 of the file's bytes and handed out as a deep copy, and the rewrite by the sha256 of what it
-depends on: the repository and every entry's image and annotations, in order. At most SIZE entries each, least
-recently used dropped first; failures are never remembered.
+remembered by the sha256 of the file's bytes and handed out with a copy of its annotations, and the rewrite by the
+sha256 of what it depends on: the repository and every entry's image and annotations, in order. At most SIZE
+entries each, least recently used dropped first; failures are never remembered.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections import OrderedDict
+from dataclasses import replace
 from threading import Lock
 
 from ocivendir.oci.imageslock import ImagesLock, parse_images_lock
@@ -47,13 +47,19 @@ def images_lock(raw: bytes) -> ImagesLock:
         if known is not None:
             _parsed.move_to_end(key)
     if known is not None:
-        return copy.deepcopy(known)
+        return _copied(known)
     lock = parse_images_lock(raw)
     with _LOCK:
-        _parsed[key] = copy.deepcopy(lock)
+        _parsed[key] = _copied(lock)
         while len(_parsed) > SIZE:
             _parsed.popitem(last=False)
     return lock
+
+
+def _copied(lock: ImagesLock) -> ImagesLock:
+    """The lock with a copy of each entry's annotations (the only mutable part of its frozen dataclasses)."""
+    return ImagesLock(images=tuple(e if e.annotations is None else replace(e, annotations=dict(e.annotations))
+                                   for e in lock.images))  # fmt: skip
 
 
 def rewritten(lock: ImagesLock, repo: Repository) -> bytes:

@@ -4,17 +4,18 @@ kapp-controller sends the same stdin for an App every time it reconciles it, and
 bytes while the App's content is unchanged; go-yaml's decoding and encoding of them were a sixth of a warm call. So
 a parsed stream is remembered by the sha256 of its inputs (every name and every byte, in order: nothing in the
 environment changes how they parse), and a lock's bytes by the sha256 of what they render (the lock's fields, as
-JSON). Each memo holds at most SIZE entries, least recently used dropped first. A parsed stream is handed out as a
-deep copy, so a call that altered what it got could not alter the next call's; bytes are immutable. Failures are
+JSON). Each memo holds at most SIZE entries, least recently used dropped first. A parsed stream is handed out with a
+copy of every mapping and list in it (its dataclasses are frozen), so a call that altered what it got could not alter
+the next call's; bytes are immutable. Failures are
 never remembered: the next call parses again and fails the same way.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections import OrderedDict
+from dataclasses import replace
 from threading import Lock
 
 from ocivendir.vendir.config import InputStream, parse_stream
@@ -22,7 +23,7 @@ from ocivendir.vendir.config import InputStream, parse_stream
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import TypeVar
+    from typing import Any, TypeVar
 
     from ocivendir.vendir.lockfile import LockConfig
 
@@ -63,10 +64,34 @@ def parsed(sources: Sequence[tuple[str, str | bytes]]) -> InputStream:
     key = sha.digest()
     known = _recall(_streams, key)
     if known is not None:
-        return copy.deepcopy(known)
+        return _copied(known)
     stream = parse_stream(sources)
-    _remember(_streams, key, copy.deepcopy(stream))
+    _remember(_streams, key, _copied(stream))
     return stream
+
+
+def _fresh(value: Any) -> Any:  # noqa: ANN401 - decoded YAML: mappings, lists and scalars
+    """A copy of decoded YAML's mappings and lists (its scalars are immutable)."""
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    return value
+
+
+def _copied(stream: InputStream) -> InputStream:
+    """The stream with a copy of every mapping and list it holds; its dataclasses are frozen.
+
+    `copy.deepcopy` gives the same result several times slower.
+    """
+    config = stream.config
+    directories = tuple(replace(d, contents=tuple(replace(c, source=_fresh(c.source)) for c in d.contents))
+                        for d in config.directories)  # fmt: skip
+    return InputStream(
+        config=replace(config, directories=directories),
+        secrets=tuple(replace(s, data=dict(s.data)) for s in stream.secrets),
+        config_maps=tuple(replace(m, data=dict(m.data)) for m in stream.config_maps),
+    )
 
 
 def _canonical(value: object) -> object:
