@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ocivendir.commands import main
+from ocivendir.fs import replay
 from ocivendir.registry import authmemo
 from tests.support import registry as registry_support
 from tests.support.builders import Pusher
@@ -70,8 +71,9 @@ def isolated_env(
 
 @pytest.fixture(autouse=True)
 def fresh_process_memos() -> None:
-    """Each test starts as a fresh process does: no challenge or token learned by an earlier test's calls."""
+    """Each test starts as a fresh process does: no challenge, token or layer kept from an earlier test's calls."""
     authmemo.forget_all()
+    replay.forget_all()
 
 
 @pytest.fixture(autouse=True)
