@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from ocivendir.errors import ConfigError, UsageError, os_reason
+from ocivendir.vendir.memos import dumped, parsed  # at import: the resident server preloads this module with it
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,7 +93,6 @@ def run_sync(flags: SyncFlags, start: Callable[[], Run]) -> None:
     from ocivendir.engine.sync import SyncOptions  # noqa: PLC0415
     from ocivendir.engine.sync import sync as engine_sync  # noqa: PLC0415
     from ocivendir.fs.paths import pure  # noqa: PLC0415
-    from ocivendir.vendir.memos import dumped, parsed  # noqa: PLC0415
 
     _chdir(flags.chdir)
     run = start()
