@@ -149,3 +149,19 @@ def test_a_fingerprint_holds_no_credential_and_tells_every_field_apart() -> None
     }  # fmt: skip
     assert len(prints) == 6
     assert all("alice" not in p and "pw" not in p for p in prints)
+
+
+def test_a_host_never_challenged_costs_no_credential_lookup(rsps: RequestsMock, clock: _Clock) -> None:
+    """A credential helper is a subprocess: an anonymous registry's calls never run it, as before."""
+    _challenge(rsps, "tok-1", expires_in=300)
+    _call()  # another host learned a challenge
+    lookups: list[str] = []
+
+    def lookup(registry: str, _path: str, **_: object) -> Credential:
+        lookups.append(registry)
+        return ALICE
+
+    _head(rsps, host="open.example.com")
+    client = RegistryClient(ClientOptions(), lookup)
+    assert str(client.resolve(parse_reference("open.example.com/team/app:v1")).digest) == DIGEST
+    assert lookups == []

@@ -27,8 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ocivendir.registry.credentials import Credential
 
-__all__ = ["DEFAULT_EXPIRY", "SIZE", "Known", "fingerprint", "forget", "forget_all", "known", "learn", "learn_token",
-           "now", "token"]  # fmt: skip
+__all__ = ["DEFAULT_EXPIRY", "SIZE", "Known", "challenged", "fingerprint", "forget", "forget_all", "known", "learn",
+           "learn_token", "now", "token"]  # fmt: skip
 
 SIZE = 64
 DEFAULT_EXPIRY = 60.0
@@ -71,6 +71,12 @@ def _put(memo: OrderedDict[tuple[str, ...], object], key: tuple[str, ...], value
     memo.move_to_end(key)
     while len(memo) > SIZE:
         memo.popitem(last=False)
+
+
+def challenged(host: str) -> bool:
+    """Whether an earlier call learned a challenge of `host` for any credential (else none is looked up for it)."""
+    with _LOCK:
+        return any(key[0] == host for key in _challenges)
 
 
 def known(host: str, credential: Credential) -> Known | None:

@@ -125,7 +125,10 @@ class Sender:
         """The header an earlier call of this process learned to send `endpoint`'s host with this credential.
 
         Basic (and a static registry token) when the host answered Basic (Bearer); a bearer token while it is valid.
+        A host never challenged in this process costs no credential lookup (a helper is a subprocess).
         """
+        if not authmemo.challenged(endpoint.host):
+            return None
         credential = self._credential(endpoint)
         found = authmemo.known(endpoint.host, credential)
         if found is None:
