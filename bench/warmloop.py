@@ -80,7 +80,7 @@ class _Counts:
         from ocivendir.cache.index import CacheIndex  # noqa: PLC0415 - preloaded
 
         self.writes = self.connects = self.fsyncs = 0
-        write, fsync = CacheIndex._write, os.fsync  # noqa: SLF001 - the bench counts the index's transactions
+        write, fsync = CacheIndex._commit, os.fsync  # noqa: SLF001 - the bench counts the index's transactions
 
         def counted_write(index: CacheIndex, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
             self.writes += 1
@@ -90,7 +90,7 @@ class _Counts:
             self.fsyncs += 1
             fsync(fd)
 
-        CacheIndex._write = counted_write  # type: ignore[method-assign,assignment] # noqa: SLF001
+        CacheIndex._commit = counted_write  # type: ignore[method-assign,assignment] # noqa: SLF001
         os.fsync = counted_fsync  # type: ignore[assignment]
         sys.addaudithook(self._audit)
 

@@ -2,7 +2,7 @@
 
 kapp-controller syncs every App again and again; a warm call that wrote the index (a transaction, the WAL, the read
 memo's generation ended for the next call) or fsynced a directory would pay for a change that did not happen. The
-spies count each index transaction (`CacheIndex._write`) and each `os.fsync` of an in-process call.
+spies count each index transaction (`CacheIndex._commit`) and each `os.fsync` of an in-process call.
 """
 
 from __future__ import annotations
@@ -25,17 +25,19 @@ class _Spy:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.writes = self.fsyncs = 0
-        write, fsync = CacheIndex._write, os.fsync
+        self.transactions: list[list[str]] = []  # each transaction's statements, with their parameters
+        write, fsync = CacheIndex._commit, os.fsync
 
-        def counted_write(index: CacheIndex, *args: object, **kwargs: object) -> None:
+        def counted_write(index: CacheIndex, items: list[tuple[str, tuple[object, ...]]], **kwargs: object) -> None:
             self.writes += 1
-            write(index, *args, **kwargs)  # type: ignore[arg-type]
+            self.transactions.append([f"{sql} {params}" for sql, params in items])
+            write(index, items, **kwargs)  # type: ignore[arg-type]
 
         def counted_fsync(fd: int) -> None:
             self.fsyncs += 1
             fsync(fd)
 
-        monkeypatch.setattr(CacheIndex, "_write", counted_write)
+        monkeypatch.setattr(CacheIndex, "_commit", counted_write)
         monkeypatch.setattr(os, "fsync", counted_fsync)
 
 
@@ -83,3 +85,16 @@ def test_a_warm_bundle_sync_writes_nothing_to_the_index_and_fsyncs_nothing(
     for number in range(2, 5):
         _reconcile(tmp_path, number, _stdin(ref), monkeypatch)
     assert (spy.writes, spy.fsyncs) == (0, 0)
+
+
+def test_a_cold_call_records_a_fetched_manifests_possession_and_grant_in_one_transaction(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    published = publish_bundle(pusher, repo_prefix, images=1)
+    digest = str(published.bundle.digest)
+    monkeypatch.setenv("VENDIR_CACHE_DIR", str(tmp_path / "cache"))
+    spy = _Spy(monkeypatch)
+    _reconcile(tmp_path, 0, _stdin(published.ref(registry)), monkeypatch)
+    about = [t for t in spy.transactions if any("possession" in s and digest in s for s in t)]
+    assert len(about) == 1
+    assert any("INTO grants" in statement for statement in about[0])

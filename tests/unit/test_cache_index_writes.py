@@ -5,6 +5,7 @@ Counted with SQLite's own `total_changes` on the index's connection (rows insert
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +122,36 @@ def test_a_tag_answer_from_the_future_is_written_again(index: CacheIndex, clock:
     clock.now -= 3600
     index.put_tag(TAG, ONE)
     assert index.tag(TAG) == (ONE, clock.now)
+
+
+def test_writes_in_a_batch_are_one_transaction_committed_at_its_end(index: CacheIndex) -> None:
+    before = _changes(index)
+    with index.batch():
+        index.possess("r.io/team/app", [ONE])
+        with index.batch():  # part of the outer one
+            index.put_tag(TAG, ONE)
+        assert _changes(index) == before  # nothing committed yet
+    assert _changes(index) == before + 2
+    assert (index.held("r.io/team/app", [ONE]), index.tag(TAG) is not None) == ({ONE}, True)
+
+
+def test_a_batch_that_raises_still_commits_what_it_queued(index: CacheIndex) -> None:
+    def step() -> None:
+        with index.batch():
+            index.possess("r.io/team/app", [ONE])
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        step()
+    assert index.held("r.io/team/app", [ONE]) == {ONE}
+
+
+def test_a_batch_holds_only_its_own_threads_writes(index: CacheIndex) -> None:
+    with index.batch():
+        other = threading.Thread(target=index.put_tag, args=(TAG, ONE))
+        other.start()
+        other.join()
+        assert index.tag(TAG) is not None  # another thread's write is its own transaction, committed at once
+        index.possess("r.io/team/app", [ONE])
+        assert index.held("r.io/team/app", [ONE]) == frozenset()
+    assert index.held("r.io/team/app", [ONE]) == {ONE}

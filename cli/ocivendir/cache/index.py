@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from threading import RLock
+from contextlib import contextmanager
+from threading import RLock, local
 
 from ocivendir.cache import opened
 from ocivendir.cache.grants import is_principal
@@ -121,6 +122,7 @@ class CacheIndex:
         self.path = path = pure(path)
         self._clock = clock
         self._lock = RLock()
+        self._batches = local()  # this thread's batch of writes (`batch`)
         self._sqlite3: ModuleType | None = None
         self._db: Any = None  # the sqlite3 Connection, once opened
         self._wrote = False
@@ -221,12 +223,42 @@ class CacheIndex:
         """Whether a ref's last use was recorded less than TOUCH_INTERVAL ago (then recording it again is skipped)."""
         return 0.0 <= self.now - row.last_used < TOUCH_INTERVAL
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The writes this thread makes inside the block are committed together at its end, in one transaction.
+
+        For what one step of a call records at once (a manifest's possession and grant, a tag's answer); reads inside
+        the block do not see them yet. What was queued is committed when the block raises too, as it would have been
+        write by write. A batch inside a batch is part of the outer one.
+        """
+        if getattr(self._batches, "pending", None) is not None:
+            yield
+            return
+        pending: list[tuple[list[tuple[str, tuple[object, ...]]], str | None]] = []
+        self._batches.pending = pending
+        try:
+            yield
+        finally:
+            self._batches.pending = None
+            if pending:
+                repositories = {repository for _, repository in pending}
+                self._commit([item for items, _ in pending for item in items],
+                             repository=repositories.pop() if len(repositories) == 1 else None)  # fmt: skip
+
     def _write(self, statements: Iterable[tuple[str, tuple[object, ...]]], *, repository: str | None) -> None:
+        """One transaction (or a part of this thread's batch), see `_commit`."""
+        items = list(statements)
+        pending = getattr(self._batches, "pending", None)
+        if pending is not None:
+            pending.append((items, repository))
+            return
+        self._commit(items, repository=repository)
+
+    def _commit(self, items: list[tuple[str, tuple[object, ...]]], *, repository: str | None) -> None:
         """One transaction, the memo's generation changed before it begins and after it ends (`cache/memo.py`).
 
         `repository`: the one whose answers the transaction changes; None when it may change any repository's.
         """
-        items = list(statements)
 
         def run() -> None:
             db = self._connection()
