@@ -35,8 +35,8 @@ KEPT = 8
 _SEEN = 256
 _LOCK = RLock()  # per-process: guards _kept (threads of one call may open and close indexes)
 _Identity = tuple[int, int, int, int, int]
-# per-process: keyed by the index file's path; used again only while the file's identity is the one kept with it
-_kept: OrderedDict[str, tuple[_Identity, Any]] = OrderedDict()
+# used again only while the file's identity (st_dev, st_ino, size, mtime, directory owner) is the one kept with it
+_kept: OrderedDict[str, tuple[_Identity, Any]] = OrderedDict()  # per-process: keyed by the index file's path
 _closed: OrderedDict[str, None] = OrderedDict()  # per-process: keyed by index path; paths closed before (at most _SEEN)
 
 

@@ -34,8 +34,8 @@ MAX_TOTAL = 16 << 20
 _LOCK = Lock()  # per-process: guards _layers
 _Kept = tuple[tuple[Member, bytes], ...]
 _Identity = tuple[int, int, int, int, int]
-# per-process: keyed by the layer's digest; the blob file's identity when verified, and what its tar stream gave
-_layers: OrderedDict[str, tuple[_Identity, _Kept]] = OrderedDict()
+# the blob file's identity when it verified, and what its tar stream gave
+_layers: OrderedDict[str, tuple[_Identity, _Kept]] = OrderedDict()  # per-process: keyed by the layer's digest
 _FIELDS = ("name", "linkname", "type", "mode", "size", "mtime", "sparse", "header_bytes")
 
 

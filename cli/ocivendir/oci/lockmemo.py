@@ -26,8 +26,8 @@ __all__ = ["SIZE", "images_lock", "rewritten"]
 SIZE = 16
 _LOCK = Lock()  # per-process: guards the two memos below
 _parsed: OrderedDict[bytes, ImagesLock] = OrderedDict()  # per-process: keyed by sha256 of the images.yml bytes
-# per-process: keyed by sha256 of the repository and every entry's image and annotations
-_rewritten: OrderedDict[bytes, bytes] = OrderedDict()
+# the key: sha256 of the repository and every entry's image and annotations
+_rewritten: OrderedDict[bytes, bytes] = OrderedDict()  # per-process: keyed by sha256 of repository and entries
 
 
 def _sha(parts: list[str]) -> bytes:

@@ -35,10 +35,10 @@ DEFAULT_EXPIRY = 60.0
 _KEY = os.urandom(32)  # per-process: the fingerprints' HMAC key, never written anywhere
 _LOCK = Lock()  # per-process: guards the two memos below
 _clock = time.monotonic
-# per-process: keyed by (registry host, credential fingerprint); the challenge that host answered for that credential
-_challenges: OrderedDict[tuple[str, str], Known] = OrderedDict()
-# per-process: keyed by (registry host, realm, service, scope, credential fingerprint); a token and its monotonic expiry
-_tokens: OrderedDict[tuple[str, str, str, str, str], tuple[str, float]] = OrderedDict()
+# the challenge a registry host answered for a credential (known by its fingerprint)
+_challenges: OrderedDict[tuple[str, str], Known] = OrderedDict()  # per-process: keyed by (host, credential fingerprint)
+# a bearer token and its monotonic expiry, by (host, realm, service, scope, credential fingerprint)
+_tokens: OrderedDict[tuple[str, ...], tuple[str, float]] = OrderedDict()  # per-process: keyed by host..fingerprint
 
 
 class Known:
