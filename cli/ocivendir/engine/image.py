@@ -132,7 +132,7 @@ def _apply(content: Content, layer: Descriptor, dest: str, policy: TreePolicy, s
     with content.store.open_verified(layer.digest, layer.size, what) as reader:
         stream = layer_stream(reader, layer.media_type, what)
         archive = replay.Recording(stream) if layer.size <= replay.MAX_LAYER else None
-        apply_layer(archive or stream, dest, policy=policy, stats=stats, what=what)
+        apply_layer(stream if archive is None else archive, dest, policy=policy, stats=stats, what=what)
     if archive is not None:  # the whole blob verified: what it gave may be replayed
         replay.remember(key, blob, archive.kept())
 
