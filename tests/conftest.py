@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from ocivendir.commands import main
+from ocivendir.fs import replay
+from ocivendir.registry import authmemo
 from tests.support import registry as registry_support
 from tests.support.builders import Pusher
 from tests.support.server import ServerPlace, program
@@ -65,6 +67,13 @@ def isolated_env(
     monkeypatch.delenv("DOCKER_CONFIG", raising=False)
     monkeypatch.delenv("NO_COLOR", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_memos() -> None:
+    """Each test starts as a fresh process does: no challenge, token or layer kept from an earlier test's calls."""
+    authmemo.forget_all()
+    replay.forget_all()
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,10 @@ import errno
 import json
 import os
 import time
-from threading import RLock
+from contextlib import contextmanager
+from threading import RLock, local
 
+from ocivendir.cache import opened
 from ocivendir.cache.grants import is_principal
 from ocivendir.cache.memo import Memo, bump, generation, state
 from ocivendir.cache.rows import (
@@ -54,6 +56,9 @@ SCHEMA_VERSION = 3
 # a ref's last_used is written again only once it is this old: a warm run (kapp-controller syncs every App every
 # 30 s or more) writes nothing, and least-recently-used order keeps a ten-minute grain
 TOUCH_INTERVAL = 600.0
+# a tag's answer is written again only when it changed or is this old: a warm tag run writes nothing, and
+# --stale-if-error's age of an unchanged answer is at most this much more than the time of its last HEAD
+TAG_REFRESH = 60.0
 _BUSY_RETRIES = 20
 _SQLITE_FULL, _SQLITE_IOERR = 13, 10  # primary result codes: no space, and an I/O error (a -shm it cannot extend)
 _REFUSED = frozenset({8, 10, 14})  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN: what a read-only mount gives
@@ -124,6 +129,7 @@ class CacheIndex:
         self.path = path = pure(path)
         self._clock = clock
         self._lock = RLock()
+        self._batches = local()  # this thread's batch of writes (`batch`)
         self._sqlite3: ModuleType | None = None
         self._db: Any = None  # the sqlite3 Connection, once opened
         self._wrote = False
@@ -156,8 +162,10 @@ class CacheIndex:
                 import sqlite3  # noqa: PLC0415 - only when the read memo cannot answer
 
                 self._sqlite3 = sqlite3
+                self._db = opened.take(self.path)  # this process's connection from an earlier call, still valid
                 try:
-                    self._open(self.path)
+                    if self._db is None:
+                        self._open(self.path)
                 except CacheUnwritable as exc:
                     self._unwritable = exc
                     self._open_read_only()
@@ -254,10 +262,10 @@ class CacheIndex:
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
 
     def close(self) -> None:
-        """Close the connection, then keep what this run read from SQLite in the memo (when it wrote nothing)."""
+        """Leave the connection to `cache/opened.py`, then keep what this run read from SQLite in the memo."""
         with self._lock:
             if self._db is not None:
-                self._db.close()
+                opened.keep(self.path, self._db)  # open for this process's next call on the same file
                 self._db = None
             self._memo.save(wrote=self._wrote)
 
@@ -286,12 +294,42 @@ class CacheIndex:
         """Whether a ref's last use was recorded less than TOUCH_INTERVAL ago (then recording it again is skipped)."""
         return 0.0 <= self.now - row.last_used < TOUCH_INTERVAL
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The writes this thread makes inside the block are committed together at its end, in one transaction.
+
+        For what one step of a call records at once (a manifest's possession and grant, a tag's answer); reads inside
+        the block do not see them yet. What was queued is committed when the block raises too, as it would have been
+        write by write. A batch inside a batch is part of the outer one.
+        """
+        if getattr(self._batches, "pending", None) is not None:
+            yield
+            return
+        pending: list[tuple[list[tuple[str, tuple[object, ...]]], str | None]] = []
+        self._batches.pending = pending
+        try:
+            yield
+        finally:
+            self._batches.pending = None
+            if pending:
+                repositories = {repository for _, repository in pending}
+                self._commit([item for items, _ in pending for item in items],
+                             repository=repositories.pop() if len(repositories) == 1 else None)  # fmt: skip
+
     def _write(self, statements: Iterable[tuple[str, tuple[object, ...]]], *, repository: str | None) -> None:
+        """One transaction (or a part of this thread's batch), see `_commit`."""
+        items = list(statements)
+        pending = getattr(self._batches, "pending", None)
+        if pending is not None:
+            pending.append((items, repository))
+            return
+        self._commit(items, repository=repository)
+
+    def _commit(self, items: list[tuple[str, tuple[object, ...]]], *, repository: str | None) -> None:
         """One transaction, the memo's generation changed before it begins and after it ends (`cache/memo.py`).
 
         `repository`: the one whose answers the transaction changes; None when it may change any repository's.
         """
-        items = list(statements)
         if self._unwritable is not None:
             self._reopen()
 
@@ -463,8 +501,20 @@ class CacheIndex:
         return decoded("verdicts", bundle_ref, lambda row: verdict_row(bundle_ref, row), rows[0]) if rows else None
 
     def put_verdict(self, bundle_ref: str, *, relocated: bool, method: str, missing: Iterable[str]) -> None:
-        """Record a verdict reached now."""
-        params = (bundle_ref, int(relocated), method, None, json.dumps(list(missing)), self.now)
+        """Record a verdict reached now; nothing is written when a positive one is recorded the same already.
+
+        A positive verdict is trusted whatever its age, so rewriting it changes nothing; a negative one is rewritten,
+        as its time starts the recheck period again.
+        """
+        missing = list(missing)
+        known = self.verdict(bundle_ref)
+        if (
+            relocated
+            and known is not None
+            and (known.relocated, known.method, known.missing) == (relocated, method, tuple(missing))
+        ):
+            return
+        params = (bundle_ref, int(relocated), method, None, json.dumps(missing), self.now)
         self._write([(_PUT_VERDICT, params)], repository=_repository(bundle_ref))
 
     def put_locations(self, bundle_ref: str, digest: Digest) -> None:
@@ -482,11 +532,14 @@ class CacheIndex:
 
     def scheme_for(self, host: str) -> str | None:
         """The scheme that last worked for a host: `https` or `http`, anything else is ignored (and overwritten)."""
-        rows = self._rows("SELECT scheme FROM schemes WHERE host = ?", (host,))
+        sql = "SELECT scheme FROM schemes WHERE host = ?"
+        rows = self._asked(host, f"scheme {host}", 1, lambda: self._rows(sql, (host,)))
         return decoded("schemes", host, scheme_value, rows[0][0]) if rows else None
 
     def remember_scheme(self, host: str, scheme: str) -> None:
-        """Record the scheme that worked for a host."""
+        """Record the scheme that worked for a host (nothing is written when it is recorded already)."""
+        if self.scheme_for(host) == scheme:
+            return
         sql = "INSERT OR REPLACE INTO schemes(host, scheme, checked_at) VALUES (?,?,?)"
         self._write([(sql, (host, scheme, self.now))], repository=None)  # rare: once per host
 
@@ -527,13 +580,23 @@ class CacheIndex:
         return frozenset(found)
 
     def possess(self, repository: str, digests: Iterable[Digest]) -> None:
-        """Record that `repository` served these digests' bytes and they verified."""
+        """Record that `repository` served these digests' bytes and they verified (those not recorded yet)."""
+        wanted = list(dict.fromkeys(digests))
+        new = [d for d in wanted if d not in self.held(repository, wanted)] if wanted else []
+        if not new:
+            return
         now = self.now
         sql = "INSERT OR REPLACE INTO possession(repository, digest, fetched_at) VALUES (?,?,?)"
-        self._write(((sql, (repository, str(d), now)) for d in digests), repository=repository)
+        self._write(((sql, (repository, str(d), now)) for d in new), repository=repository)
 
     def put_tag(self, ref: str, digest: Digest) -> None:
-        """Record a tag's answer (used only by --stale-if-error, whose age limit is measured from it)."""
+        """Record a tag's answer (used only by --stale-if-error, whose age limit is measured from it).
+
+        The same answer recorded less than TAG_REFRESH ago is not written again.
+        """
+        known = self.tag(ref)
+        if known is not None and known[0] == digest and 0.0 <= self.now - known[1] < TAG_REFRESH:
+            return
         sql = "INSERT OR REPLACE INTO tags(ref, digest, resolved_at) VALUES (?,?,?)"
         self._write([(sql, (ref, str(digest), self.now))], repository=_repository(ref))
 

@@ -13,12 +13,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ocivendir.cache import opened
 from ocivendir.cache.index import CacheIndex
 from ocivendir.cache.rows import BadRow, BlobRow, decoded, digest_ref, digest_value
 from ocivendir.cache.store import BlobStore
 from ocivendir.cache.tidy import tidy
 from ocivendir.errors import CacheError, OcivendirError
 from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.fs.paths import pure
 from ocivendir.fs.swap import remove_tree
 from ocivendir.oci.manifest import Manifest, parse_config, parse_manifest
 from ocivendir.oci.reference import Digest, parse_reference
@@ -65,6 +67,7 @@ def verify(store: BlobStore, index: CacheIndex, *, repair: bool = False, exclusi
 
 def remove_index_files(root: str | os.PathLike[str]) -> None:
     """Remove an unusable `index.db` (and its WAL and journal files), whatever is in their place."""
+    opened.discard(pure(os.path.join(root, "index.db")))
     for name in INDEX_FILES:
         remove_tree(os.path.join(root, name))
 

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from ocivendir.errors import ConfigError, UsageError, os_reason
+from ocivendir.vendir.memos import dumped, parsed  # at import: the resident server preloads this module with it
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,12 +93,11 @@ def run_sync(flags: SyncFlags, start: Callable[[], Run]) -> None:
     from ocivendir.engine.sync import SyncOptions  # noqa: PLC0415
     from ocivendir.engine.sync import sync as engine_sync  # noqa: PLC0415
     from ocivendir.fs.paths import pure  # noqa: PLC0415
-    from ocivendir.vendir.config import parse_stream  # noqa: PLC0415
 
     _chdir(flags.chdir)
     run = start()
     files, directories, locked = split_values(flags.files), split_values(flags.directories), flags.locked
-    stream = parse_stream(read_inputs(files or [DEFAULT_FILE], sys.stdin))
+    stream = parsed(read_inputs(files or [DEFAULT_FILE], sys.stdin))
     config, has_local, previous, tags = _prepare(run, stream.config, directories, pure(flags.lock_file), locked)
     settings = run.settings
     options = SyncOptions(stream=stream, cwd=os.getcwd(), previous_lock=previous, locked=locked, lazy=flags.lazy,
@@ -109,7 +109,7 @@ def run_sync(flags: SyncFlags, start: Callable[[], Run]) -> None:
         outcome = engine_sync(options, config, content, lock_dir, tags)
         requests, warnings = content.requests, tuple(content.warnings)
     lock = outcome.lock.merged_into(previous) if directories and previous is not None else outcome.lock
-    lock_bytes = lock.dump()  # once: the block, the file and the result all carry these bytes
+    lock_bytes = dumped(lock)  # once: the block, the file and the result all carry these bytes
     _finish(run, lock_bytes, flags.lock_file, has_local)
     from ocivendir.results import SyncResult  # noqa: PLC0415
 

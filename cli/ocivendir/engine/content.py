@@ -12,7 +12,7 @@ The registry client is created lazily through a factory, so a warm cached run ne
 from __future__ import annotations
 
 import hashlib
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from threading import Lock
 
@@ -259,13 +259,18 @@ class Content:
         except Transient as exc:
             exc.hint = f"{exc.hint} {TAG_NEEDS_REGISTRY}" if exc.hint else TAG_NEEDS_REGISTRY
             return self._stale_answer(ref, exc)
-        self.grants.record(ref.repository, resolved.digest)  # the tag's HEAD just proved access
-        if resolved.raw is not None:
-            self.store.admit_bytes(resolved.digest, resolved.raw)  # the repository served them: verified, possessed
-            self._possess(ref.repository, (resolved.digest,))
-        if (index := self.index) is not None:
-            best_effort(lambda: index.put_tag(str(ref), resolved.digest), f"the answer for {ref}")
+        with self._batch():  # what the answer proved, in one transaction
+            self.grants.record(ref.repository, resolved.digest)  # the tag's HEAD just proved access
+            if resolved.raw is not None:
+                self.store.admit_bytes(resolved.digest, resolved.raw)  # the repository served them: verified, possessed
+                self._possess(ref.repository, (resolved.digest,))
+            if (index := self.index) is not None:
+                best_effort(lambda: index.put_tag(str(ref), resolved.digest), f"the answer for {ref}")
         return resolved.digest
+
+    def _batch(self) -> AbstractContextManager[None]:
+        """The index's batch of writes (one transaction), or nothing without an index."""
+        return self.index.batch() if self.index is not None else nullcontext()
 
     def _stale_answer(self, ref: Reference, exc: Transient) -> Digest:
         """--stale-if-error: a tag's last recorded answer, if young enough, when the registry cannot answer.
@@ -301,8 +306,9 @@ class Content:
         def fetch() -> bytes:
             raw = self.client().get_manifest(repo.at(digest))[0]
             if sha256_digest(raw) == digest:  # admit_fetched refuses anything else
-                self._possess(repo, (digest,))
-                self.grants.record(repo, digest)  # under the digest's lock: a process waiting on it reuses these
+                with self._batch():  # under the digest's lock: a process waiting on it reuses these
+                    self._possess(repo, (digest,))
+                    self.grants.record(repo, digest)
             return raw
 
         raw, fetched = self.store.admit_fetched(digest, fetch, lambda: self._granted(repo, digest))

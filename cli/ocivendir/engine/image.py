@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ocivendir.engine.content import Content
 from ocivendir.errors import DigestMismatch, IndexNotSupported, UnsupportedMediaType
+from ocivendir.fs import replay
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer
 from ocivendir.fs.limits import Tally, check_declared
 from ocivendir.fs.remove import remove_tree
@@ -122,9 +123,18 @@ def layer_stream(stream: Readable, media_type: str, what: str) -> Readable:
 
 def _apply(content: Content, layer: Descriptor, dest: str, policy: TreePolicy, stats: ExtractStats,
            what: str) -> None:  # fmt: skip
+    """Apply a cached layer: from what this process kept of it (`fs/replay.py`), else read and verified from disk."""
+    key, blob = str(layer.digest), content.store.path(layer.digest)
+    kept = replay.recall(key, blob)
+    if kept is not None:
+        apply_layer(kept, dest, policy=policy, stats=stats, what=what)
+        return
     with content.store.open_verified(layer.digest, layer.size, what) as reader:
         stream = layer_stream(reader, layer.media_type, what)
-        apply_layer(stream, dest, policy=policy, stats=stats, what=what)
+        archive = replay.Recording(stream) if layer.size <= replay.MAX_LAYER else None
+        apply_layer(stream if archive is None else archive, dest, policy=policy, stats=stats, what=what)
+    if archive is not None:  # the whole blob verified: what it gave may be replayed
+        replay.remember(key, blob, archive.kept())
 
 
 def _clear(directory: str) -> None:

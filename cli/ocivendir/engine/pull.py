@@ -20,9 +20,10 @@ from ocivendir.fs.paths import absolute, pure, split
 from ocivendir.fs.swap import STAGE, new_sibling, remove_tree, swap_in
 from ocivendir.fs.swapping import recover
 from ocivendir.fs.tarread import TarReader
-from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations, parse_images_lock
+from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations
+from ocivendir.oci.lockmemo import images_lock, rewritten
 from ocivendir.oci.reference import Digest, Reference, Repository, parse_reference
-from ocivendir.oci.relocation import locations_ref, rewrite
+from ocivendir.oci.relocation import locations_ref
 from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutcome
 
 TYPE_CHECKING = False
@@ -97,7 +98,7 @@ def read_images_lock(root: str | os.PathLike[str]) -> tuple[ImagesLock, str]:
     path = os.path.join(pure(root), ".imgpkg", "images.yml")
     try:
         with open(path, "rb") as handle:
-            return parse_images_lock(handle.read()), path
+            return images_lock(handle.read()), path
     except FileNotFoundError:
         raise ImagesLockError(f"Reading path {path}: open {path}: no such file or directory") from None
 
@@ -107,7 +108,7 @@ def settle_bundle(content: Content, image: FetchedImage, root: str, *, recheck: 
     lock, path = read_images_lock(root)
     decision = decide(content, image.repo, image.digest, lock, recheck_seconds=recheck)
     if decision.relocated:
-        data = rewrite(lock, image.repo)
+        data = rewritten(lock, image.repo)
         with open(path, "r+b") as handle:  # in place, like imgpkg's WriteFile: the extracted mode stays
             handle.write(data)
             handle.truncate()

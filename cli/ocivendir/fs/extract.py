@@ -236,13 +236,13 @@ class _Layer:
 
 
 def apply_layer(
-    stream: Readable, stage: str | os.PathLike[str], *, policy: TreePolicy, stats: ExtractStats, what: str
+    stream: Readable | TarReader, stage: str | os.PathLike[str], *, policy: TreePolicy, stats: ExtractStats, what: str
 ) -> None:
-    """Apply one uncompressed tar stream on top of `stage`, in OCI changeset order."""
+    """Apply one uncompressed tar stream (or a tar reader over one) on top of `stage`, in OCI changeset order."""
     layer = _Layer(pure(stage), policy, stats, what)
     stats.layer_paths = set()
     stats.layer_parents = set()
-    archive = TarReader(stream)
+    archive = stream if isinstance(stream, TarReader) else TarReader(stream)
     try:
         for member in archive:
             _apply_member(layer, archive, member)

@@ -138,12 +138,13 @@ def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str], old: 
     """Put `stage` in place of `target`; return where the old tree now is (`old`, else a fresh `-old-` sibling).
 
     On Linux the two trees are exchanged in one step; elsewhere the old tree is renamed aside first and renamed
-    back if the second rename fails.
+    back if the second rename fails. The swap is atomic for every process, and not made durable: the tree's files are
+    not fsynced (nor are vendir's and imgpkg's), so an fsync of the parent would make lasting only names whose bytes
+    a power loss may still take, at the price of a journal commit on every warm call.
     """
     stage, target = os.fspath(stage), os.fspath(target)
     if not os.path.lexists(target):
         os.rename(stage, target)
-        fsync_dir(split(target)[0])
         return None
     old = old or new_sibling(target, OLD)
     if exchange(stage, target):
@@ -155,5 +156,4 @@ def swap_in(stage: str | os.PathLike[str], target: str | os.PathLike[str], old: 
         except BaseException:
             os.rename(old, target)
             raise
-    fsync_dir(split(target)[0])
     return old

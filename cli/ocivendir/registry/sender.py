@@ -12,6 +12,7 @@ import contextlib
 from threading import Lock
 
 from ocivendir.errors import Denied, NotFound, RateLimited, RegistryError, Transient, Unauthorized
+from ocivendir.registry import authmemo
 from ocivendir.registry.challenge import parse_challenge
 from ocivendir.registry.credentials import Credential
 from ocivendir.registry.endpoints import EndpointWalker, Unreachable
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
     from ocivendir.registry.transport import Response, SchemeMemory
     from ocivendir.results import RequestStats
+
+    _Learned = tuple[authmemo.Known, tuple[str, object, float] | None]  # a challenge, and a token with its expiry
 
     class CredentialLookup(Protocol):
         """Credentials for a host and repository path; `mirror` when the host stands in for another registry."""
@@ -119,8 +122,29 @@ class Sender:
                 self._credential_cache[key] = cached
         return cached
 
-    def _authorize(self, endpoint: Endpoint, challenge: str, what: str) -> str:
+    def _remembered(self, endpoint: Endpoint) -> str | None:
+        """The header an earlier call of this process learned to send `endpoint`'s host with this credential.
+
+        Basic (and a static registry token) when the host answered Basic (Bearer); a bearer token while it is valid.
+        A host never challenged in this process costs no credential lookup (a helper is a subprocess).
+        """
+        if not authmemo.challenged(endpoint.host):
+            return None
+        credential = self._credential(endpoint)
+        found = authmemo.known(endpoint.host, credential)
+        if found is None:
+            return None
+        if found.scheme == "basic":
+            return basic_auth(credential.username, credential.password)
+        if credential.registry_token:
+            return f"Bearer {credential.registry_token}"
+        token = authmemo.token(endpoint.host, found, _scope(endpoint), credential)
+        return None if token is None else f"Bearer {token}"
+
+    def _authorize(self, endpoint: Endpoint, challenge: str, what: str) -> tuple[str, _Learned]:
+        """The header answering `challenge`, and what to remember of it once the registry accepts it."""
         parsed = parse_challenge(challenge)
+        known = authmemo.Known(parsed.scheme, parsed.realm, parsed.service)
         scheme = parsed.scheme
         credential = self._credential(endpoint)
         if scheme == "basic":
@@ -129,7 +153,7 @@ class Sender:
                     f"{what}: {endpoint.name} requires authentication and no credentials were found",
                     hint="set IMGPKG_REGISTRY_*, log in to the docker config, or give registries.yaml an auth entry",
                 )
-            return basic_auth(credential.username, credential.password)
+            return basic_auth(credential.username, credential.password), (known, None)
         if not scheme:
             raise Unauthorized(f"{what}: {endpoint.name} answered 401 with no authentication challenge, on /v2/ too")
         if scheme != "bearer":
@@ -138,18 +162,21 @@ class Sender:
             if not header_token(credential.registry_token):
                 raise Unauthorized(f"{what}: the registry token for {endpoint.name} has characters an Authorization "
                                    "header cannot carry (spaces, control characters or non-ASCII text)")  # fmt: skip
-            return f"Bearer {credential.registry_token}"
+            return f"Bearer {credential.registry_token}", (known, None)
         realm = parsed.realm
         if not realm:
             raise Unauthorized(f"{what}: {endpoint.name} sent a Bearer challenge without a realm")
         if not _usable_realm(realm):
             raise Unauthorized(f"{what}: {endpoint.name} sent a Bearer challenge with an unusable realm {realm!r}")
-        return f"Bearer {self._fetch_token(endpoint, realm, parsed.service, credential, what)}"
+        asked_at = authmemo.now()
+        token, expires_in = self._fetch_token(endpoint, realm, parsed.service, credential, what)
+        return f"Bearer {token}", (known, (token, expires_in, asked_at))
 
     def _fetch_token(
         self, endpoint: Endpoint, realm: str, service: str | None, credential: Credential, what: str
-    ) -> str:
-        form = {"scope": f"repository:{endpoint.path}:pull", "service": service or ""}
+    ) -> tuple[str, object]:
+        """A token from the realm, and its `expires_in` as the token endpoint sent it (None when absent)."""
+        form = {"scope": _scope(endpoint), "service": service or ""}
         basic = (credential.username, credential.password) if credential.username else None
         if credential.identity_token:
             form |= {"grant_type": "refresh_token", "refresh_token": credential.identity_token}
@@ -168,7 +195,7 @@ class Sender:
             token = None
         if not isinstance(token, str) or not header_token(token):
             raise RegistryError(f"{what}: token endpoint {realm} sent no usable token")  # no text a header can carry
-        return token
+        return token, body.get("expires_in")
 
     def _send_once(
         self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], *, stream: bool, what: str
@@ -176,21 +203,27 @@ class Sender:
         key = (endpoint.host, endpoint.path)
         with self._lock:
             auth = self._auth_headers.get(key)
+        remembered = auth is None and (auth := self._remembered(endpoint)) is not None
         sent = dict(headers)
         if auth:
             sent["Authorization"] = auth
         response = self._raw(method, endpoint, path, sent, stream=stream, what=what)
         if response.status_code != 401:  # noqa: PLR2004
+            if remembered:
+                with self._lock:
+                    self._auth_headers[key] = auth  # type: ignore[assignment] # set: `remembered` says so
             return response
         self._stats.challenge()
         _challenged_elsewhere(response, endpoint, what)
-        if auth:
+        if remembered:  # what an earlier call learned no longer holds: the challenge, as if nothing were known
+            authmemo.forget(endpoint.host, self._credential(endpoint))
+        elif auth:
             self._refused(response, endpoint, what)
         challenge = response.headers.get("WWW-Authenticate", "")
         response.close()
         if not challenge:  # some registries and proxies challenge only on /v2/, as go-containerregistry expects
             challenge = self._ping(endpoint, what)
-        header = self._authorize(endpoint, challenge, what)
+        header, learned = self._authorize(endpoint, challenge, what)
         with self._lock:
             self._auth_headers[key] = header
         sent["Authorization"] = header
@@ -198,7 +231,17 @@ class Sender:
         if response.status_code == 401:  # noqa: PLR2004
             _challenged_elsewhere(response, endpoint, what)
             self._refused(response, endpoint, what)
+        self._learn(endpoint, learned)
         return response
+
+    def _learn(self, endpoint: Endpoint, learned: _Learned) -> None:
+        """The registry accepted the header: the process remembers the challenge (and the token) for later calls."""
+        known, token = learned
+        credential = self._credential(endpoint)
+        authmemo.learn(endpoint.host, credential, known)
+        if token is not None:
+            value, expires_in, asked_at = token
+            authmemo.learn_token(endpoint.host, known, _scope(endpoint), credential, value, expires_in, asked_at)
 
     @staticmethod
     def _refused(response: Response, endpoint: Endpoint, what: str) -> NoReturn:
@@ -289,6 +332,11 @@ class Sender:
         if status >= 500:  # noqa: PLR2004
             return Transient(f"{what}: the registry answered {status} ({detail})")
         return RegistryError(f"{what}: the registry answered {status} ({detail})")
+
+
+def _scope(endpoint: Endpoint) -> str:
+    """The token scope a request to `endpoint` needs: pull access to its repository."""
+    return f"repository:{endpoint.path}:pull"
 
 
 def _route(endpoint: Endpoint) -> Route:

@@ -1,0 +1,122 @@
+"""A process serving calls lays a small cached layer down from memory: the same tree, and damage still found.
+
+Each pull runs in this one process (`in_process`, as a reused worker runs them); trees are compared byte for byte,
+with modes and mtimes. A spy counts the blob reads that are verified (`BlobStore.open_verified`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ocivendir.cache.store import BlobStore
+from ocivendir.fs import replay
+from ocivendir.fs.tarread import Member
+from tests.conftest import run_cli
+from tests.support.builders import Pusher, make_image
+from tests.support.registry import Registry
+
+FILES = {"config/app.yml": "app: demo\n", "README.md": "sample\n", "bin/run.sh": "#!/bin/sh\n"}
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every entry under root: mode and, for files, mtime (ns) and bytes (a directory's mtime is when it was made)."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        regular = stat.S_ISREG(info.st_mode)
+        found[str(path.relative_to(root))] = (info.st_mode, info.st_mtime_ns if regular else 0,
+                                              path.read_bytes() if regular else b"")  # fmt: skip
+    return found
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The blobs read (and verified) from the cache's files."""
+    seen: list[str] = []
+    opened = BlobStore.open_verified
+
+    def counted(store: BlobStore, digest: object, size: int, what: str) -> object:
+        seen.append(str(digest))
+        return opened(store, digest, size, what)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BlobStore, "open_verified", counted)
+    return seen
+
+
+def _pull(ref: str, out: Path, cache: Path) -> None:
+    done = run_cli("pull", "-i", ref, "-o", str(out), "--cache-dir", str(cache))
+    assert done.exit_code == 0, done.stderr
+
+
+@pytest.mark.in_process
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_a_replayed_layer_lays_down_the_very_tree_a_read_one_does(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, reads: list[str], umask: int
+) -> None:
+    image = make_image(FILES)
+    ref = pusher.image(f"{repo_prefix}/img", image)
+    cache = tmp_path / "cache"
+    _pull(ref, tmp_path / "cold", cache)
+    old = os.umask(umask)
+    try:
+        _pull(ref, tmp_path / "read", cache)  # from the cache's file: kept
+        replay.forget_all()
+        _pull(ref, tmp_path / "read-again", cache)
+        layer_reads = len(reads)
+        _pull(ref, tmp_path / "replayed", cache)
+    finally:
+        os.umask(old)
+    assert len(reads) == layer_reads  # no layer read from disk
+    replayed = _tree(tmp_path / "replayed")
+    assert replayed == _tree(tmp_path / "read-again") == _tree(tmp_path / "read")
+    assert replayed["config/app.yml"][0] & 0o777 == 0o666 & ~umask
+
+
+@pytest.mark.in_process
+def test_a_blob_damaged_after_it_was_kept_is_read_again_and_its_damage_found(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, reads: list[str]
+) -> None:
+    image = make_image(FILES)
+    ref = pusher.image(f"{repo_prefix}/img", image)
+    cache = tmp_path / "cache"
+    _pull(ref, tmp_path / "one", cache)
+    _pull(ref, tmp_path / "two", cache)
+    layer = next(path for path in (cache / "blobs/sha256").iterdir() if path.name in {d.split(":")[1] for d in reads})
+    data = layer.read_bytes()
+    layer.chmod(0o600)
+    layer.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size, same inode
+    before = len(reads)
+    done = run_cli("pull", "-i", ref, "-o", str(tmp_path / "three"), "--cache-dir", str(cache), "--offline")
+    assert len(reads) > before  # read from disk again
+    assert done.exit_code != 0  # offline: the damaged blob is found and cannot be fetched again
+    assert "mismatch" in done.stderr.lower() or "corrupt" in done.stderr.lower(), done.stderr
+    assert not (tmp_path / "three").exists()
+
+
+def test_what_is_kept_is_bounded_and_members_are_never_shared() -> None:
+    replay.forget_all()
+    blob = Path(__file__)
+    member_data = b"x" * (replay.MAX_LAYER // 2)
+    for number in range(replay.MAX_TOTAL // len(member_data) + 3):
+        replay.remember(
+            f"layer{number}", str(blob), ((Member("a", "", b"0", 0o644, len(member_data), 0), member_data),)
+        )
+    assert replay.recall("layer0", str(blob)) is None  # the least recently used went first
+    kept = replay.recall(f"layer{number}", str(blob))
+    assert kept is not None
+    first = kept.next()
+    again = replay.recall(f"layer{number}", str(blob))
+    assert again is not None
+    second = again.next()
+    assert first is not None
+    assert second is not None
+    assert first is not second
+    first.name = "changed"
+    assert second.name == "a"
+    os.utime(blob)  # the file is not the one kept with it any more
+    assert replay.recall(f"layer{number}", str(blob)) is None
+    replay.forget_all()
