@@ -121,6 +121,8 @@ def _own_description() -> dict[str, str] | None:
         return describe("self")
     except FileNotFoundError:
         return None
+    except OSError:
+        return {"credentials": "unreadable"}  # /proc is there but says nothing of us: no caller matches
 
 
 _OWN = _own_description()  # read once, in the server before its first fork: a worker has the server's credentials
