@@ -174,6 +174,39 @@ def test_a_server_starts_with_a_scrubbed_environment_and_an_isolated_interpreter
     assert cmdline[1] in {b"-EsP", b"-EP"}  # no PYTHON* variable read, no script directory on sys.path
 
 
+_AUDIT_HOOK = """
+import os, sys
+def spy(event, args):
+    if event == "os.putenv" and args[0] == b"IMGPKG_REGISTRY_PASSWORD_0":
+        with open({marker!r}, "a") as marker:
+            marker.write(f"{{os.getpid()}} saw {{args[1]!r}}\\n")
+sys.addaudithook(spy)
+"""
+
+
+def test_a_server_started_by_hand_restarts_without_what_its_environment_planted(place: ServerPlace,
+                                                                                tmp_path: Path) -> None:  # fmt: skip
+    """`server start --foreground` with a PYTHONPATH whose sitecustomize hooks every later call's environment."""
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    marker = tmp_path / "marker"
+    (planted / "sitecustomize.py").write_text(_AUDIT_HOOK.format(marker=str(marker)))
+    server = subprocess.Popen([str(console_script()), "server", "start", "--foreground"], stderr=subprocess.DEVNULL,
+                              env=place.env(PYTHONPATH=str(planted), IMGPKG_PASSWORD="secret"))  # fmt: skip
+    try:
+        place.wait_for(lambda: place.status() != {})
+        code, _out, err = run([], place, program(tmp_path / "bin", "vendir"), "version", "--debug", cwd=tmp_path,
+                              IMGPKG_REGISTRY_PASSWORD_0="pw")  # fmt: skip
+        assert (code, "running in-process" in err) == (0, False)
+        assert not marker.exists()  # the served call's environment reached no hook
+        environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
+        assert not [entry for entry in environ if entry.startswith((b"PYTHON", b"IMGPKG_"))]
+        assert place.status()["pid"] == server.pid  # the same process, exec'd again
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
 def _bytes(place: ServerPlace, binary: Path, cwd: Path, server: str, env: dict[str, str]) -> tuple[int, bytes, bytes]:
     done = subprocess.run([str(binary), "pull", "-i", "127.0.0.1:9/caf\u00e4:v1", "-o", "out"], capture_output=True,
                           cwd=cwd, timeout=60, check=False, env=place.env(OCIVENDIR_SERVER=server, **env))  # fmt: skip

@@ -123,6 +123,10 @@ def _start_done(directory: str, build: str) -> bool:
 def _foreground() -> None:
     import logging  # noqa: PLC0415
 
+    from ocivendir.server.spawn import restart_clean  # noqa: PLC0415
+
+    restart_clean()  # started by hand with another environment: again, scrubbed
+
     from ocivendir.fs.locks import LockBusy  # noqa: PLC0415
     from ocivendir.server.daemon import run_server  # noqa: PLC0415
     from ocivendir.server.place import Unusable, server_dir  # noqa: PLC0415

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["START_FD", "release_start", "server_argv", "spawn_detached", "start_server"]
+__all__ = ["START_FD", "release_start", "restart_clean", "server_argv", "spawn_detached", "start_server"]
 
 START_FD = 3  # where the daemon finds the start lock
 
@@ -79,6 +79,22 @@ def spawn_detached(argv: list[str], environ: Mapping[str, str], *, keep: int = -
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
+
+
+def restart_clean() -> None:
+    """In a server started by hand: exec itself again as `start_server` would have started it, unless it was.
+
+    So no server keeps what its starter's environment planted (a sitecustomize's hooks, a preloaded library) or its
+    credentials; the pid, the start lock on START_FD and the command stay. The frozen build is left as it is: its
+    bootloader adds variables of its own, and the clients start it scrubbed already.
+    """
+    if getattr(sys, "frozen", False):
+        return
+    clean = server_environment(os.environ)
+    if os.environ == clean and sys.flags.ignore_environment:
+        return
+    argv = server_argv()
+    os.execve(argv[0], argv, clean)  # noqa: S606 - this program itself (no loop: it then starts clean)
 
 
 def release_start(directory: str, build: str) -> None:
