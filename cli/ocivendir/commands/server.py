@@ -69,18 +69,19 @@ def _start_detached() -> None:
     from ocivendir.server.spawn import start_server  # noqa: PLC0415
 
     deadline = time.monotonic() + _START_WAIT_SECONDS
+    read, write = os.pipe2(os.O_CLOEXEC)
     try:
         directory, build = server_dir(), build_id()
         socket_path(directory, build)
-        read, write = os.pipe2(os.O_CLOEXEC)
-        try:
-            started = start_server(directory, build, stderr=write)
-        finally:
-            os.close(write)
+        started = start_server(directory, build, stderr=write)
     except Unusable as exc:
+        os.close(read)
         raise OcivendirError(f"the server directory is unusable: {exc}") from None
     except OSError as exc:
+        os.close(read)
         raise OcivendirError(f"the server cannot be started: {exc}") from None
+    finally:
+        os.close(write)
     said = _read_until_eof(read, deadline)
     if not started:
         _wait_until(lambda: _start_done(directory, build), deadline)
