@@ -4,8 +4,10 @@
  * Owns: the client side of ocivendir server protocol v1 - the mode switch (OCIVENDIR_SERVER), the socket
  * directory's resolution and checks, handing the call (argv, environment, umask, cwd, stdio and a cwd directory
  * descriptor) to a resident server's worker, relaying its exit status and the caller's SIGTERM/SIGINT/SIGHUP, the
- * detached start of a server when none runs, and the in-process fallback: execv of the build's own `ocivendir`
- * program (argv[0] kept, OCIVENDIR_SERVER=off added) whenever the server certainly did not start the call.
+ * detached start of a server when none runs (once for a burst: the build's start lock; in a scrubbed environment),
+ * and the in-process fallback: execv of the build's own `ocivendir` program (argv[0] kept, OCIVENDIR_SERVER=off
+ * added) whenever the server certainly did not start the call, or the call sets a variable that acts when a program
+ * starts (PYTHONPATH, LD_PRELOAD, ...: server/interpreter.py's lists), which no server started without it can honour.
  *
  * Needs nothing beyond glibc. Built by scripts/client.sh with -DOCIVENDIR_BUILD="<16 lowercase hex digits>".
  */
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -189,29 +192,70 @@ static _Noreturn void run_in_process(const char *reason, int set_off) {
     exit(1);
 }
 
-/* Closes every descriptor from 3 up: close_range where the kernel has it, else a loop up to RLIMIT_NOFILE. */
-static void close_from_3(void) {
+/* Closes every descriptor from `first` up: close_range where the kernel has it, else a loop up to RLIMIT_NOFILE. */
+static void close_from(int first) {
 #ifdef SYS_close_range
-    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0)
+    if (syscall(SYS_close_range, (unsigned)first, ~0u, 0u) == 0)
         return;
 #endif
     struct rlimit rl;
     long top = 1L << 20;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)top)
         top = (long)rl.rlim_cur;
-    for (long fd = 3; fd < top; fd++)
+    for (long fd = first; fd < top; fd++)
         (void)close((int)fd);
 }
 
-/* Starts `<install dir>/ocivendir server start --foreground` detached: its own session, stdio on /dev/null, no
- * other inherited descriptor, not our child (double fork; the intermediate child is reaped here). Failures are
- * ignored: the call runs in-process either way. */
-static void start_server(void) {
-    char path[PATH_MAX];
+/* What a server starts with (server/interpreter.py): its place and settings, PATH, HOME and the locale. */
+static int kept_for_server(const char *entry) {
+    static const char *const kept[] = {"PATH=", "HOME=", "TMPDIR=", "XDG_RUNTIME_DIR=", "LC_ALL=", "LC_CTYPE=",
+                                       "LANG=", NULL};
+    for (int i = 0; kept[i]; i++)
+        if (strncmp(entry, kept[i], strlen(kept[i])) == 0)
+            return 1;
+    return strncmp(entry, "OCIVENDIR_SERVER_", 17) == 0;
+}
+
+/* Starts `<install dir>/ocivendir server start --foreground` detached: its own session, stdio on /dev/null, the
+ * build's start lock on descriptor 3 and no other inherited descriptor, a scrubbed environment, not our child (double
+ * fork; the intermediate child is reaped here). The start lock (an flock on D/server-<build>.start, which the server
+ * lets go once it listens) makes the calls of a burst start one server: a call that finds it held starts none.
+ * Failures are ignored: the call runs in-process either way. */
+static void start_server(const char *dir) {
+    char path[PATH_MAX], lock_path[PATH_MAX];
     program_path(path, "ocivendir");
-    pid_t child = fork();
-    if (child < 0)
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return;
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
+        return;
+    int w = snprintf(lock_path, sizeof(lock_path), "%s/server-%s.start", dir, OCIVENDIR_BUILD);
+    if (w < 0 || (size_t)w >= sizeof(lock_path))
+        return;
+    int lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lock < 0)
+        return;
+    if (flock(lock, LOCK_EX | LOCK_NB) != 0) { /* a start is under way */
+        close(lock);
+        return;
+    }
+    size_t count = 0;
+    while (environ && environ[count])
+        count++;
+    char **env = calloc(count + 1, sizeof(char *));
+    if (!env) {
+        close(lock);
+        return;
+    }
+    for (size_t i = 0, n = 0; i < count; i++)
+        if (kept_for_server(environ[i]))
+            env[n++] = environ[i];
+    pid_t child = fork();
+    if (child < 0) {
+        free(env);
+        close(lock);
+        return;
+    }
     if (child == 0) {
         if (setsid() < 0)
             _exit(1);
@@ -224,16 +268,47 @@ static void start_server(void) {
         for (int fd = 0; fd < 3; fd++)
             if (null != fd && dup2(null, fd) < 0)
                 _exit(127);
-        close_from_3();
+        if (lock != 3 ? dup2(lock, 3) < 0 : fcntl(3, F_SETFD, 0) < 0) /* a duplicate is inheritable */
+            _exit(127);
+        close_from(4);
         if (chdir("/") != 0)
             _exit(127);
         /* argv[0] the program's path: PyInstaller's bootloader finds itself through it where /proc is absent */
         char *args[] = {path, "server", "start", "--foreground", NULL};
-        execv(path, args);
+        execve(path, args, env);
         _exit(127);
     }
     while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
     }
+    free(env);
+    close(lock);
+}
+
+/* The first variable set that acts when a program starts (server/interpreter.py), or NULL: a call that sets one runs
+ * in-process, where it applies, and never in a server started without it. */
+static const char *startup_variable(void) {
+    static const char *const prefixes[] = {"PYTHON", "LD_", "MALLOC_", "OPENSSL_", NULL};
+    static const char *const names[] = {"GLIBC_TUNABLES", "GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES",
+                                        "RES_OPTIONS", "LOCALDOMAIN", NULL};
+    static const char *const harmless[] = {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", NULL};
+    static char name[256];
+    for (size_t i = 0; environ && environ[i]; i++) {
+        const char *eq = strchr(environ[i], '=');
+        if (!eq || eq[1] == '\0' || (size_t)(eq - environ[i]) >= sizeof(name))
+            continue;
+        memcpy(name, environ[i], (size_t)(eq - environ[i]));
+        name[eq - environ[i]] = '\0';
+        int hit = 0, skip = 0;
+        for (int k = 0; prefixes[k] && !hit; k++)
+            hit = strncmp(name, prefixes[k], strlen(prefixes[k])) == 0;
+        for (int k = 0; names[k] && !hit; k++)
+            hit = strcmp(name, names[k]) == 0;
+        for (int k = 0; harmless[k] && hit && !skip; k++)
+            skip = strcmp(name, harmless[k]) == 0;
+        if (hit && !skip)
+            return name;
+    }
+    return NULL;
 }
 
 /* ---- the socket directory ------------------------------------------------------------------------------- */
@@ -513,9 +588,14 @@ int main(int argc, char **argv) {
 
     char reason[REASON_MAX];
     char dir[PATH_MAX];
+    const char *variable = startup_variable();
+    if (variable) {
+        snprintf(reason, REASON_MAX, "%.200s is set: it acts when a program starts", variable);
+        run_in_process(reason, 1);
+    }
     switch (socket_dir(dir, sizeof(dir), reason)) {
     case DIR_MISSING:
-        start_server();
+        start_server(dir);
         run_in_process(reason, 1);
         break;
     case DIR_UNUSABLE:
@@ -554,7 +634,7 @@ int main(int argc, char **argv) {
             if (err == ENOENT || err == ECONNREFUSED) {
                 snprintf(reason, REASON_MAX, "no server yet (%.400s: %s); one is starting", addr.sun_path,
                          strerror(err));
-                start_server();
+                start_server(dir);
             } else {
                 snprintf(reason, REASON_MAX, "cannot connect to %.400s: %s", addr.sun_path, strerror(err));
             }

@@ -261,8 +261,10 @@ def test_a_killed_client_closes_the_workers_connection(install: Install) -> None
 def _assert_started_detached(install: Install, client_pid: int, env: dict[str, str]) -> None:
     [start] = install.starts(expect=1)
     assert start["argv"] == [str(install.dir / "ocivendir"), "server", "start", "--foreground"]
-    assert start["env"] == [f"{k}={v}" for k, v in env.items()]  # the client's own, before the fallback's switch
-    assert start["fds"] == {"0": "/dev/null", "1": "/dev/null", "2": "/dev/null"}
+    kept = ("PATH", "HOME", "TMPDIR", "XDG_RUNTIME_DIR", "LC_ALL", "LC_CTYPE", "LANG")
+    assert start["env"] == [f"{k}={v}" for k, v in env.items() if k in kept or k.startswith("OCIVENDIR_SERVER_")]
+    lock = str(install.server_dir / f"server-{BUILD}.start")  # held until the server listens
+    assert start["fds"] == {"0": "/dev/null", "1": "/dev/null", "2": "/dev/null", "3": lock}
     assert start["ppid"] != client_pid  # not the client's child: nobody needs to reap it but init
     assert start["sid"] not in (client_pid, os.getsid(0))  # a session of its own
     assert start["sid"] != start["pid"]  # and not its leader: it can never acquire a terminal
@@ -272,7 +274,8 @@ def _assert_started_detached(install: Install, client_pid: int, env: dict[str, s
 
 def test_no_server_yet_starts_one_detached_and_runs_the_call_in_process(install: Install) -> None:
     install.server_dir.rmdir()  # D missing
-    env = install.env()
+    env = install.env(HOME="/nonexistent", LANG="C.UTF-8", IMGPKG_PASSWORD="secret", OCIVENDIR_SERVER_IDLE="1m",
+                      PYTHONDONTWRITEBYTECODE="1")  # the server gets its place, settings, PATH, HOME, locale only  # fmt: skip
     leak_read, leak_write = os.pipe()  # a descriptor the client inherits: the server must not keep it
     os.set_inheritable(leak_write, True)  # noqa: FBT003 - the stdlib signature
     try:
@@ -310,6 +313,58 @@ def test_no_server_yet_with_debug_says_so(install: Install) -> None:
                            b"is starting); running in-process\n"
                            % (str(install.server_dir).encode(), BUILD.encode(), ENOENT_TEXT.encode()))  # fmt: skip
     assert len(install.starts(expect=1)) == 1
+
+
+def test_a_burst_of_first_calls_starts_one_server(install: Install) -> None:
+    """Six calls at once with no server: all run in-process, one starts a server (the others find the start lock)."""
+    install.server_dir.rmdir()
+    processes = [install.popen() for _ in range(6)]
+    for proc in processes:
+        assert proc.communicate(timeout=30)[0] == b"in-process\n"
+    assert len(install.starts(expect=1)) == 1
+    assert len(install.runs()) == 6
+    time.sleep(0.5)  # a second start, had there been one, would have recorded itself by now
+    assert len(install.starts()) == 1
+
+
+def test_a_start_that_ended_lets_the_next_call_start_another(install: Install) -> None:
+    """The start lock dies with the process that holds it: a server that failed to start blocks no later start."""
+    install.run()
+    [first] = install.starts(expect=1)
+    os.kill(first["pid"], signal.SIGKILL)
+    for _ in range(2000):  # until it has died (a zombie holds no descriptor)
+        stat_file = Path(f"/proc/{first['pid']}/stat")
+        if not stat_file.exists() or stat_file.read_text().rsplit(")", 1)[1].split()[0] in {"Z", "X"}:
+            break
+        time.sleep(0.01)
+    install.run()
+    assert len(install.starts(expect=2)) == 2
+
+
+@pytest.mark.parametrize("variable", ["PYTHONPATH", "PYTHONIOENCODING", "PYTHONUTF8", "LD_PRELOAD", "LD_LIBRARY_PATH",
+                                      "GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "OPENSSL_CONF", "GCONV_PATH", "LOCPATH"])  # fmt: skip
+def test_a_variable_that_acts_at_start_up_runs_the_call_in_process_and_starts_nothing(
+    install: Install, tmp_path: Path, variable: str
+) -> None:
+    with fake_server(install.server_dir, BUILD, finish_with(0)) as server:
+        done = install.run(["sync", "--debug"], env=install.env(**{variable: "/x"}))
+        assert server.calls == []
+    assert done.returncode == 3
+    assert f"({variable} is set: it acts when a program starts); running in-process".encode() in done.stderr
+    assert len(install.runs()) == 1
+    missing = tmp_path / "d"
+    assert install.run(env=install.env(OCIVENDIR_SERVER_DIR=str(missing), **{variable: "/x"})).returncode == 3
+    assert not missing.exists()  # no server started for a call it could not serve
+    assert install.processes() == []
+
+
+@pytest.mark.parametrize("variable", ["PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONPATH="])
+def test_harmless_or_empty_start_up_variables_are_served(install: Install, variable: str) -> None:
+    name, _, value = variable.partition("=")
+    with fake_server(install.server_dir, BUILD, finish_with(0)) as server:
+        done = install.run(env=install.env(**{name: value or "1"} if "=" not in variable else {name: ""}))
+        assert len(server.calls) == 1
+    assert done.returncode == 0
 
 
 # ---- an unusable socket directory: in-process, no server started, none used -----------------------------------------

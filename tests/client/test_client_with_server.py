@@ -190,3 +190,23 @@ def test_a_server_of_another_build_is_never_used(place: ServerPlace, native: Pat
     assert done[0] == 0
     assert "/server-00000000000000ff.sock: No such file or directory); one is starting); running in-process" in done[2]
     assert served(place) - before == 1  # only the status query
+
+
+def test_a_sitecustomize_on_pythonpath_runs_in_the_native_call_that_carries_it_and_nowhere_else(
+    place: ServerPlace, native: Path, tmp_path: Path
+) -> None:
+    """The native client runs such a call in-process (its own pid, exec'd) and never hands it to a server."""
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    marker = tmp_path / "marker"
+    (planted / "sitecustomize.py").write_text(f"import os\nopen({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n')\n")
+    place.start()
+    before = served(place)
+    process = subprocess.Popen([str(native), "version", "--debug"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=tmp_path, env=place.env(PYTHONPATH=str(planted)))  # fmt: skip
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, out.startswith("vendir version ")) == (0, True)
+    assert "(PYTHONPATH is set: it acts when a program starts); running in-process" in err
+    assert run(place, native, "version", cwd=tmp_path)[0] == 0
+    assert marker.read_text() == f"{process.pid}\n"
+    assert served(place) - before == 2  # the plain call and the status query: the planted one never came

@@ -37,7 +37,7 @@ FLOORS: dict[str, int] = {
     "commands.root": 4, "commands.syncrun": 4, "commands.vendirargs": 4,
     "commands.flagscan": 4, "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4, "commands.ending": 4,
     "server": 4, "server.place": 4, "server.build": 4, "server.wire": 4, "server.client": 4, "server.spawn": 4,
-    "server.daemon": 4, "server.worker": 4, "server.preload": 4,
+    "server.daemon": 4, "server.worker": 4, "server.preload": 4, "server.identity": 4, "server.interpreter": 4,
 }  # fmt: skip
 PURE_THIRD_PARTY = {"yaml", "re2"}
 ONLY_IN = {
@@ -54,6 +54,7 @@ ONLY_IN = {
         "server.client",
         "server.daemon",
         "server.worker",
+        "server.identity",
     },  # registries; the server's Unix socket
     "matplotlib": set(),  # the bench extra draws the report's charts: never the runtime
     "oras": set(),  # oras-py does not serve the distribution protocol here: docs/dependencies.md says why
@@ -192,8 +193,15 @@ def test_module_writes_nothing_and_reads_no_environment_outside_its_layer(module
                 assert module == "output", f"{module} touches sys.{node.attr}"
             if node.value.id == "os" and node.attr in {"environ", "getenv"}:
                 # the server's switch and place are read by the client before Settings exist; the worker takes the
-                # caller's environment as its own and the client sends its own
-                readers = {"settings", "server.place", "server.client", "server.worker"}
+                # caller's environment as its own and the client sends its own; a server starts with a scrubbed copy
+                readers = {
+                    "settings",
+                    "server.place",
+                    "server.client",
+                    "server.worker",
+                    "server.spawn",
+                    "server.identity",
+                }
                 assert module in readers, f"{module} reads os.{node.attr}"
 
 
@@ -238,7 +246,13 @@ def test_the_client_path_imports_only_what_handing_a_call_over_needs() -> None:
     )
     ours, heavy = fresh_python(code).stdout.splitlines()
     client = ["ocivendir", "ocivendir.commands", "ocivendir.errors", "ocivendir.server"]
-    client += ["ocivendir.server.build", "ocivendir.server.client", "ocivendir.server.place", "ocivendir.server.wire"]
+    client += [
+        "ocivendir.server.build",
+        "ocivendir.server.client",
+        "ocivendir.server.interpreter",
+        "ocivendir.server.place",
+        "ocivendir.server.wire",
+    ]
     assert ours == repr(client)
     assert heavy == "[]"
 

@@ -48,23 +48,91 @@ def start(ctx: click.Context, foreground: bool) -> None:
         return
     facts = query("status")
     if facts is None:
-        from ocivendir.server.spawn import server_argv, spawn_detached  # noqa: PLC0415
-
-        spawn_detached(server_argv())
-        _wait_until(lambda: query("status") is not None)
+        _start_detached()
         facts = query("status")
     if facts is None:
         raise OcivendirError("the server did not start", hint="run `ocivendir server start --foreground` to see why")
     _report(run, "server start", facts)
 
 
+def _start_detached() -> None:
+    """Start a daemon and wait until it listens or ends; an error known before, or the daemon's own, at once.
+
+    The daemon's stderr is a pipe until it listens: EOF there means it listens or ended, and what it wrote says why.
+    When another start is under way (its start lock is held), wait for that one to let the lock go.
+    """
+    import os  # noqa: PLC0415
+
+    from ocivendir.server.build import build_id  # noqa: PLC0415
+    from ocivendir.server.client import query  # noqa: PLC0415
+    from ocivendir.server.place import Unusable, server_dir, socket_path  # noqa: PLC0415
+    from ocivendir.server.spawn import start_server  # noqa: PLC0415
+
+    deadline = time.monotonic() + _START_WAIT_SECONDS
+    read, write = os.pipe2(os.O_CLOEXEC)
+    try:
+        directory, build = server_dir(), build_id()
+        socket_path(directory, build)
+        started = start_server(directory, build, stderr=write)
+    except Unusable as exc:
+        os.close(read)
+        raise OcivendirError(f"the server directory is unusable: {exc}") from None
+    except OSError as exc:
+        os.close(read)
+        raise OcivendirError(f"the server cannot be started: {exc}") from None
+    finally:
+        os.close(write)
+    said = _read_until_eof(read, deadline)
+    if not started:
+        _wait_until(lambda: _start_done(directory, build), deadline)
+    elif said and query("status") is None:
+        lines = [line.removeprefix("ocivendir: Error: ") for line in said.splitlines() if line.strip()]
+        raise OcivendirError(f"the server did not start: {lines[-1]}" if lines else "the server did not start")
+
+
+def _read_until_eof(fd: int, deadline: float) -> str:
+    """What the daemon wrote on its stderr until EOF or the deadline (the last 64 KiB)."""
+    import os  # noqa: PLC0415
+    import select  # noqa: PLC0415
+
+    data = b""
+    try:
+        while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            data = (data + chunk)[-(1 << 16) :]
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace")
+
+
+def _start_done(directory: str, build: str) -> bool:
+    """Whether no start is under way any more (its start lock is free: the server listens or ended)."""
+    import os  # noqa: PLC0415
+
+    from ocivendir.fs.locks import LockBusy, hold_lock  # noqa: PLC0415
+    from ocivendir.server.place import start_path  # noqa: PLC0415
+
+    try:
+        os.close(hold_lock(start_path(directory, build)))
+    except LockBusy:
+        return False
+    return True
+
+
 def _foreground() -> None:
     import logging  # noqa: PLC0415
+
+    from ocivendir.server.spawn import restart_clean  # noqa: PLC0415
+
+    restart_clean()  # started by hand with another environment: again, scrubbed
 
     from ocivendir.fs.locks import LockBusy  # noqa: PLC0415
     from ocivendir.server.daemon import run_server  # noqa: PLC0415
     from ocivendir.server.place import Unusable, server_dir  # noqa: PLC0415
     from ocivendir.server.preload import preload  # noqa: PLC0415
+    from ocivendir.server.spawn import release_start  # noqa: PLC0415
     from ocivendir.settings import load_server_settings  # noqa: PLC0415
 
     log = logging.getLogger("ocivendir.server")
@@ -75,7 +143,9 @@ def _foreground() -> None:
     log.propagate = False
     idle, workers = load_server_settings()
     try:
-        run_server(server_dir(), idle=idle, workers=workers, preload=preload)
+        directory = server_dir()
+        run_server(directory, idle=idle, workers=workers, preload=preload,
+                   ready=lambda build: release_start(directory, build))  # fmt: skip
     except LockBusy:
         log.info("a server of this build runs already")
     except Unusable as exc:
@@ -97,7 +167,7 @@ def stop(ctx: click.Context) -> None:
     if facts is None:
         _report(run, "server stop", None)
         return
-    _wait_until(lambda: query("status") is None)
+    _wait_until(lambda: query("status") is None, time.monotonic() + _START_WAIT_SECONDS)
     _report(run, "server stop", facts)
 
 
@@ -116,9 +186,8 @@ def status(ctx: click.Context) -> None:
         ctx.exit(1)
 
 
-def _wait_until(done: Callable[[], bool]) -> None:
-    """Poll `done` until it is true or the start-up wait has passed."""
-    deadline = time.monotonic() + _START_WAIT_SECONDS
+def _wait_until(done: Callable[[], bool], deadline: float) -> None:
+    """Poll `done` until it is true or the deadline has passed."""
     while not done() and time.monotonic() < deadline:
         time.sleep(_POLL_SECONDS)
 

@@ -4,7 +4,9 @@ It runs before the package's heavy imports (`commands.run()`): the mode switch, 
 the request with the caller's stdio and working directory, then the frames. `OCIVENDIR_SERVER` is `on`, `off` or
 `auto` (the default: on only when invoked as `vendir`, kapp-controller's call); any other value runs in-process, which
 reports it. A call falls back to in-process only when the server certainly did not start it (no `P` frame); with
-no server yet, one is started detached first. The native client (`client/`) does the same for the sidecar.
+no server yet, one is started detached first (`server/spawn.py`: once for a burst of first calls). A call that sets
+a variable acting at a program's start-up (`server/interpreter.py`) runs in-process at once and starts no server.
+The native client (`client/`) does the same for the sidecar.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import socket
 import struct
 
 from ocivendir.server.build import build_id
+from ocivendir.server.interpreter import startup_variable
 from ocivendir.server.place import Unusable, check_dir, server_dir, socket_path
 from ocivendir.server.wire import Request, WireError, encode_request, frame, read_frame, send_request
 
@@ -25,6 +28,10 @@ _FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def call_server(argv: list[str]) -> int | None:
     """The exit status of the call as the server ran it, or None when it must run in-process (it did not start)."""
+    variable = startup_variable(os.environ)
+    if variable is not None:  # no server could run it as this process was started: no server is started for it
+        _fallback(argv, f"{variable} is set: it acts when a program starts")
+        return None
     try:
         build, path = _place()
     except FileNotFoundError:
@@ -153,11 +160,11 @@ def _fallback(argv: list[str], reason: str) -> None:
 
 
 def _start_server() -> None:
-    from ocivendir.server.spawn import server_argv, spawn_detached  # noqa: PLC0415 - only when no server runs
+    from ocivendir.server.spawn import start_server  # noqa: PLC0415 - only when no server runs
 
     try:
-        spawn_detached(server_argv())
-    except OSError:
+        start_server(server_dir(), build_id())  # none when another call of the burst is starting one
+    except (OSError, Unusable):
         pass  # the call runs in-process anyway
 
 

@@ -230,12 +230,14 @@ def _ignore(_signo: int, _frame: object) -> None:
     """SIGCHLD only wakes the loop (through the wakeup descriptor); reaping happens there."""
 
 
-def run_server(directory: str, *, idle: float, workers: int, preload: Callable[[], object]) -> int:
-    """Claim, preload, listen and serve; 0 when it ends, LockBusy propagates when a server of this build runs."""
+def run_server(directory: str, *, idle: float, workers: int, preload: Callable[[], object],
+               ready: Callable[[str], object] = lambda _build: None) -> int:  # fmt: skip
+    """Claim, preload, listen, call `ready(build)`, serve; 0 when it ends, LockBusy propagates when one runs."""
     server = Server(directory, build_id(), idle=idle, workers=workers)
     server.claim()
     preload()
     server.listen()
+    ready(server.build)  # the start lock and the starter's pipe let go (server/spawn.py)
     _log.info("serving on %s (pid %d, build %s)", server.path, os.getpid(), server.build)
     try:
         server.serve()

@@ -23,6 +23,7 @@ __all__ = [
     "lock_path",
     "server_dir",
     "socket_path",
+    "start_path",
     "wanted",
 ]
 
@@ -96,3 +97,8 @@ def socket_path(directory: str, build: str) -> str:
 def lock_path(directory: str, build: str) -> str:
     """The lock that one server of this build holds for its whole life."""
     return os.path.join(directory, f"server-{build}.lock")
+
+
+def start_path(directory: str, build: str) -> str:
+    """The lock that a start of this build's server holds until the server listens (`server/spawn.py`)."""
+    return os.path.join(directory, f"server-{build}.start")

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 
+from ocivendir.server.identity import mismatch
 from ocivendir.server.wire import Request, WireError, frame, read_frame, receive_request
 
 TYPE_CHECKING = False
@@ -43,6 +44,8 @@ def serve_connection(conn: socket.socket, build: str, facts: Mapping[str, object
         _refuse(conn, fds, f"build {request.build} asked of a server of build {build}")
     if request.op != "call":
         _answer(conn, fds, request.op, facts)
+    if (reason := mismatch(conn, request.env)) is not None:  # the caller's rights and start-up settings are ours
+        _refuse(conn, fds, reason)
     try:
         os.fchdir(fds[3])
     except OSError as exc:

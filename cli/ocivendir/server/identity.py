@@ -1,0 +1,128 @@
+"""Owns: whether a worker may run a caller's call — the caller's credentials and start-up settings against its own.
+
+A worker runs a call with the server's credentials, whoever started it. So a call is served only when the caller
+has exactly the worker's, as the kernel reports them — never as the request asserts them:
+- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, and every resource limit (soft and hard) read
+  with prlimit(2) from the pid SO_PEERCRED names;
+- where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
+  no_new_privs, seccomp mode, the limits, the security label, the mount, network and user namespaces and the root
+  directory. A caller whose entry cannot be read there (another pid namespace, gone) is refused. The reading goes
+  through one directory descriptor of /proc/<pid>, so every file read is of one process.
+The call's environment must set nothing that acts at a program's start-up and name the locale the server started in
+(`server/interpreter.py`). Otherwise the worker refuses (`R`) before anything runs, and the client runs the call
+in-process: never more rights, nor other settings, than the caller's own.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import struct
+
+from ocivendir.server.interpreter import locale_key, startup_variable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["describe", "mismatch"]
+
+_PEERCRED = struct.Struct("3i")
+_SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux's, where the socket module does not name it
+_GROUPS_BUFFER = 1024  # Python's getsockopt() bound: 256 groups (more: ERANGE, a refusal)
+_STATUS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
+           "Seccomp_filters")  # fmt: skip
+_NAMESPACES = ("mnt", "net", "user")
+_LIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
+_SERVER_LOCALE = locale_key(os.environ)  # as the server started (imported before any call adopts an environment)
+
+
+def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
+    """Why the peer of `conn`, calling with `env`, must run its call in-process; None when it may be served."""
+    variable = startup_variable(env)
+    if variable is not None:
+        return f"{variable} is set: it acts when a program starts, so the call runs in-process"
+    if locale_key(env) != _SERVER_LOCALE:
+        return f"the call's locale ({locale_key(env)}) is not the server's ({_SERVER_LOCALE})"
+    return _kernel_mismatch(conn) or _proc_mismatch(conn)
+
+
+def _kernel_mismatch(conn: socket.socket) -> str | None:
+    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, prlimit(2)."""
+    pid, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    if (uid, gid) != (os.geteuid(), os.getegid()):
+        return "the caller's uid or gid is not the server's"
+    if pid <= 0:
+        return "the caller's process is not visible to the server"
+    try:
+        if _peer_groups(conn) != sorted(os.getgroups()):
+            return "the caller's groups are not the server's"
+        if any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
+            return "the caller's resource limits are not the server's"
+    except OSError as exc:
+        return f"cannot read the caller's credentials: {exc.strerror or exc}"
+    return None
+
+
+def _peer_groups(conn: socket.socket) -> list[int]:
+    raw = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, _GROUPS_BUFFER)
+    return sorted(struct.unpack(f"{len(raw) // 4}I", raw[: len(raw) // 4 * 4]))
+
+
+def _proc_mismatch(conn: socket.socket) -> str | None:
+    """Where /proc is mounted: what only /proc says (capabilities, namespaces, …) and all of it again."""
+    own = _OWN
+    if own is None:
+        return None  # no /proc here (a chroot): the kernel's answers above decided
+    pid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))[0]
+    try:
+        theirs = describe(str(pid))
+    except OSError as exc:
+        return f"cannot read the caller's credentials: {exc.strerror}"
+    return next((f"the caller's {name} is not the server's" for name, value in own.items()
+                 if theirs.get(name) != value), None)  # fmt: skip
+
+
+def describe(pid: str) -> dict[str, str]:
+    """What decides a process's rights, by name: /proc/<pid>/status lines, limits, label, namespaces, root."""
+    proc = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        found: dict[str, str] = {}
+        for line in _read(proc, "status").splitlines():
+            name, _sep, value = line.partition(":")
+            if name in _STATUS:
+                found[name] = " ".join(value.split())
+        found["resource limits"] = _read(proc, "limits")
+        try:
+            found["security label"] = _read(proc, "attr/current").strip("\0\n")
+        except OSError:
+            found["security label"] = "none"  # no security module answers: the same for every process here
+        for kind in _NAMESPACES:
+            found[f"{kind} namespace"] = os.readlink(f"ns/{kind}", dir_fd=proc)
+        root = os.stat("root", dir_fd=proc)
+        found["root directory"] = f"{root.st_dev}:{root.st_ino}"
+        return found
+    finally:
+        os.close(proc)
+
+
+def _read(directory: int, name: str) -> str:
+    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=directory)
+    try:
+        return os.read(fd, 1 << 16).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def _own_description() -> dict[str, str] | None:
+    """This process's /proc description, None where /proc is not mounted."""
+    try:
+        return describe("self")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return {"credentials": "unreadable"}  # /proc is there but says nothing of us: no caller matches
+
+
+_OWN = _own_description()  # read once, in the server before its first fork: a worker has the server's credentials

@@ -1,0 +1,96 @@
+"""A worker serves only a caller with its own credentials, read from the kernel for the connection's peer.
+
+Each case connects a real child process (whose limits or environment differ, as an unprivileged caller can make
+them) to a socket of this process, which plays the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ocivendir.server import identity
+
+CLEAN = {"PATH": "/usr/bin:/bin", **{k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "LC_CTYPE")}}
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[socket.socket, str]]:
+    where = Path(tempfile.mkdtemp(prefix="ovi-", dir="/tmp"))
+    path = str(where / "s")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(path)
+        sock.listen(1)
+        sock.settimeout(30)
+        yield sock, path
+    Path(path).unlink()
+    where.rmdir()
+
+
+def _peer_reason(listener: tuple[socket.socket, str], code: str = "") -> str | None:
+    """Connect a child (after running `code` in it) and ask what keeps it from being served."""
+    sock, path = listener
+    child = subprocess.Popen([sys.executable, "-c", f"import resource, socket, sys\n{code}\ns = socket.socket("
+                              f"socket.AF_UNIX)\ns.connect({path!r})\nsys.stdin.read()"], stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        conn, _ = sock.accept()
+        conn.settimeout(None)
+        with conn:
+            return identity.mismatch(conn, CLEAN)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+
+
+def test_a_caller_with_the_workers_credentials_is_served(listener: tuple[socket.socket, str]) -> None:
+    assert _peer_reason(listener) is None
+
+
+@pytest.mark.parametrize("limit", ["RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_STACK"])
+def test_a_caller_with_a_lower_limit_is_refused(listener: tuple[socket.socket, str], limit: str) -> None:
+    """Either way a limit differs, the worker's call would not be the caller's: ulimit -f 200 fails a 3 MiB pull."""
+    code = (f"soft, hard = resource.getrlimit(resource.{limit})\nlow = 200 * 1024 if hard == resource.RLIM_INFINITY "
+            f"else hard // 2\nresource.setrlimit(resource.{limit}, (low if soft == resource.RLIM_INFINITY else "
+            "min(soft, low), hard))")  # fmt: skip
+    assert _peer_reason(listener, code) == "the caller's resource limits are not the server's"
+
+
+def test_a_caller_with_a_lower_hard_limit_only_is_refused(listener: tuple[socket.socket, str]) -> None:
+    code = (
+        "soft, hard = resource.getrlimit(resource.RLIMIT_CPU)\nnew = 10**6 if hard == resource.RLIM_INFINITY "
+        "else hard - 1\nresource.setrlimit(resource.RLIMIT_CPU, (new if soft == resource.RLIM_INFINITY else "
+        "min(soft, new), new))"
+    )
+    assert _peer_reason(listener, code) == "the caller's resource limits are not the server's"
+
+
+@pytest.mark.parametrize(("env", "reason"), [
+    ({"PYTHONPATH": "/planted"}, "PYTHONPATH is set: it acts when a program starts, so the call runs in-process"),
+    ({"LD_PRELOAD": "/x.so"}, "LD_PRELOAD is set: it acts when a program starts, so the call runs in-process"),
+    ({"LC_ALL": "C"}, "the call's locale (LC_ALL=C) is not the server's"),
+])  # fmt: skip
+def test_a_call_with_other_start_up_settings_is_refused_before_its_credentials_are_read(
+    env: dict[str, str], reason: str
+) -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        found = identity.mismatch(left, {**CLEAN, **env})
+    assert found is not None
+    assert found.startswith(reason)
+
+
+def test_what_a_process_has_is_read_from_proc() -> None:
+    own = identity.describe("self")
+    assert own["Groups"] == " ".join(str(g) for g in sorted(os.getgroups()))
+    assert own["resource limits"].startswith("Limit")
+    assert {"Uid", "Gid", "CapEff", "CapBnd", "NoNewPrivs", "mnt namespace", "user namespace", "root directory"} <= set(
+        own
+    )
