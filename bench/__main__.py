@@ -28,13 +28,14 @@ from bench import (
     machine,
     pull,
     report,
+    soak,
     startup,
     verify,
 )
 from bench.fleet import DIST_SERVER_TOOL, DIST_TOOL, SERVER_TOOL
 from bench.tools import ROOT, Tools, named_vendir
 
-SCENARIOS = ("fleet", "fleet_mirror", "fleet_signed", "pull", "startup", "cache_scale", "verify_relocation")
+SCENARIOS = ("fleet", "fleet_mirror", "fleet_signed", "pull", "startup", "cache_scale", "verify_relocation", "soak")
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -122,6 +123,7 @@ def _runners(tools: Tools, args: argparse.Namespace) -> dict[str, Callable[[Regi
         "startup": lambda registry, work: startup.scenario(registry, tools, work, args.reps),
         "cache_scale": lambda _, work: cache_scale.scenario(tools, work, args.reps, entries),
         "verify_relocation": lambda registry, work: verify.scenario(registry, tools, work, args.reps, images),
+        "soak": lambda registry, work: soak.scenario(registry, tools, work, 150 if args.smoke else 10_000),
     }
 
 

@@ -33,8 +33,8 @@ def render(results: Row) -> str:
     )
     lines += _machine(results["machine"], results["skipped"])
     for name, render_section in (("pull", _pull), ("startup", _startup), ("cache_scale", _cache_scale),
-                                 ("verify_relocation", _verify)):  # fmt: skip
-        section = results[name]
+                                 ("verify_relocation", _verify), ("soak", _soak)):  # fmt: skip
+        section = results.get(name, {"not_run": "not in these results"})
         lines += (
             [f"## {name.replace('_', ' ')}", "", f"Not run: {section['not_run']}.", ""]
             if "not_run" in section
@@ -132,6 +132,24 @@ def _anatomy(calls: Row) -> list[str]:
             *table(["worker", "CPU", "minor faults"], rows), "",
             (f"A fresh copy-on-write process per call — the isolation the server gives every call — costs "
              f"{fresh * 1000:.1f} ms over the work itself, plus the fork and exit."), ""]  # fmt: skip
+
+
+def _soak(section: Row) -> list[str]:
+    """Thousands of warm calls through one server: what the server tree keeps (bench/soak.py)."""
+    first, last, idle = section["after_100"], section["after_all"], section["idle"]
+    rows = [[label, str(tree["processes"]), mib(tree["rss_kib"]), str(tree["fds"])]
+            for label, tree in (("after 100 calls", first), (f"after {section['calls']:,} calls", last),
+                                ("idle, a few seconds later", idle))]  # fmt: skip
+    goal = section["goal"]
+    verdict = "**MET**" if goal["met"] else "**NOT MET**"
+    return [f"## Soak: {section['calls']:,} warm calls through one server", "",
+            (f"{section['tool']}, kapp-controller's call of a {section['app']} ({section['wall_s']} s in all, the "
+             f"server tree's CPU {section['server_cpu_ms_per_call']} ms per call, {section['requests']} registry "
+             "requests). The server tree is the parent and its live workers, read from /proc; RSS is the sum of "
+             "their VmRSS (shared pages counted in each)."), "",
+            *table(["when", "processes", "RSS MiB", "descriptors"], rows), "",
+            f"Goal (RSS within 10 %: {goal['rss_growth']:+.1%}; descriptors unchanged; idle ≤ 96 MiB): {verdict}.",
+            *[f"- {check}: {'yes' if met else '**no**'}" for check, met in goal["checks"].items()], ""]  # fmt: skip
 
 
 def _total_cpu(row: Row) -> str:

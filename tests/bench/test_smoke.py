@@ -48,7 +48,7 @@ def _rounds_ok(rounds: list[dict[str, object]], expected: int) -> None:
 def test_smoke_run_writes_the_contracted_json_and_the_report(smoke) -> None:
     results, report, done = smoke
     assert done.returncode == 0, done.stderr[-3000:]
-    scenarios = ["fleet", "fleet_mirror", "fleet_signed", "pull", "startup", "cache_scale", "verify_relocation"]
+    scenarios = ["fleet", "fleet_mirror", "fleet_signed", "pull", "startup", "cache_scale", "verify_relocation", "soak"]
     assert set(results) >= {"machine", *scenarios, "skipped"}
     assert {"cores", "cpu_model", "python", "versions", "load"} <= set(results["machine"])
     assert [row["scenario"] for row in results["machine"]["load"]] == scenarios
@@ -60,7 +60,7 @@ def test_smoke_run_writes_the_contracted_json_and_the_report(smoke) -> None:
         _rounds_ok(fleet["variants"][name]["tools"]["ocivendir"]["rounds"], 3)
     assert report.startswith("# ocivendir benchmark results")
     for heading in ("## Goal", "## Fleet", "## Fleet behind a mirror", "## Signed fleet", "## Machine", "## Cold pull", "## Start-up",
-                    "## Cache commands", "## verify-relocation"):  # fmt: skip
+                    "## Cache commands", "## verify-relocation", "## Soak"):  # fmt: skip
         assert heading in report
 
 
@@ -169,3 +169,16 @@ def test_committed_results_are_a_full_run_with_vendir_and_the_report_renders_fro
     assert "vendir" in committed["machine"]["versions"]
     assert "imgpkg" in committed["machine"]["versions"]
     assert (ROOT / "bench" / "RESULTS.md").read_text() == report.render(committed)
+
+
+def test_smoke_soak_counts_the_server_tree_after_100_calls_and_after_all(smoke) -> None:
+    """Every call warm (no request), through a live server tree whose memory and descriptors are read from /proc."""
+    results, _, _ = smoke
+    soak = results["soak"]
+    assert (soak["calls"], soak["requests"]) == (150, 0)
+    for when in ("after_100", "after_all", "idle"):
+        assert soak[when]["processes"] >= 2  # the parent and at least one worker (pooled workers live on)
+        assert soak[when]["rss_kib"] > 0
+        assert soak[when]["fds"] > 0
+    assert set(soak["goal"]["checks"]) == {"RSS within 10 % of the figure after 100 calls", "descriptors unchanged",
+                                           "idle server and workers at most 96 MiB"}  # fmt: skip
