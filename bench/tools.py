@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_SCRUB = ("OCIVENDIR_", "VENDIR_", "IMGPKG_", "REGISTRY_")
+# PYTHONPATH is the benchmark's own import path (bench/run.sh): a call carrying it runs in-process, never served
+_SCRUB = ("OCIVENDIR_", "VENDIR_", "IMGPKG_", "REGISTRY_", "PYTHONPATH")
 
 
 @dataclass

@@ -31,6 +31,14 @@ class Mount:
         subprocess.run(["mount", *args, str(self.path)], check=True, capture_output=True)  # noqa: S607
 
     def read_only(self) -> None:
+        """Remount read-only, this process's kept index connections closed first.
+
+        Linux refuses to remount a filesystem read-only while a file on it is open for writing, and a reused process
+        keeps its index open.
+        """
+        from ocivendir.cache import opened  # noqa: PLC0415
+
+        opened.close_all()
         self._mount("-o", "remount,ro")
 
     def writable(self) -> None:

@@ -85,6 +85,11 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
                 os.fsync(handle.fileno())
         os.chmod(tmp, keep)
         os.replace(tmp, path)
+    except OSError as exc:
+        remove_file(tmp)
+        if exc.filename is None and exc.errno is not None:  # a write or flush through the file object: name the file
+            raise OSError(exc.errno, exc.strerror, tmp) from exc
+        raise
     except BaseException:
         remove_file(tmp)
         raise
