@@ -24,7 +24,7 @@ from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
 from tests.support.builders import Pusher, make_image
 from tests.support.faults import silent_server
 from tests.support.registry import Registry
-from tests.support.server import ServerPlace, program
+from tests.support.server import ServerPlace, left, program, worker_in
 
 pytestmark = pytest.mark.integration
 
@@ -133,13 +133,10 @@ def _stalled(place: ServerPlace, native: Path, tmp_path: Path, url: str) -> subp
     return process
 
 
-def _worker(place: ServerPlace, server_pid: int) -> int:
-    def workers() -> list[str]:
-        return Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
-
-    place.wait_for(lambda: workers() != [])
+def _worker(place: ServerPlace, server_pid: int, tmp_path: Path) -> int:
+    worker = worker_in(place, server_pid, tmp_path)  # a worker works in its caller's directory
     time.sleep(0.3)  # the worker has taken the call and waits on the silent registry
-    return int(workers()[0])
+    return worker
 
 
 @pytest.mark.parametrize(("signo", "outcome", "stderr"), [
@@ -151,18 +148,18 @@ def test_signals_to_the_native_client_reach_the_worker(place: ServerPlace, nativ
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, native, tmp_path, silent.url)
-        worker = _worker(place, server_pid)
+        worker = _worker(place, server_pid, tmp_path)
         process.send_signal(signo)
         _, err = process.communicate(timeout=30)
     assert (process.returncode, err) == (outcome, stderr)
-    place.wait_for(lambda: not Path(f"/proc/{worker}").exists())
+    place.wait_for(lambda: left(worker, tmp_path))  # ended (SIGTERM, SIGHUP) or back in the pool (SIGINT)
 
 
 def test_a_killed_native_client_stops_its_worker(place: ServerPlace, native: Path, tmp_path: Path) -> None:
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, native, tmp_path, silent.url)
-        worker = _worker(place, server_pid)
+        worker = _worker(place, server_pid, tmp_path)
         process.kill()
         process.communicate(timeout=30)
         place.wait_for(lambda: not Path(f"/proc/{worker}").exists())
@@ -173,7 +170,7 @@ def test_a_killed_worker_fails_the_native_call_clearly_and_the_next_is_served(pl
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, native, tmp_path, silent.url)
-        worker = _worker(place, server_pid)
+        worker = _worker(place, server_pid, tmp_path)
         os.kill(worker, signal.SIGKILL)
         out, err = process.communicate(timeout=30)
     assert (process.returncode, out) == (1, "")

@@ -23,13 +23,14 @@ _POLL_SECONDS = 0.05
 
 @click.group()
 def server() -> None:
-    """Run ocivendir as a resident server that forks a warm worker for each call.
+    """Run ocivendir as a resident server whose warm workers serve calls one after another.
 
     \b
     Calls reach it through the client: `OCIVENDIR_SERVER=on` (or invoked as `vendir`, where `auto`, the default,
     turns it on). The socket lives in OCIVENDIR_SERVER_DIR, else $XDG_RUNTIME_DIR/ocivendir, else
     <tmp>/ocivendir-<uid> (a 0700 directory of your own). OCIVENDIR_SERVER_IDLE ends an idle server (default 10m,
-    0: never); OCIVENDIR_SERVER_WORKERS bounds the calls run at once (default 8).
+    0: never); OCIVENDIR_SERVER_WORKERS bounds the calls run at once (default 8; more run in-process);
+    OCIVENDIR_SERVER_MAX_CALLS retires a worker after that many calls (default 1000; 1: a fresh worker each call).
     """
 
 
@@ -61,11 +62,12 @@ def start(ctx: click.Context, foreground: bool) -> None:
 def _foreground() -> None:
     import logging  # noqa: PLC0415
 
+    from ocivendir.commands import main  # noqa: PLC0415 - the entry point every worker runs for a call
     from ocivendir.fs.locks import LockBusy  # noqa: PLC0415
     from ocivendir.server.daemon import run_server  # noqa: PLC0415
     from ocivendir.server.place import Unusable, server_dir  # noqa: PLC0415
     from ocivendir.server.preload import preload  # noqa: PLC0415
-    from ocivendir.settings import load_server_settings  # noqa: PLC0415
+    from ocivendir.settings import load_server_max_calls, load_server_settings  # noqa: PLC0415
 
     log = logging.getLogger("ocivendir.server")
     handler = logging.StreamHandler()
@@ -74,8 +76,9 @@ def _foreground() -> None:
     log.setLevel(logging.INFO)
     log.propagate = False
     idle, workers = load_server_settings()
+    max_calls = load_server_max_calls()
     try:
-        run_server(server_dir(), idle=idle, workers=workers, preload=preload)
+        run_server(server_dir(), idle=idle, workers=workers, max_calls=max_calls, preload=preload, entry=main)
     except LockBusy:
         log.info("a server of this build runs already")
     except Unusable as exc:
@@ -134,5 +137,6 @@ def _report(run: Run, command: str, facts: dict[str, object] | None) -> None:
     verb = {"server start": "running", "server stop": "stopping", "server status": "running"}[command]
     click.echo(
         f"ocivendir server: {verb} (pid {facts['pid']}, build {facts['build']}, socket {facts['socket']}, "
-        f"uptime {facts['uptime']} s, calls {facts['calls']})"
+        f"uptime {facts['uptime']} s, calls {facts['calls']}, workers {facts.get('busy', 0)} busy "
+        f"{facts.get('idle', 0)} idle)"
     )
