@@ -98,6 +98,7 @@ class Server:
             "busy": busy,
             "idle": idle,
             "retired": self.pool.retired,
+            "last_retired": self.pool.last_retired,
             "max_workers": self.pool.limit,
             "max_calls": self.max_calls,
         }
@@ -132,7 +133,10 @@ class Server:
             poller.register(self.listener, select.POLLIN)
         for fd in (*self.pool.workers, *self.desk.waiting):
             poller.register(fd, _IN)
-        for fd, _event in poller.poll(int(wait * 1000) + 1):
+        events = poller.poll(int(wait * 1000) + 1)
+        # workers first: one that said it is ready again (before its caller got the answer) takes the next call
+        events.sort(key=lambda event: event[0] not in self.pool.workers)
+        for fd, _event in events:
             now = time.monotonic()
             if fd == wake_r:
                 _drain(wake_r)

@@ -41,6 +41,7 @@ class Pool:
         self.limit = limit
         self.workers: dict[int, Worker] = {}
         self.retired = 0
+        self.last_retired = ""  # why the last worker retired
 
     def add(self, worker: Worker) -> None:
         """A worker just forked."""
@@ -86,7 +87,8 @@ class Pool:
             return
         if message.startswith(b"E"):
             self.retired += 1
-            _log.info("worker %d retired: %s", worker.pid, message[1:].decode(errors="replace"))
+            self.last_retired = message[1:].decode(errors="replace")
+            _log.info("worker %d retired: %s", worker.pid, self.last_retired)
         self.drop(worker)
 
     def expire(self, now: float) -> float:

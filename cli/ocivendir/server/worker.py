@@ -37,7 +37,7 @@ __all__ = ["FORWARDED", "REQUEST_SECONDS", "TEST_LEAK", "Entry", "work"]
 
 FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 REQUEST_SECONDS = 5.0  # a connection that has not sent its whole request by then is closed unanswered
-TEST_LEAK = "OCIVENDIR_SERVER_TEST_LEAK"  # the suite's hook: `thread`, `descriptor` or `environ` left by the call
+TEST_LEAK = "OCIVENDIR_SERVER_TEST_LEAK"  # the suite's hook: `thread`, `descriptor`, `environ` left, or `raise`
 _CHANNEL_MESSAGE = 1 << 16
 
 if TYPE_CHECKING:
@@ -58,17 +58,27 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
         conn, facts = handed
         try:
             outcome = _serve(conn, build, facts, entry, world)
+            if outcome is None:  # nothing of a call ran
+                _tell(channel, b"D")
+                continue
+            calls += 1
+            code, reason = outcome
+            reason = (
+                reason
+                or baseline.left_behind(conn.fileno())
+                or world.changed()
+                or baseline.retire_reason(calls, max_calls)
+            )
+            # the parent hears first: a caller that has its answer and calls again finds this worker ready
+            _tell(channel, b"E" + reason.encode(errors="replace")[:4096] if reason else b"D")
+            try:
+                conn.sendall(frame(b"X", struct.pack(">I", code)))
+            except OSError:
+                pass
         finally:
             conn.close()
-        if outcome is None:  # nothing of a call ran
-            _tell(channel, b"D")
-            continue
-        calls += 1
-        reason = outcome or baseline.left_behind() or world.changed() or baseline.retire_reason(calls, max_calls)
         if reason:
-            _tell(channel, b"E" + reason.encode(errors="replace")[:4096])
             os._exit(0)
-        _tell(channel, b"D")
 
 
 def _next(channel: socket.socket) -> tuple[socket.socket, dict[str, object]] | None:
@@ -92,8 +102,13 @@ def _tell(channel: socket.socket, message: bytes) -> None:
         os._exit(0)
 
 
-def _serve(conn: socket.socket, build: str, facts: Mapping[str, object], entry: Entry, world: World) -> str | None:
-    """One connection. None when no call ran; "" after a clean call; a reason to retire after a call that was not."""
+def _serve(
+    conn: socket.socket, build: str, facts: Mapping[str, object], entry: Entry, world: World
+) -> tuple[int, str | None] | None:
+    """One connection, up to its answer: None when no call ran, else its exit status and a reason to retire or None.
+
+    The caller's stdio is let go and the worker's own world is back in place when it returns.
+    """
     conn.settimeout(REQUEST_SECONDS)
     try:
         request, fds = receive_request(conn)
@@ -122,23 +137,18 @@ def _serve(conn: socket.socket, build: str, facts: Mapping[str, object], entry: 
     reason: str | None = "the call did not end"
     try:
         listener.start()
-        _plant(request)
-        code, reason = _run(entry)
+        code, reason = _run(_plant(request, entry))
         reason = reason or _signals_changed(world) or _environ_changed(request)
     finally:
         finished.set()
         code = _flush(code)
         world.leave()
     try:
-        conn.sendall(frame(b"X", struct.pack(">I", code)))
-    except OSError:
-        pass
-    try:
-        conn.shutdown(socket.SHUT_RDWR)  # wakes the listener
+        conn.shutdown(socket.SHUT_RD)  # wakes the listener; the answer can still be sent
     except OSError:
         pass
     listener.join()
-    return reason or ""
+    return code, reason
 
 
 def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
@@ -209,8 +219,8 @@ def _environ_changed(request: Request) -> str | None:
     return None
 
 
-def _plant(request: Request) -> None:
-    """The suite's leak hook: leave a thread, a descriptor or an environment variable behind on purpose."""
+def _plant(request: Request, entry: Entry) -> Entry:
+    """The suite's hook: leave a thread, a descriptor or an environment variable behind, or raise from the call."""
     leak = request.env.get(TEST_LEAK)
     if leak == "thread":
         threading.Thread(target=threading.Event().wait, name="planted", daemon=True).start()
@@ -218,6 +228,13 @@ def _plant(request: Request) -> None:
         os.open(os.devnull, os.O_RDONLY)
     elif leak == "environ":
         os.environ["OCIVENDIR_PLANTED"] = "1"
+    elif leak == "raise":
+        return _raise
+    return entry
+
+
+def _raise() -> None:
+    raise RuntimeError(TEST_LEAK)
 
 
 def _listen(conn: socket.socket, finished: threading.Event) -> None:
