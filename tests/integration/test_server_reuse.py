@@ -335,7 +335,7 @@ def test_soak_three_hundred_warm_calls_through_one_worker_grow_nothing(
         pids.add(pid)
         if number in (100, 300):
             marks[number] = _footprint(pid)
-    assert len(pids) == 1, one.retired()
+    assert len(pids) == 1, (one.retired(), one.last_retired)
     (fds_100, rss_100), (fds_300, rss_300) = marks[100], marks[300]
     assert fds_300 == fds_100
     assert rss_300 <= rss_100 * 1.1

@@ -34,6 +34,7 @@ WARM = (
     "ocivendir.fs.extract", "ocivendir.fs.swap", "ocivendir.fs.locks", "ocivendir.fs.tarread", "ocivendir.fs.gunzip",
     "ocivendir.output", "ocivendir.reports", "ocivendir.results", "ocivendir.server.worker",
     "ssl", "yaml", "json", "zlib", "traceback", "difflib", "locale", "sqlite3",  # sqlite3: a tag records its answer
+    "ctypes",  # renameat2, when a sync replaces a tree it laid down before
 )  # fmt: skip
 
 
