@@ -339,3 +339,25 @@ def test_soak_three_hundred_warm_calls_through_one_worker_grow_nothing(
     (fds_100, rss_100), (fds_300, rss_300) = marks[100], marks[300]
     assert fds_300 == fds_100
     assert rss_300 <= rss_100 * 1.1
+
+
+def test_a_call_running_when_the_server_stops_still_gets_its_answer(one: OneWorker, tmp_path: Path) -> None:
+    """`server stop` mid-call: the call ends as it would in-process (here: its deadline), not `without an exit status`."""
+    with silent_server() as silent:
+        work = tmp_path / "work"
+        work.mkdir()
+        stream = config("image", f"{silent.url.removeprefix('http://')}/x/y:v1", secret=None)
+        process = subprocess.Popen([str(program(one.bin_dir, "vendir")), "sync", "-f", "-", "--lock-file", "/dev/null"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   cwd=work, env=one.env(OCIVENDIR_TIMEOUT="3s"))  # fmt: skip
+        process.stdin.write(stream)  # type: ignore[union-attr]
+        process.stdin.close()  # type: ignore[union-attr]
+        process.stdin = None
+        worker = worker_in(one.place, one.server_pid, work)
+        assert one.place.server("stop").returncode == 0
+        _, err = process.communicate(timeout=60)
+        expected = one.in_process("vendir", "sync", "-f", "-", "--lock-file", "/dev/null", cwd=work,
+                                  stdin=stream.encode(), env=one.env(OCIVENDIR_TIMEOUT="3s"))  # fmt: skip
+    assert (process.returncode, err) == expected[::2]
+    assert "without an exit status" not in err
+    one.place.wait_for(lambda: not Path(f"/proc/{worker}").exists() or "Z" in Path(f"/proc/{worker}/stat").read_text())

@@ -59,7 +59,8 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
         try:
             outcome = _serve(conn, build, facts, entry, world)
             if outcome is None:  # nothing of a call ran
-                _tell(channel, b"D")
+                if not _tell(channel, b"D"):
+                    os._exit(0)
                 continue
             calls += 1
             code, reason = outcome
@@ -69,8 +70,10 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
                 or world.changed()
                 or baseline.retire_reason(calls, max_calls)
             )
-            # the parent hears first: a caller that has its answer and calls again finds this worker ready
-            _tell(channel, b"E" + reason.encode(errors="replace")[:4096] if reason else b"D")
+            # the parent hears first: a caller that has its answer and calls again finds this worker ready; a parent
+            # that is gone (stopped, killed) hands nothing more over, but this caller still gets its answer
+            if not _tell(channel, b"E" + reason.encode(errors="replace")[:4096] if reason else b"D"):
+                reason = reason or "the server is gone"
             try:
                 conn.sendall(frame(b"X", struct.pack(">I", code)))
             except OSError:
@@ -95,11 +98,13 @@ def _next(channel: socket.socket) -> tuple[socket.socket, dict[str, object]] | N
     return socket.socket(fileno=fds[0]), facts if isinstance(facts, dict) else {}
 
 
-def _tell(channel: socket.socket, message: bytes) -> None:
+def _tell(channel: socket.socket, message: bytes) -> bool:
+    """Say `message` to the parent; False when it is gone (it will hand nothing more over)."""
     try:
         channel.send(message)
-    except OSError:  # the parent is gone: nothing more will be handed over
-        os._exit(0)
+    except OSError:
+        return False
+    return True
 
 
 def _serve(
