@@ -187,3 +187,21 @@ def test_a_server_of_another_build_is_never_used(place: ServerPlace, native: Pat
     assert done[0] == 0
     assert "/server-00000000000000ff.sock: No such file or directory); one is starting); running in-process" in done[2]
     assert served(place) - before == 1  # only the status query
+
+
+def test_held_connections_stall_no_native_call(place: ServerPlace, native: Path, tmp_path: Path) -> None:
+    """Ten connections that send nothing hold the only worker and the server: the native call runs in-process at once."""
+    import socket  # noqa: PLC0415
+
+    place.start(OCIVENDIR_SERVER_WORKERS="1")
+    held = [socket.socket(socket.AF_UNIX) for _ in range(10)]
+    try:
+        for sock in held:
+            sock.connect(str(place.dir / f"server-{build_id()}.sock"))  # and never send a request
+        assert place.status()["busy"] == 1
+        code, out, err = run(place, native, "version", "--debug", cwd=tmp_path)
+        assert (code, out.startswith("vendir version ")) == (0, True)
+        assert "busy: all 1 workers are serving calls" in err
+    finally:
+        for sock in held:
+            sock.close()
