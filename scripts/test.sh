@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Owns: the whole test job — lint, format check, type check, the full pytest suite (unit, cli, integration against a
 # real docker-registry the suite starts itself), then the CLI and integration suites again with every CLI call going
-# through a resident server (OCIVENDIR_TEST_SERVER=on: same stdout, stderr, exit codes and trees). CI runs exactly
+# through one long-lived worker of a resident server (OCIVENDIR_TEST_SERVER=one: same stdout, stderr, exit codes and
+# trees, each call after the others in the same reused process). CI runs exactly
 # this. Arguments go to the first pytest run only, and skip the second. Both runs spread their tests over
 # OCIVENDIR_TEST_WORKERS pytest-xdist workers (default 4: most of a test's time is spent waiting on a registry, a
 # subprocess or a deadline, so 4 keep 2 cores busy; each worker starts its own registries and servers).
@@ -31,10 +32,10 @@ trap - EXIT
 rm -f "$prepare_log"
 workers=(-n "${OCIVENDIR_TEST_WORKERS:-4}")
 .venv/bin/python -m pytest "${workers[@]}"
-echo "test: the CLI and integration suites again, every CLI call through a resident server" >&2
+echo "test: the CLI and integration suites again, every CLI call through one reused worker of a resident server" >&2
 # left out: the server's own tests, and the modules that make no CLI call (the transport tested directly, the docs
 # and the JSON contract read from the code): a second pass would run them exactly as the first did
-OCIVENDIR_TEST_SERVER=on exec .venv/bin/python -m pytest "${workers[@]}" tests/cli tests/integration -m "not dist" \
+OCIVENDIR_TEST_SERVER=one exec .venv/bin/python -m pytest "${workers[@]}" tests/cli tests/integration -m "not dist" \
     --ignore tests/integration/test_server.py --ignore tests/integration/test_connections.py \
     --ignore tests/integration/test_connections_tls.py --ignore tests/cli/test_docs.py \
     --ignore tests/cli/test_json_contract.py

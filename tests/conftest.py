@@ -21,8 +21,10 @@ from tests.support.builders import Pusher
 from tests.support.server import ServerPlace, program
 
 _SCRUB = ("OCIVENDIR_", "VENDIR_", "IMGPKG_")
-# `OCIVENDIR_TEST_SERVER=on ./scripts/test.sh` runs every CLI call of the suite through a resident server
-THROUGH_SERVER = os.environ.get("OCIVENDIR_TEST_SERVER") == "on"
+# `OCIVENDIR_TEST_SERVER=on ./scripts/test.sh` runs every CLI call of the suite through a resident server; `one`
+# through ONE long-lived worker of it (never retired for its call count), so every call follows another in one process
+THROUGH_SERVER = os.environ.get("OCIVENDIR_TEST_SERVER") in ("on", "one")
+ONE_WORKER = os.environ.get("OCIVENDIR_TEST_SERVER") == "one"
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +62,9 @@ def isolated_env(
     monkeypatch.setenv("OCIVENDIR_SERVER_IDLE", "2m")  # a server a test started and left behind does not linger
     if THROUGH_SERVER:
         monkeypatch.setenv("OCIVENDIR_SERVER", "on")
+    if ONE_WORKER:  # the session's server is started by a call with these
+        monkeypatch.setenv("OCIVENDIR_SERVER_WORKERS", "1")
+        monkeypatch.setenv("OCIVENDIR_SERVER_MAX_CALLS", "1000000")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))

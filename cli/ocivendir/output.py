@@ -25,6 +25,7 @@ __all__ = [
     "multiline_error",
     "pacify_streams",
     "rebind_stdio",
+    "release_stdio",
     "stderr_is_tty",
     "write_stderr",
     "write_stdout",
@@ -109,6 +110,20 @@ def rebind_stdio() -> None:
         streams.append(stream)
     sys.stdin, sys.stdout, sys.stderr = streams
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc] # nothing of the server's stays
+
+
+def release_stdio() -> None:
+    """Close the streams of a served call (their descriptors already point elsewhere) and rebind over 0, 1 and 2.
+
+    A reused worker calls this after each call: a closed stream never flushes again, so nothing the call left in a
+    buffer can reach the next caller's descriptors.
+    """
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
+    rebind_stdio()
 
 
 def flush_streams() -> bool:

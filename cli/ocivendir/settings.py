@@ -32,6 +32,7 @@ __all__ = [
     "choose",
     "load_policies",
     "load_registry_plan",
+    "load_server_max_calls",
     "load_server_settings",
     "load_settings",
     "parse_duration",
@@ -419,6 +420,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
 
 _SERVER_SWITCH = ("on", "off", "auto")
 DEFAULT_SERVER_WORKERS = 8
+DEFAULT_SERVER_MAX_CALLS = 1000
 
 
 def _server_switch(env: Mapping[str, str]) -> str:
@@ -442,3 +444,12 @@ def load_server_settings(environ: Mapping[str, str] | None = None) -> tuple[floa
             f"invalid value '{workers}' for OCIVENDIR_SERVER_WORKERS: expected a whole number from 1 to 64"
         )
     return idle, int(workers)
+
+
+def load_server_max_calls(environ: Mapping[str, str] | None = None) -> int:
+    """`OCIVENDIR_SERVER_MAX_CALLS`: how many calls a worker serves before it is retired (default 1000; 1: one each)."""
+    env = os.environ if environ is None else environ
+    calls = env.get("OCIVENDIR_SERVER_MAX_CALLS") or str(DEFAULT_SERVER_MAX_CALLS)
+    if not calls.isdigit() or int(calls) < 1:
+        raise UsageError(f"invalid value '{calls}' for OCIVENDIR_SERVER_MAX_CALLS: expected a whole number from 1")
+    return int(calls)

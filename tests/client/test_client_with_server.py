@@ -24,7 +24,7 @@ from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
 from tests.support.builders import Pusher, make_image
 from tests.support.faults import silent_server
 from tests.support.registry import Registry
-from tests.support.server import ServerPlace, program
+from tests.support.server import ServerPlace, left, program, worker_in
 
 pytestmark = pytest.mark.integration
 
@@ -133,13 +133,10 @@ def _stalled(place: ServerPlace, native: Path, tmp_path: Path, url: str) -> subp
     return process
 
 
-def _worker(place: ServerPlace, server_pid: int) -> int:
-    def workers() -> list[str]:
-        return Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
-
-    place.wait_for(lambda: workers() != [])
+def _worker(place: ServerPlace, server_pid: int, tmp_path: Path) -> int:
+    worker = worker_in(place, server_pid, tmp_path)  # a worker works in its caller's directory
     time.sleep(0.3)  # the worker has taken the call and waits on the silent registry
-    return int(workers()[0])
+    return worker
 
 
 @pytest.mark.parametrize(("signo", "outcome", "stderr"), [
@@ -151,18 +148,18 @@ def test_signals_to_the_native_client_reach_the_worker(place: ServerPlace, nativ
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, native, tmp_path, silent.url)
-        worker = _worker(place, server_pid)
+        worker = _worker(place, server_pid, tmp_path)
         process.send_signal(signo)
         _, err = process.communicate(timeout=30)
     assert (process.returncode, err) == (outcome, stderr)
-    place.wait_for(lambda: not Path(f"/proc/{worker}").exists())
+    place.wait_for(lambda: left(worker, tmp_path))  # ended (SIGTERM, SIGHUP) or back in the pool (SIGINT)
 
 
 def test_a_killed_native_client_stops_its_worker(place: ServerPlace, native: Path, tmp_path: Path) -> None:
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, native, tmp_path, silent.url)
-        worker = _worker(place, server_pid)
+        worker = _worker(place, server_pid, tmp_path)
         process.kill()
         process.communicate(timeout=30)
         place.wait_for(lambda: not Path(f"/proc/{worker}").exists())
@@ -173,7 +170,7 @@ def test_a_killed_worker_fails_the_native_call_clearly_and_the_next_is_served(pl
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, native, tmp_path, silent.url)
-        worker = _worker(place, server_pid)
+        worker = _worker(place, server_pid, tmp_path)
         os.kill(worker, signal.SIGKILL)
         out, err = process.communicate(timeout=30)
     assert (process.returncode, out) == (1, "")
@@ -210,3 +207,21 @@ def test_a_sitecustomize_on_pythonpath_runs_in_the_native_call_that_carries_it_a
     assert run(place, native, "version", cwd=tmp_path)[0] == 0
     assert marker.read_text() == f"{process.pid}\n"
     assert served(place) - before == 2  # the plain call and the status query: the planted one never came
+
+
+def test_held_connections_stall_no_native_call(place: ServerPlace, native: Path, tmp_path: Path) -> None:
+    """Ten connections that send nothing hold the only worker and the server: the native call runs in-process at once."""
+    import socket  # noqa: PLC0415
+
+    place.start(OCIVENDIR_SERVER_WORKERS="1")
+    held = [socket.socket(socket.AF_UNIX) for _ in range(10)]
+    try:
+        for sock in held:
+            sock.connect(str(place.dir / f"server-{build_id()}.sock"))  # and never send a request
+        assert place.status()["busy"] == 1
+        code, out, err = run(place, native, "version", "--debug", cwd=tmp_path)
+        assert (code, out.startswith("vendir version ")) == (0, True)
+        assert "busy: all 1 workers are serving calls" in err
+    finally:
+        for sock in held:
+            sock.close()

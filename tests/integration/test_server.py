@@ -27,7 +27,7 @@ from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
 from tests.support.builders import Pusher, make_image, publish_bundle
 from tests.support.faults import silent_server
 from tests.support.registry import Registry
-from tests.support.server import ServerPlace, program
+from tests.support.server import ServerPlace, left, program, worker_in, workers
 
 pytestmark = pytest.mark.integration
 
@@ -166,15 +166,11 @@ def _stalled(place: ServerPlace, bin_dir: Path, tmp_path: Path, url: str) -> sub
     return process
 
 
-def _workers(server_pid: int) -> list[int]:
-    children = Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
-    return [int(pid) for pid in children]
-
-
-def _wait_worker(place: ServerPlace, server_pid: int) -> int:
-    place.wait_for(lambda: _workers(server_pid) != [])
+def _serving(place: ServerPlace, server_pid: int, process: subprocess.Popen[str]) -> int:
+    """The worker serving the stalled call of `process`, once it waits on the silent registry."""
+    worker = worker_in(place, server_pid, Path(f"/proc/{process.pid}/cwd").readlink())
     time.sleep(0.3)  # the worker has taken the call and is waiting on the silent registry
-    return _workers(server_pid)[0]
+    return worker
 
 
 @pytest.mark.parametrize(("signo", "outcome"), [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP),
@@ -184,23 +180,26 @@ def test_signals_to_the_client_reach_the_worker(place: ServerPlace, bin_dir: Pat
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, bin_dir, tmp_path, silent.url)
-        worker = _wait_worker(place, server_pid)
+        cwd = Path(f"/proc/{process.pid}/cwd").readlink()
+        worker = _serving(place, server_pid, process)
         process.send_signal(signo)
         _, err = process.communicate(timeout=30)
     assert process.returncode == outcome
     if signo == signal.SIGINT:
         assert err == "\nvendir: Error: Aborted\n"  # the worker's KeyboardInterrupt, framed as in-process (click's)
-    place.wait_for(lambda: not Path(f"/proc/{worker}").exists() or _workers(server_pid) == [])
+    else:
+        place.wait_for(lambda: not Path(f"/proc/{worker}").exists() or "Z" in Path(f"/proc/{worker}/stat").read_text())
+    place.wait_for(lambda: left(worker, cwd))
 
 
 def test_a_killed_client_stops_its_worker(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, bin_dir, tmp_path, silent.url)
-        _wait_worker(place, server_pid)
+        worker = _serving(place, server_pid, process)
         process.kill()
         process.wait(10)
-        place.wait_for(lambda: _workers(server_pid) == [])
+        place.wait_for(lambda: not Path(f"/proc/{worker}").exists())  # SIGTERM, as the in-process call would get
 
 
 def test_a_killed_worker_fails_the_call_clearly_and_the_next_call_is_served(
@@ -209,7 +208,7 @@ def test_a_killed_worker_fails_the_call_clearly_and_the_next_call_is_served(
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, bin_dir, tmp_path, silent.url)
-        os.kill(_wait_worker(place, server_pid), signal.SIGKILL)
+        os.kill(_serving(place, server_pid, process), signal.SIGKILL)
         _, err = process.communicate(timeout=30)
     assert process.returncode == 1
     assert err.startswith("vendir: Error: ocivendir server: the call ended without an exit status (worker ")
@@ -225,7 +224,7 @@ def test_a_killed_server_leaves_running_calls_alone_and_the_next_call_starts_a_n
     server_pid = place.start()
     with silent_server() as silent:
         process = _stalled(place, bin_dir, tmp_path, silent.url)
-        worker = _wait_worker(place, server_pid)
+        worker = _serving(place, server_pid, process)
         os.kill(server_pid, signal.SIGKILL)
         time.sleep(0.2)
         assert Path(f"/proc/{worker}").exists()  # the call goes on without its server
@@ -262,14 +261,14 @@ def test_kills_of_client_or_worker_at_any_moment_leave_the_old_tree_or_the_new_o
     for round_number in range(10):
         process = run(new if chooser.random() < 0.5 else old)
         time.sleep(chooser.uniform(0.02, 0.4))
-        victims = [process.pid] if round_number % 2 else [*_workers(server_pid), process.pid]
+        victims = [process.pid] if round_number % 2 else [*workers(server_pid), process.pid]
         for pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         process.wait(30)
-        place.wait_for(lambda: _workers(server_pid) == [])
+        place.wait_for(lambda: place.status().get("busy") == 0)
         version = work / "vendor" / "version.txt"
         if version.exists():
             assert version.read_text() in {"old", "new"}
@@ -403,7 +402,7 @@ def test_the_server_holds_no_callers_descriptor(place: ServerPlace, bin_dir: Pat
     sockets = [link for link in links if link.startswith("socket:")]
     pipes = [link for link in links if link.startswith("pipe:")]
     assert links.count("/dev/null") == 3
-    assert len(sockets) == 1  # the listening socket
+    assert len(sockets) == 1 + len(workers(pid))  # the listening socket, one channel to each worker
     assert len(pipes) == 2  # the signal wake-up pipe
     files = [link for link in links if link not in {"/dev/null", *sockets, *pipes}]
     assert files == [str(place.dir / f"server-{build_id()}.lock")]
@@ -434,8 +433,9 @@ def test_two_first_calls_start_one_server(place: ServerPlace, bin_dir: Path, tmp
     place.wait_for(lambda: place.status() != {})
     time.sleep(1.0)  # the losers of the lock have exited by now
     pid = place.status()["pid"]
-    holders = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _runs_server(int(p.name), place)]
-    assert holders == [str(pid)]
+    assert isinstance(pid, int)
+    running = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _runs_server(int(p.name), place)]
+    assert sorted(set(running) - set(workers(pid))) == [pid]  # its workers share its command line
 
 
 def _runs_server(pid: int, place: ServerPlace) -> bool:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["ServerPlace", "console_script", "program", "server_pids", "stop_servers"]
+__all__ = ["ServerPlace", "console_script", "left", "program", "server_pids", "stop_servers", "worker_in", "workers"]
 
 _BIN = Path(sys.executable).parent
 
@@ -78,6 +78,38 @@ class ServerPlace:
         """Stop every server of this place, whatever its build (a dist test's frozen one too); remove the directory."""
         stop_servers(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def workers(server_pid: int) -> list[int]:
+    """The server's workers (its children), busy or idle."""
+    try:
+        return [int(pid) for pid in Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _cwd(pid: int) -> Path | None:
+    try:
+        return Path(f"/proc/{pid}/cwd").readlink()
+    except OSError:
+        return None
+
+
+def worker_in(place: ServerPlace, server_pid: int, cwd: Path) -> int:
+    """The worker serving a call made in `cwd` (a worker works in its caller's directory), once one does."""
+    found: list[int] = []
+
+    def look() -> bool:
+        found.extend(pid for pid in workers(server_pid) if _cwd(pid) == cwd.resolve())
+        return bool(found)
+
+    place.wait_for(look)
+    return found[0]
+
+
+def left(worker: int, cwd: Path) -> bool:
+    """Whether `worker` has ended, or is no longer in the call made in `cwd` (back in its pool)."""
+    return not Path(f"/proc/{worker}").exists() or not _alive(worker) or _cwd(worker) != cwd.resolve()
 
 
 def server_pids(directory: Path) -> list[int]:

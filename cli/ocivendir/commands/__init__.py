@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
         "json": "--json" in args,
         "debug": "--debug" in args,
         "args": args,
+        "entry": main,  # what a server's workers run for each call (`server start --foreground`)
     }
     try:
         sys.exit(_run(args, state))

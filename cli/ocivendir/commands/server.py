@@ -23,13 +23,14 @@ _POLL_SECONDS = 0.05
 
 @click.group()
 def server() -> None:
-    """Run ocivendir as a resident server that forks a warm worker for each call.
+    """Run ocivendir as a resident server whose warm workers serve calls one after another.
 
     \b
     Calls reach it through the client: `OCIVENDIR_SERVER=on` (or invoked as `vendir`, where `auto`, the default,
     turns it on). The socket lives in OCIVENDIR_SERVER_DIR, else $XDG_RUNTIME_DIR/ocivendir, else
     <tmp>/ocivendir-<uid> (a 0700 directory of your own). OCIVENDIR_SERVER_IDLE ends an idle server (default 10m,
-    0: never); OCIVENDIR_SERVER_WORKERS bounds the calls run at once (default 8).
+    0: never); OCIVENDIR_SERVER_WORKERS bounds the calls run at once (default 8; more run in-process);
+    OCIVENDIR_SERVER_MAX_CALLS retires a worker after that many calls (default 1000; 1: a fresh worker each call).
     """
 
 
@@ -44,7 +45,7 @@ def start(ctx: click.Context, foreground: bool) -> None:
 
     run = Run.start(ctx)
     if foreground:
-        _foreground()
+        _foreground(ctx.find_root().obj["entry"])
         return
     facts = query("status")
     if facts is None:
@@ -121,7 +122,12 @@ def _start_done(directory: str, build: str) -> bool:
     return True
 
 
-def _foreground() -> None:
+def _foreground(entry: Callable[[], object]) -> None:
+    """Serve in this process; `entry` is the CLI's `main`, what every worker runs for a call.
+
+    It is handed down from `main` itself through click's context: neither this module nor the server names the
+    command package.
+    """
     import logging  # noqa: PLC0415
 
     from ocivendir.server.spawn import restart_clean  # noqa: PLC0415
@@ -133,7 +139,7 @@ def _foreground() -> None:
     from ocivendir.server.place import Unusable, server_dir  # noqa: PLC0415
     from ocivendir.server.preload import preload  # noqa: PLC0415
     from ocivendir.server.spawn import release_start  # noqa: PLC0415
-    from ocivendir.settings import load_server_settings  # noqa: PLC0415
+    from ocivendir.settings import load_server_max_calls, load_server_settings  # noqa: PLC0415
 
     log = logging.getLogger("ocivendir.server")
     handler = logging.StreamHandler()
@@ -142,9 +148,10 @@ def _foreground() -> None:
     log.setLevel(logging.INFO)
     log.propagate = False
     idle, workers = load_server_settings()
+    max_calls = load_server_max_calls()
     try:
         directory = server_dir()
-        run_server(directory, idle=idle, workers=workers, preload=preload,
+        run_server(directory, idle=idle, workers=workers, max_calls=max_calls, preload=preload, entry=entry,
                    ready=lambda build: release_start(directory, build))  # fmt: skip
     except LockBusy:
         log.info("a server of this build runs already")
@@ -203,5 +210,6 @@ def _report(run: Run, command: str, facts: dict[str, object] | None) -> None:
     verb = {"server start": "running", "server stop": "stopping", "server status": "running"}[command]
     click.echo(
         f"ocivendir server: {verb} (pid {facts['pid']}, build {facts['build']}, socket {facts['socket']}, "
-        f"uptime {facts['uptime']} s, calls {facts['calls']})"
+        f"uptime {facts['uptime']} s, calls {facts['calls']}, workers {facts.get('busy', 0)} busy "
+        f"{facts.get('idle', 0)} idle)"
     )

@@ -1,11 +1,14 @@
-"""Owns: the resident server's parent — one lock, one listening socket, a worker forked for each connection.
+"""Owns: the resident server's parent — one lock, one listening socket, a pool of reused workers.
 
 The parent imports everything once (`server/preload.py`) and then only accepts, checks the peer's uid
-(SO_PEERCRED), forks and reaps. It never reads request data, closes each connection as soon as its worker has it,
-opens no cache index and starts no thread, so every fork is safe. At most `workers` calls run at once; further
-connections wait in the listen backlog. It retires on SIGTERM, SIGINT or SIGHUP, after `idle` seconds without a
-call (0: never), and when its build is replaced on disk (checked each minute); retiring closes and removes the
-socket at once, so new calls go elsewhere, and lets the running workers finish.
+(SO_PEERCRED), hands each connection to an idle worker (`server/pool.py`) and forks and reaps. It never reads a
+call's request, closes each connection as soon as a worker has it, opens no cache index and starts no thread, so
+every fork is safe. It keeps up to `workers` workers, one of them idle ahead of demand; each serves calls one after
+another (`server/worker.py`) until it retires. When every worker is busy at the limit, the parent answers the
+connection itself (`server/desk.py`): `status` and `stop` get its facts, a call gets "busy" and runs in the client.
+It retires on SIGTERM, SIGINT or SIGHUP, after `idle` seconds without a call (0: never), and when its build is
+replaced on disk (checked each minute); retiring closes and removes the socket at once, so new calls go elsewhere,
+ends the idle workers and lets the busy ones finish.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ import time
 from ocivendir import __version__
 from ocivendir.fs.locks import hold_lock
 from ocivendir.server.build import build_id
+from ocivendir.server.desk import Desk
 from ocivendir.server.place import ensure_dir, lock_path, socket_path
+from ocivendir.server.pool import Pool, Worker
+from ocivendir.server.worker import REQUEST_SECONDS, Entry, work
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,23 +39,27 @@ _log = logging.getLogger("ocivendir.server")
 _BACKLOG = 128
 _STALE_CHECK_SECONDS = 60.0
 _PEERCRED = struct.Struct("3i")
+_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 class Server:
     """One server's state: its socket, its lock, its workers."""
 
-    def __init__(self, directory: str, build: str, *, idle: float, workers: int) -> None:
+    def __init__(self, directory: str, build: str, *, idle: float, workers: int, max_calls: int, entry: Entry) -> None:
         """A server for `build` in `directory` (not started)."""
-        self.directory, self.build, self.idle, self.max_workers = directory, build, idle, workers
+        self.directory, self.build, self.idle, self.max_calls, self.entry = directory, build, idle, max_calls, entry
         self.path = socket_path(directory, build)
         self.started = time.time()
         self.calls = 0
+        self.pool = Pool(workers)
+        self.desk = Desk(REQUEST_SECONDS)
         self.children: set[int] = set()
         self.retiring = False
         self.listener: socket.socket | None = None
         self.lock_fd = -1
         self.identity: tuple[int, int] | None = None
         self.last_call = self.last_check = 0.0
+        self.wake: tuple[int, int] = (-1, -1)
 
     def claim(self) -> None:
         """The directory checked (created if missing) and this build's lock taken; LockBusy if a server runs."""
@@ -74,6 +84,7 @@ class Server:
 
     def facts(self) -> dict[str, object]:
         """What `server status` reports."""
+        busy, idle = self.pool.counts()
         return {
             "build": self.build,
             "calls": self.calls,
@@ -83,42 +94,61 @@ class Server:
             "started": self.started,
             "uptime": round(time.time() - self.started, 3),
             "version": __version__,
-            "workers": len(self.children),
-            "max_workers": self.max_workers,
+            "workers": busy + idle,
+            "busy": busy,
+            "idle": idle,
+            "retired": self.pool.retired,
+            "last_retired": self.pool.last_retired,
+            "max_workers": self.pool.limit,
+            "max_calls": self.max_calls,
         }
 
     def serve(self) -> None:
         """The accept loop, until retired and every worker has ended."""
-        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        wake_r, wake_w = self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         for signo in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signo, self._on_retire)
         signal.signal(signal.SIGCHLD, _ignore)
         self.last_call = self.last_check = time.monotonic()
-        poller = select.poll()
-        poller.register(wake_r, select.POLLIN)
-        watched: socket.socket | None = None
         try:
             while not (self.retiring and not self.children):
                 self._reap()
-                self._housekeeping(time.monotonic())
-                want = self.listener if len(self.children) < self.max_workers else None
-                if want is not watched:
-                    if watched is not None and watched.fileno() >= 0:
-                        poller.unregister(watched)
-                    if want is not None:
-                        poller.register(want, select.POLLIN)
-                    watched = want
-                for fd, _event in poller.poll(self._timeout(time.monotonic())):
-                    if fd == wake_r:
-                        _drain(wake_r)
-                    elif watched is not None and fd == watched.fileno():
-                        self._accept()
+                now = time.monotonic()
+                self._housekeeping(now)
+                if not self.retiring and self.pool.wants_spare():
+                    self._spawn()
+                wait = min(self._timeout(now), self.pool.expire(now), self.desk.expire(now))
+                self._poll(wake_r, wait)
         finally:
             signal.set_wakeup_fd(-1)
             os.close(wake_r)
             os.close(wake_w)
             self.retire()
+
+    def _poll(self, wake_r: int, wait: float) -> None:
+        poller = select.poll()
+        poller.register(wake_r, select.POLLIN)
+        if self.listener is not None:
+            poller.register(self.listener, select.POLLIN)
+        for fd in (*self.pool.workers, *self.desk.waiting):
+            poller.register(fd, _IN)
+        events = poller.poll(int(wait * 1000) + 1)
+        # workers first: one that said it is ready again (before its caller got the answer) takes the next call
+        events.sort(key=lambda event: event[0] not in self.pool.workers)
+        for fd, _event in events:
+            now = time.monotonic()
+            if fd == wake_r:
+                _drain(wake_r)
+            elif self.listener is not None and fd == self.listener.fileno():
+                self._accept(now)
+            elif fd in self.pool.workers:
+                self.pool.heard(fd, now)
+            elif fd in self.desk.waiting and self.desk.readable(fd, self.facts, self._busy()) == "stop":
+                self.retire()
+
+    def _busy(self) -> str:
+        return f"busy: all {self.pool.limit} workers are serving calls"
 
     def _housekeeping(self, now: float) -> None:
         """Retire when the build on disk changed (checked each minute) or when idle long enough."""
@@ -127,51 +157,68 @@ class Server:
             if build_id() != self.build:
                 _log.info("the build changed on disk: retiring")
                 self.retire()
-        if self.idle and not self.children and now - self.last_call >= self.idle and not self.retiring:
+        quiet = self.pool.counts()[0] == 0 and not self.desk.waiting
+        if self.idle and quiet and now - self.last_call >= self.idle and not self.retiring:
             _log.info("idle for %.0f s: retiring", self.idle)
             self.retire()
 
-    def _timeout(self, now: float) -> int:
+    def _timeout(self, now: float) -> float:
         wait = _STALE_CHECK_SECONDS
-        if self.idle and not self.children:
+        if self.idle and self.pool.counts()[0] == 0:
             wait = min(wait, max(0.0, self.last_call + self.idle - now))
-        return int(wait * 1000) + 1
+        return wait
 
-    def _accept(self) -> bool:
+    def _accept(self, now: float) -> None:
         assert self.listener is not None  # noqa: S101 - only called while listening
         try:
             conn, _address = self.listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return False
-        try:
-            _pid, uid, _gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-            if uid != os.geteuid():
-                _log.warning("refused a connection from uid %d", uid)
-                return False
-            self.children.add(self._fork(conn))
-            self.calls += 1
-            self.last_call = time.monotonic()
-            return True
-        finally:
+            return
+        _pid, uid, _gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+        if uid != os.geteuid():
+            _log.warning("refused a connection from uid %d", uid)
+            conn.close()
+            return
+        self.calls += 1
+        self.last_call = now
+        worker = self.pool.idle()
+        if worker is None and len(self.pool.workers) < self.pool.limit:
+            worker = self._spawn()
+        if worker is not None and self.pool.hand(worker, conn, self.facts()):
             conn.close()  # the worker has its own copy; the parent holds nothing of the caller's
+            return
+        self.desk.take(conn, now)
 
-    def _fork(self, conn: socket.socket) -> int:
-        facts = self.facts()
+    def _spawn(self) -> Worker:
+        """Fork a worker from the preloaded image; it serves what its channel hands it."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         pid = os.fork()
         if pid == 0:  # the worker
             try:
+                mine.close()
                 self._drop_parent_state()
-                from ocivendir.server.worker import serve_connection  # noqa: PLC0415 - preloaded
-
-                serve_connection(conn, self.build, facts)
+                work(theirs, self.build, self.entry, self.max_calls)
             finally:
                 os._exit(1)
-        return pid
+        theirs.close()
+        self.children.add(pid)
+        worker = Worker(pid, mine, time.monotonic())
+        self.pool.add(worker)
+        return worker
 
     def _drop_parent_state(self) -> None:
+        """In a new worker: nothing of the parent's stays open (its socket, lock, wake-up pipe, channels, waiting)."""
         if self.listener is not None:
             self.listener.close()
-        os.close(self.lock_fd)
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)
+        for fd in self.wake:
+            if fd >= 0:
+                os.close(fd)
+        for other in self.pool.workers.values():
+            other.channel.close()
+        for waiting in self.desk.waiting.values():
+            waiting.conn.close()
 
     def _reap(self) -> None:
         while self.children:
@@ -183,13 +230,16 @@ class Server:
             if pid == 0:
                 return
             self.children.discard(pid)
+            for worker in list(self.pool.workers.values()):
+                if worker.pid == pid:
+                    self.pool.drop(worker)
 
     def _on_retire(self, _signo: int, _frame: object) -> None:
         self.retiring = True
         self.retire()
 
     def retire(self) -> None:
-        """Stop taking calls: close and remove the socket (if still ours), let the lock go. Workers run on."""
+        """Stop taking calls: close and remove the socket (if still ours), let the lock go, end idle workers."""
         self.retiring = True
         if self.listener is not None:
             self.listener.close()
@@ -199,6 +249,8 @@ class Server:
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
             self.lock_fd = -1
+        self.pool.drop_all()
+        self.desk.close_all()
 
     def wait_workers(self) -> None:
         """Block until every worker has ended."""
@@ -230,10 +282,14 @@ def _ignore(_signo: int, _frame: object) -> None:
     """SIGCHLD only wakes the loop (through the wakeup descriptor); reaping happens there."""
 
 
-def run_server(directory: str, *, idle: float, workers: int, preload: Callable[[], object],
-               ready: Callable[[str], object] = lambda _build: None) -> int:  # fmt: skip
-    """Claim, preload, listen, call `ready(build)`, serve; 0 when it ends, LockBusy propagates when one runs."""
-    server = Server(directory, build_id(), idle=idle, workers=workers)
+def run_server(directory: str, *, idle: float, workers: int, max_calls: int, preload: Callable[[], object],
+               entry: Entry, ready: Callable[[str], object] = lambda _build: None) -> int:  # fmt: skip
+    """Claim, preload, listen, call `ready(build)`, serve; 0 when it ends, LockBusy propagates when one runs.
+
+    `entry` is what a worker runs for each call (the CLI's `main`, reading `sys.argv`): handed in, so the server
+    never imports the command layer that starts it.
+    """
+    server = Server(directory, build_id(), idle=idle, workers=workers, max_calls=max_calls, entry=entry)
     server.claim()
     preload()
     server.listen()

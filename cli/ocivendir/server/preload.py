@@ -7,8 +7,9 @@ every lazy import (33 MiB, 393 modules) cost each worker 11 ms of CPU, one holdi
 pull` and `version` need — the click tree, the fast paths, the engines, the registry client with requests and TLS
 for a tag's HEAD —
 and leaves the rest (rich's live view on a terminal, SQLite when the read memo misses, the cold fetch's extras) to the
-worker that needs it. `tests/unit/test_server_parts.py` runs representative warm calls after `preload()` and fails
-when one of them still has to import a module.
+worker that needs it. Workers are reused now, and a module a call imports beyond this set retires its worker
+(`server/leaks.py`), so what a cold sync or pull needs is here too. `tests/integration/test_server.py` runs
+representative warm calls after `preload()` and fails when one of them still has to import a module.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ WARM = (
     "ocivendir.engine.sync", "ocivendir.engine.pull", "ocivendir.engine.verify", "ocivendir.engine.sources",
     "ocivendir.engine.image", "ocivendir.engine.relocate", "ocivendir.engine.placement", "ocivendir.engine.access",
     "ocivendir.cache.memo", "ocivendir.cache.store", "ocivendir.cache.grants",
+    "ocivendir.cache.partials", "ocivendir.cache.prune", "ocivendir.engine.stream",  # a cold fetch's
     "ocivendir.registry.client", "ocivendir.registry.transport", "ocivendir.registry.connections",
     "ocivendir.registry.pools", "ocivendir.registry.challenge", "ocivendir.registry.auth",  # pools: requests, urllib3
     "ocivendir.goyaml.emit", "ocivendir.goyaml.load", "ocivendir.vendir.config",
@@ -34,6 +36,7 @@ WARM = (
     "ocivendir.fs.swapset",  # a sync of several directories
     "ocivendir.output", "ocivendir.reports", "ocivendir.results", "ocivendir.server.worker",
     "ssl", "yaml", "json", "zlib", "traceback", "difflib", "locale", "sqlite3",  # sqlite3: a tag records its answer
+    "ctypes",  # renameat2, when a sync replaces a tree it laid down before
 )  # fmt: skip
 
 

@@ -1,12 +1,18 @@
-"""Owns: one call in a forked worker — the caller's world put in place, the entry point run, the status sent back.
+"""Owns: a reused worker — it serves the connections its parent hands it, one after another, each in its caller's world.
 
-The caller's descriptors, directory, umask, environment and argv replace the server's before anything runs.
+The parent hands a worker an accepted connection over the worker's own channel (a SOCK_SEQPACKET pair: the
+connection's descriptor by SCM_RIGHTS, the server's facts as JSON). The worker reads the request within
+`REQUEST_SECONDS` (a connection that sends nothing frees the worker again), puts the caller's world in place
+(`server/world.py`), sends `P`, runs the entry point it was handed (the CLI's `main`: the worker never imports the
+command layer), flushes, puts its own world back, sends `X` and tells its parent `D` (ready again). After each call it
+checks what the call may have left behind (`server/leaks.py`); with a reason to retire it tells its parent `E` and
+the reason instead, and exits once the caller has its answer.
 
 Before the `P` frame nothing of the call has run, so a client that sees the connection end earlier runs it
 in-process; after it, the call is the worker's. The worker closes its copies of the caller's stdio before it sends
 the exit status, so a reader of the caller's stdout sees EOF as soon as the client exits. A thread listens to the
-client: a forwarded signal is raised in the worker, and a client that goes away (killed) ends the worker with
-SIGTERM — which, as for the in-process program, a kill at any moment leaves target and cache intact.
+client during the call: a forwarded signal is raised in the worker, and a client that goes away (killed) ends the
+worker with SIGTERM — which, as for the in-process program, a kill at any moment leaves target and cache intact.
 """
 
 from __future__ import annotations
@@ -16,102 +22,182 @@ import os
 import signal
 import socket
 import struct
-import sys
 import threading
-import time
 
 from ocivendir.server.identity import mismatch
+from ocivendir.server.leaks import Baseline
 from ocivendir.server.wire import Request, WireError, frame, read_frame, receive_request
+from ocivendir.server.world import World, handlers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import NoReturn
 
-__all__ = ["serve_connection"]
+__all__ = ["FORWARDED", "REQUEST_SECONDS", "TEST_LEAK", "Entry", "work"]
 
 FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
-_finished = threading.Event()
+REQUEST_SECONDS = 5.0  # a connection that has not sent its whole request by then is closed unanswered
+TEST_LEAK = "OCIVENDIR_SERVER_TEST_LEAK"  # the suite's hook: `thread`, `descriptor`, `environ` left, or `raise`
+_CHANNEL_MESSAGE = 1 << 16
+
+if TYPE_CHECKING:
+    Entry = Callable[[], object]
+else:
+    Entry = object
 
 
-def serve_connection(conn: socket.socket, build: str, facts: Mapping[str, object]) -> NoReturn:
-    """Serve one connection in a freshly forked worker; never returns."""
+def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> NoReturn:
+    """Serve the connections the parent hands over until it closes the channel or the worker must retire."""
+    world = World()
+    baseline = Baseline()
+    calls = 0
+    while True:
+        handed = _next(channel)
+        if handed is None:
+            os._exit(0)
+        conn, facts = handed
+        try:
+            outcome = _serve(conn, build, facts, entry, world)
+            if outcome is None:  # nothing of a call ran
+                if not _tell(channel, b"D"):
+                    os._exit(0)
+                continue
+            calls += 1
+            code, reason = outcome
+            reason = (
+                reason
+                or baseline.left_behind(conn.fileno())
+                or world.changed()
+                or baseline.retire_reason(calls, max_calls)
+            )
+            # the parent hears first: a caller that has its answer and calls again finds this worker ready; a parent
+            # that is gone (stopped, killed) hands nothing more over, but this caller still gets its answer
+            if not _tell(channel, b"E" + reason.encode(errors="replace")[:4096] if reason else b"D"):
+                reason = reason or "the server is gone"
+            try:
+                conn.sendall(frame(b"X", struct.pack(">I", code)))
+            except OSError:
+                pass
+        finally:
+            conn.close()
+        if reason:
+            os._exit(0)
+
+
+def _next(channel: socket.socket) -> tuple[socket.socket, dict[str, object]] | None:
+    """The next connection and the parent's facts; None when the parent closed the channel (or died)."""
+    try:
+        message, fds, _flags, _address = socket.recv_fds(channel, _CHANNEL_MESSAGE, 1)
+    except OSError:
+        return None
+    if not message or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        return None
+    facts = json.loads(message)
+    return socket.socket(fileno=fds[0]), facts if isinstance(facts, dict) else {}
+
+
+def _tell(channel: socket.socket, message: bytes) -> bool:
+    """Say `message` to the parent; False when it is gone (it will hand nothing more over)."""
+    try:
+        channel.send(message)
+    except OSError:
+        return False
+    return True
+
+
+def _serve(
+    conn: socket.socket, build: str, facts: Mapping[str, object], entry: Entry, world: World
+) -> tuple[int, str | None] | None:
+    """One connection, up to its answer: None when no call ran, else its exit status and a reason to retire or None.
+
+    The caller's stdio is let go and the worker's own world is back in place when it returns.
+    """
+    conn.settimeout(REQUEST_SECONDS)
     try:
         request, fds = receive_request(conn)
     except (WireError, OSError):
-        os._exit(0)
-    if request.build != build:
-        _refuse(conn, fds, f"build {request.build} asked of a server of build {build}")
-    if request.op != "call":
+        return None
+    conn.settimeout(None)
+    if request.op != "call" and request.build == build:
         _answer(conn, fds, request.op, facts)
-    if (reason := mismatch(conn, request.env)) is not None:  # the caller's rights and start-up settings are ours
-        _refuse(conn, fds, reason)
+        return None
+    if (refusal := _refusal(conn, request, build)) is not None:
+        _refuse(conn, fds, refusal)
+        return None
     try:
-        os.fchdir(fds[3])
+        world.enter(request, fds)
     except OSError as exc:
-        _refuse(conn, fds, f"cannot enter the caller's working directory: {exc.strerror}")
-    _adopt(request, fds)
-    conn.sendall(frame(b"P", struct.pack(">I", os.getpid())))
-    threading.Thread(target=_listen, args=(conn,), name="ocivendir-client", daemon=True).start()
-    _finish(conn, _run())
+        _refuse(conn, [], f"cannot enter the caller's working directory: {exc.strerror}")
+        return None
+    finished = threading.Event()
+    listener = threading.Thread(target=_listen, args=(conn, finished), name="ocivendir-client", daemon=True)
+    try:
+        conn.sendall(frame(b"P", struct.pack(">I", os.getpid())))
+    except OSError:  # the client is gone before anything ran
+        world.leave()
+        return None
+    code: int = 1
+    reason: str | None = "the call did not end"
+    try:
+        listener.start()
+        code, reason = _run(_plant(request, entry))
+        reason = reason or _signals_changed(world) or _environ_changed(request)
+    finally:
+        finished.set()
+        code = _flush(code)
+        world.leave()
+    try:
+        conn.shutdown(socket.SHUT_RD)  # wakes the listener; the answer can still be sent
+    except OSError:
+        pass
+    listener.join()
+    return code, reason
 
 
-def _refuse(conn: socket.socket, fds: list[int], reason: str) -> NoReturn:
+def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:
+    """Why this worker must not run the call, or None: another build, or a caller whose rights differ from ours."""
+    if request.build != build:
+        return f"build {request.build} asked of a server of build {build}"
+    return mismatch(conn, request.env)  # the caller's credentials, limits and start-up settings are ours
+
+
+def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
+    """Close the call's descriptors and say it was not started (`R`): the client runs it in-process."""
     for fd in fds:
         os.close(fd)
     try:
         conn.sendall(frame(b"R", reason.encode()))
-    finally:
-        os._exit(0)
+    except OSError:
+        pass
 
 
-def _answer(conn: socket.socket, fds: list[int], op: str, facts: Mapping[str, object]) -> NoReturn:
-    """`status` and `stop`: the server's facts as the parent had them at the fork; `stop` retires the parent."""
+def _answer(conn: socket.socket, fds: list[int], op: str, facts: Mapping[str, object]) -> None:
+    """`status` and `stop`: the server's facts as the parent had them at the hand-over; `stop` retires the parent."""
     for fd in fds:
         os.close(fd)
     if op == "stop":
         os.kill(os.getppid(), signal.SIGTERM)
     try:
         conn.sendall(frame(b"I", json.dumps(dict(facts), sort_keys=True).encode()))
-    finally:
-        os._exit(0)
+    except OSError:
+        pass
 
 
-def _adopt(request: Request, fds: list[int]) -> None:
-    """The caller's stdio on 0-2, umask, exact environment and argv; the server's signal handling undone."""
-    for target, fd in enumerate(fds[:3]):
-        os.dup2(fd, target)
-    for fd in fds:
-        if fd > 2:  # noqa: PLR2004 - a received descriptor never lands on 0-2 while those are open
-            os.close(fd)
-    os.umask(request.umask)
-    os.environ.clear()
-    os.environ.update(request.env)
-    time.tzset()
-    sys.argv = list(request.argv) or ["ocivendir"]
-    signal.set_wakeup_fd(-1)
-    for signo in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-        signal.signal(signo, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    from ocivendir.output import rebind_stdio  # noqa: PLC0415 - the output layer owns the streams
-
-    rebind_stdio()
-
-
-def _run() -> int:
-    """The ordinary entry point; its exit status as Python reports it."""
-    from ocivendir.commands import main  # noqa: PLC0415 - loaded by the server already
-
+def _run(entry: Entry) -> tuple[int, str | None]:
+    """The entry point's exit status as Python reports it, and what escaped it (a reason to retire) if anything."""
     try:
-        main()
+        entry()
     except SystemExit as exc:
-        return _status(exc.code)
-    except BaseException:  # noqa: BLE001 - main() maps every failure; what escapes it is reported as Python would
+        return _status(exc.code), None
+    except BaseException as exc:  # noqa: BLE001 - main() maps every failure; what escapes it is reported as Python would
         import traceback  # noqa: PLC0415
 
         traceback.print_exc()
-        return 1
-    return 0
+        return 1, f"the call raised {type(exc).__name__}"
+    return 0, None
 
 
 def _status(code: object) -> int:
@@ -125,31 +211,53 @@ def _status(code: object) -> int:
     return 1
 
 
-def _finish(conn: socket.socket, code: int) -> NoReturn:
-    """Flush, let go of the caller's stdio, then report the status and end (no finalization: nothing is left to do)."""
+def _flush(code: int) -> int:
     from ocivendir.output import flush_streams  # noqa: PLC0415
 
     if not flush_streams() and code == 0:
-        code = 120  # what the interpreter returns when flushing stdout fails at exit
-    _finished.set()
-    null = os.open(os.devnull, os.O_RDWR)
-    for target in (0, 1, 2):
-        os.dup2(null, target)
-    try:
-        conn.sendall(frame(b"X", struct.pack(">I", code)))
-    except OSError:
-        pass
-    os._exit(code)
+        return 120  # what the interpreter returns when flushing stdout fails at exit
+    return code
 
 
-def _listen(conn: socket.socket) -> None:
+def _signals_changed(world: World) -> str | None:
+    for signo, disposition in handlers().items():
+        if disposition != world.call_signals.get(signo):
+            return f"the call changed the handler of signal {signo}"
+    return None
+
+
+def _environ_changed(request: Request) -> str | None:
+    if dict(os.environ) != request.env:
+        return "the call changed os.environ"
+    return None
+
+
+def _plant(request: Request, entry: Entry) -> Entry:
+    """The suite's hook: leave a thread, a descriptor or an environment variable behind, or raise from the call."""
+    leak = request.env.get(TEST_LEAK)
+    if leak == "thread":
+        threading.Thread(target=threading.Event().wait, name="planted", daemon=True).start()
+    elif leak == "descriptor":
+        os.open(os.devnull, os.O_RDONLY)
+    elif leak == "environ":
+        os.environ["OCIVENDIR_PLANTED"] = "1"
+    elif leak == "raise":
+        return _raise
+    return entry
+
+
+def _raise() -> None:
+    raise RuntimeError(TEST_LEAK)
+
+
+def _listen(conn: socket.socket, finished: threading.Event) -> None:
     """Signals the client forwards; the client gone before the end stops the worker."""
     try:
         while (got := read_frame(conn)) is not None:
             kind, payload = got
-            if kind == b"S" and len(payload) == 1 and payload[0] in FORWARDED:
+            if kind == b"S" and len(payload) == 1 and payload[0] in FORWARDED and not finished.is_set():
                 os.kill(os.getpid(), payload[0])
     except (WireError, OSError):
         pass
-    if not _finished.is_set():
+    if not finished.is_set():
         os.kill(os.getpid(), signal.SIGTERM)

@@ -1,0 +1,93 @@
+"""Owns: what a call may have left behind in a reused worker, and the other reasons to retire it.
+
+`Baseline` is taken once, when the worker is born (after the server's preload): its threads, its open descriptors,
+the modules loaded (the warm set: `preload.WARM` and everything those import). After each call, `left_behind` names
+the first thing that is not as it was — a thread still running, a descriptor still open, a module imported that the
+warm set does not hold — and `retire_reason` adds the call count and the resident size. A worker with a reason
+answers its call and exits; the parent forks a fresh one from the preloaded image.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+__all__ = ["MAX_RSS", "RESIDENT_THREADS", "Baseline", "resident_bytes"]
+
+MAX_RSS = 256 << 20  # a worker past this resident size is retired (the preloaded image is ~30 MiB)
+_SETTLE_TRIES = 25
+# threads that serve every call and keep nothing of one: the registry client's deadline watchdog (started on a call's
+# first alarm; an alarm holds only its socket, which the descriptor check sees if a call leaves one open)
+RESIDENT_THREADS = frozenset({"ocivendir-watchdog"})
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_bytes() -> int:
+    """This process's resident set size, from /proc/self/statm."""
+    with open("/proc/self/statm", "rb") as statm:
+        return int(statm.read().split()[1]) * _PAGE
+
+
+def _descriptors() -> frozenset[str]:
+    found = []
+    for name in os.listdir("/proc/self/fd"):  # the listing's own descriptor is gone once the list is made
+        try:
+            found.append(f"{name} {os.readlink(f'/proc/self/fd/{name}')}")
+        except OSError:
+            continue
+    return frozenset(found)
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _settled_threads(expected: int) -> int:
+    """The thread count, given a thread that has just returned a few moments to end (it is joined, not leaked)."""
+    count = _threads()
+    for _ in range(_SETTLE_TRIES):
+        if count == expected:
+            break
+        time.sleep(0.002)
+        count = _threads()
+    return count
+
+
+class Baseline:
+    """The worker as it was born: what every call must leave as it found it."""
+
+    def __init__(self) -> None:
+        """Take the worker's threads, descriptors and modules now."""
+        self.threads = _threads()
+        self.descriptors = _descriptors()
+        self.modules = frozenset(sys.modules)
+
+    def left_behind(self, connection: int) -> str | None:
+        """The first thing a finished call left behind (with the worker's own world back in place), or None.
+
+        `connection` is the call's own connection, still open for its answer.
+        """
+        resident = sum(1 for thread in threading.enumerate() if thread.name in RESIDENT_THREADS)
+        if (count := _settled_threads(self.threads + resident)) != self.threads + resident:
+            names = sorted(
+                t.name
+                for t in threading.enumerate()
+                if t.name not in RESIDENT_THREADS and t is not threading.main_thread()
+            )
+            return f"{count - 1 - resident} threads were left running ({', '.join(names) or 'not Python threads'})"
+        if extra := {fd for fd in _descriptors() - self.descriptors if not fd.startswith(f"{connection} ")}:
+            return f"descriptors left open: {', '.join(sorted(extra))}"
+        if new := set(sys.modules) - self.modules:
+            shown = sorted(new)
+            return f"modules outside the warm set imported: {', '.join(shown[:5])}{' …' if len(shown) > 5 else ''}"  # noqa: PLR2004
+        return None
+
+    def retire_reason(self, calls: int, max_calls: int) -> str | None:
+        """Why a worker that served `calls` calls and left nothing behind must still end, or None."""
+        if calls >= max_calls:
+            return f"served {calls} calls (OCIVENDIR_SERVER_MAX_CALLS={max_calls})"
+        if (size := resident_bytes()) > MAX_RSS:
+            return f"resident size {size >> 20} MiB passes {MAX_RSS >> 20} MiB"
+        return None

@@ -1,0 +1,363 @@
+"""Reused workers: calls back to back through ONE worker give what the same calls give in-process, one after another.
+
+Each test starts a server with one worker that is never retired for its call count, runs its calls through it with
+a client that speaks the wire itself (so the `P` frame's pid shows which worker served), and runs the same calls
+in-process. What one call put in place — credentials, proxies, offline, umask, directory, stdin — is gone for the
+next; a call that leaves something behind (a thread, a descriptor, an environment variable) or raises retires its
+worker, and the next call is served by a fresh one. Held connections never stall a call, `status` or `stop`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from ocivendir.server import wire
+from ocivendir.server.build import build_id
+from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
+from tests.support.builders import Pusher, make_image
+from tests.support.faults import silent_server
+from tests.support.registry import PASSWORD, USERNAME, Registry
+from tests.support.server import ServerPlace, program, worker_in, workers
+
+pytestmark = pytest.mark.integration
+
+Outcome = tuple[int, str, str]
+
+
+class OneWorker:
+    """A server with one reused worker, and the two ways of making a call: through it, and in-process."""
+
+    def __init__(self, place: ServerPlace, bin_dir: Path, **env: str) -> None:
+        """Start the server (one worker, never retired for its count)."""
+        self.place, self.bin_dir = place, bin_dir
+        self.server_pid = place.start(
+            **{"OCIVENDIR_SERVER_WORKERS": "1", "OCIVENDIR_SERVER_MAX_CALLS": "100000", **env}
+        )
+
+    def retired(self) -> int:
+        """How many workers the server has retired (its `status` facts, asked over the wire)."""
+        import json  # noqa: PLC0415
+
+        request = wire.Request(op="status", build=build_id(), umask=0o022, cwd="/", argv=[], env={})
+        with socket.socket(socket.AF_UNIX) as sock, Path(os.devnull).open("rb") as null:
+            sock.connect(str(self.place.dir / f"server-{build_id()}.sock"))
+            root = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                wire.send_request(sock, wire.encode_request(request), [null.fileno()] * 3 + [root])
+            finally:
+                os.close(root)
+            kind, payload = wire.read_frame(sock) or (b"", b"")
+        assert kind == b"I", (kind, payload)
+        facts = json.loads(payload)
+        self.last_retired = facts["last_retired"]
+        return int(facts["retired"])
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return self.place.env(**extra)
+
+    def served(self, prog: str, *args: str, cwd: Path | int, stdin: bytes = b"", umask: int = 0o022,
+               env: dict[str, str] | None = None) -> tuple[Outcome, int]:  # fmt: skip
+        """The call through the server's worker, and that worker's pid (from its `P` frame)."""
+        environ = env if env is not None else self.env()
+        request = wire.Request(op="call", build=build_id(), umask=umask, cwd=str(cwd), argv=[str(program(self.bin_dir, prog)), *args], env=environ)  # fmt: skip
+        with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            given.write(stdin)
+            given.seek(0)
+            directory = cwd if isinstance(cwd, int) else os.open(cwd, os.O_RDONLY | os.O_DIRECTORY)
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.connect(str(self.place.dir / f"server-{build_id()}.sock"))
+                wire.send_request(sock, wire.encode_request(request), [given.fileno(), out.fileno(), err.fileno(), directory])  # fmt: skip
+                if not isinstance(cwd, int):
+                    os.close(directory)
+                kind, payload = wire.read_frame(sock) or (b"", b"")
+                assert kind == b"P", (kind, payload)
+                pid = struct.unpack(">I", payload)[0]
+                code = -1
+                while (got := wire.read_frame(sock)) is not None:
+                    if got[0] == b"X":
+                        code = struct.unpack(">I", got[1])[0]
+            out.seek(0)
+            err.seek(0)
+            return (code, out.read().decode(), err.read().decode()), pid
+
+    def in_process(self, prog: str, *args: str, cwd: Path, stdin: bytes = b"", umask: int = 0o022,
+                   env: dict[str, str] | None = None) -> Outcome:  # fmt: skip
+        """The same call run by the program itself, the server switched off."""
+        environ = {**(env if env is not None else self.env()), "OCIVENDIR_SERVER": "off"}
+        done = subprocess.run([str(program(self.bin_dir, prog)), *args], input=stdin, capture_output=True, cwd=cwd,
+                              env=environ, timeout=120, check=False, preexec_fn=lambda: os.umask(umask))  # fmt: skip
+        return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def tree(root: Path) -> list[tuple[str, int, bytes]]:
+    return sorted((str(p.relative_to(root)), stat.S_IMODE(p.lstat().st_mode), p.read_bytes() if p.is_file() else b"")
+                  for p in root.rglob("*"))  # fmt: skip
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    return tmp_path / "bin"
+
+
+@pytest.fixture
+def one(place: ServerPlace, bin_dir: Path) -> OneWorker:
+    return OneWorker(place, bin_dir)
+
+
+def _sync_both(one: OneWorker, tmp_path: Path, name: str, stream: str, umask: int = 0o022,
+               **env: str) -> tuple[Outcome, int]:  # fmt: skip
+    """A vendir sync through the worker and in-process, each with a fresh cache and directory; they must agree."""
+    results = {}
+    pid = 0
+    for how in ("served", "in-process"):
+        work = tmp_path / f"{name}-{how}"
+        work.mkdir()
+        environ = one.env(VENDIR_CACHE_DIR=str(tmp_path / f"cache-{name}-{how}"), **env)
+        args = ("sync", "-f", "-", "--lock-file", "/dev/null")
+        if how == "served":
+            outcome, pid = one.served("vendir", *args, cwd=work, stdin=stream.encode(), umask=umask, env=environ)
+        else:
+            outcome = one.in_process("vendir", *args, cwd=work, stdin=stream.encode(), umask=umask, env=environ)
+        results[how] = (*outcome, tree(work))
+    assert results["served"] == results["in-process"], name
+    return results["served"][:3], pid  # type: ignore[return-value]
+
+
+def test_credentials_with_then_without_then_wrong_are_each_the_calls_own(
+    one: OneWorker, auth_registry: Registry, tmp_path: Path
+) -> None:
+    ref = Pusher(auth_registry).image("reuse/private", make_image({"p.txt": "private"}))
+    stream = config("image", ref, secret=None)
+    good = {"IMGPKG_REGISTRY_HOSTNAME": auth_registry.host, "IMGPKG_REGISTRY_USERNAME": USERNAME,
+            "IMGPKG_REGISTRY_PASSWORD": PASSWORD}  # fmt: skip
+    first, pid = _sync_both(one, tmp_path, "with", stream, **good)
+    assert first == (0, lock("image", ref), "")
+    second, again = _sync_both(one, tmp_path, "without", stream)
+    assert second[0] == 1
+    third, still = _sync_both(one, tmp_path, "wrong", stream, **{**good, "IMGPKG_REGISTRY_PASSWORD": "wrong"})
+    assert third[0] == 1
+    assert pid == again == still, one.place.status()["last_retired"]  # one worker served all three
+
+
+def test_proxy_variables_set_then_unset(one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str,
+                                        tmp_path: Path) -> None:  # fmt: skip
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    stream = config("image", ref, secret=None)
+    with silent_server() as proxy:
+        dead = {"HTTP_PROXY": proxy.url, "HTTPS_PROXY": proxy.url, "http_proxy": proxy.url, "NO_PROXY": "",
+                "OCIVENDIR_TIMEOUT": "2s"}  # fmt: skip
+        _, pid = _sync_both(one, tmp_path, "proxied", stream, **dead)
+    unset, again = _sync_both(one, tmp_path, "direct", stream)
+    assert unset == (0, lock("image", ref), "")
+    assert pid == again, one.place.status()["last_retired"]
+
+
+def test_offline_set_then_unset(one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str,
+                                tmp_path: Path) -> None:  # fmt: skip
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    stream = config("image", ref, secret=None)
+    offline, pid = _sync_both(one, tmp_path, "offline", stream, OCIVENDIR_OFFLINE="1")
+    assert offline[0] == 1
+    online, again = _sync_both(one, tmp_path, "online", stream)
+    assert online == (0, lock("image", ref), "")
+    assert pid == again, one.place.status()
+
+
+def test_umask_077_then_022(one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str,
+                            tmp_path: Path) -> None:  # fmt: skip
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a", "d/b.txt": "b"}))
+    stream = config("image", ref, secret=None)
+    _, pid = _sync_both(one, tmp_path, "u077", stream, umask=0o077)
+    _, again = _sync_both(one, tmp_path, "u022", stream, umask=0o022)
+    assert stat.S_IMODE((tmp_path / "u022-served" / "0" / "d").stat().st_mode) == 0o755
+    assert pid == again, one.place.status()["last_retired"]
+
+
+def test_the_callers_directory_removed(one: OneWorker, tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    directory = os.open(gone, os.O_RDONLY | os.O_DIRECTORY)
+    gone.rmdir()
+    try:
+        served, pid = one.served("vendir", "sync", cwd=directory)
+    finally:
+        os.close(directory)
+    (tmp_path / "gone-too").mkdir()
+    expected = subprocess.run(
+        [str(program(one.bin_dir, "vendir")), "sync"], capture_output=True, cwd=tmp_path / "gone-too", check=False,
+        env={**one.env(), "OCIVENDIR_SERVER": "off"}, timeout=60,
+        preexec_fn=(tmp_path / "gone-too").rmdir,
+    )  # fmt: skip
+    assert served == (expected.returncode, expected.stdout.decode(), expected.stderr.decode())
+    after, again = one.served("vendir", "version", cwd=tmp_path)
+    assert after == one.in_process("vendir", "version", cwd=tmp_path)
+    assert pid == again, one.place.status()["last_retired"]
+
+
+def test_stdin_not_read_to_the_end_is_not_seen_by_the_next_call(
+    one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    unread = b"x" * (1 << 20)
+    first, pid = one.served("vendir", "version", cwd=tmp_path, stdin=unread)
+    assert first == one.in_process("vendir", "version", cwd=tmp_path, stdin=unread)
+    second, again = _sync_both(one, tmp_path, "after", PLACEHOLDER + config("image", ref))
+    assert second == (0, lock("image", ref), "")
+    assert pid == again, one.place.status()["last_retired"]
+
+
+def test_a_failing_call_keeps_the_worker_and_one_that_raises_retires_it(one: OneWorker, tmp_path: Path) -> None:
+    failing, pid = one.served("vendir", "sync", "-f", "-", cwd=tmp_path, stdin=b"directories: [\n")
+    assert failing == one.in_process("vendir", "sync", "-f", "-", cwd=tmp_path, stdin=b"directories: [\n")
+    assert failing[0] == 1
+    raised, again = one.served("vendir", "version", cwd=tmp_path, env=one.env(OCIVENDIR_SERVER_TEST_LEAK="raise"))
+    assert again == pid
+    assert raised[0] == 1
+    assert raised[2].startswith("Traceback (most recent call last):")
+    assert raised[2].endswith("RuntimeError: OCIVENDIR_SERVER_TEST_LEAK\n")
+    after, fresh = one.served("vendir", "version", cwd=tmp_path)
+    assert after == one.in_process("vendir", "version", cwd=tmp_path)
+    assert fresh != pid
+    assert one.retired() == 1
+
+
+@pytest.mark.parametrize("leak", ["thread", "descriptor", "environ"])
+def test_a_call_that_leaves_something_behind_retires_its_worker(one: OneWorker, tmp_path: Path, leak: str) -> None:
+    clean, pid = one.served("vendir", "version", cwd=tmp_path)
+    _, same = one.served("vendir", "version", cwd=tmp_path)
+    assert same == pid
+    leaky, again = one.served("vendir", "version", cwd=tmp_path, env=one.env(OCIVENDIR_SERVER_TEST_LEAK=leak))
+    assert (leaky, again) == (clean, pid)  # the caller sees nothing of it
+    after, fresh = one.served("vendir", "version", cwd=tmp_path)
+    assert after == clean
+    assert fresh != pid
+    assert one.retired() == 1
+
+
+def test_max_calls_one_gives_a_fresh_worker_for_every_call(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:
+    one = OneWorker(place, bin_dir, OCIVENDIR_SERVER_MAX_CALLS="1")
+    pids = [one.served("vendir", "version", cwd=tmp_path)[1] for _ in range(3)]
+    assert len(set(pids)) == 3
+
+
+def _stalled(one: OneWorker, tmp_path: Path, url: str) -> tuple[subprocess.Popen[bytes], Path]:
+    work = tmp_path / f"stalled-{time.monotonic_ns()}"
+    work.mkdir()
+    process = subprocess.Popen([str(program(one.bin_dir, "vendir")), "sync", "-f", "-", "--lock-file", "/dev/null"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=work,
+                               env=one.env(OCIVENDIR_TIMEOUT="60s"))  # fmt: skip
+    assert process.stdin is not None
+    process.stdin.write(config("image", f"{url.removeprefix('http://')}/x/y:v1", secret=None).encode())
+    process.stdin.close()
+    process.stdin = None
+    return process, work
+
+
+@pytest.mark.parametrize("how", ["client SIGTERM", "client SIGKILL", "worker SIGKILL", "client SIGINT"])
+def test_a_kill_mid_call_ends_or_frees_the_worker_and_the_next_call_is_served(
+    one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, how: str
+) -> None:
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    with silent_server() as silent:
+        process, work = _stalled(one, tmp_path, silent.url)
+        worker = worker_in(one.place, one.server_pid, work)
+        time.sleep(0.3)  # the worker waits on the silent registry
+        victim, signo = (worker, signal.SIGKILL) if how.startswith("worker") else (process.pid, getattr(signal, how.split()[1]))  # fmt: skip
+        os.kill(victim, signo)
+        _, err = process.communicate(timeout=30)
+    if how == "worker SIGKILL":
+        assert (process.returncode, err.decode()) == (1, f"vendir: Error: ocivendir server: the call ended without an exit status (worker {worker} stopped)\n")  # fmt: skip
+    elif how == "client SIGINT":
+        assert (process.returncode, err) == (1, b"\nvendir: Error: Aborted\n")
+    else:
+        assert process.returncode == -signo
+    after, pid = _sync_both(one, tmp_path, "after", config("image", ref, secret=None))
+    assert after == (0, lock("image", ref), "")
+    if how != "client SIGINT":  # an interrupted call frees its worker, clean or retired
+        assert pid != worker  # a SIGTERM ends the worker, as it ends the in-process call; a fresh one serves
+        one.retired()
+        assert workers(one.server_pid) == [pid], one.last_retired
+
+
+def test_held_connections_stall_no_call_status_or_stop(one: OneWorker, tmp_path: Path) -> None:
+    path = str(one.place.dir / f"server-{build_id()}.sock")
+    held = [socket.socket(socket.AF_UNIX) for _ in range(10)]
+    try:
+        for sock in held:
+            sock.connect(path)  # and never send a request
+        status = one.place.status()
+        assert status["busy"] == 1  # the only worker waits for a request; the server answered this itself
+        version = subprocess.run([str(program(one.bin_dir, "vendir")), "--debug", "version"], capture_output=True,
+                                 text=True, cwd=tmp_path, env=one.env(), timeout=30, check=False)  # fmt: skip
+        assert version.returncode == 0
+        assert version.stdout.startswith("vendir version ")
+        assert (
+            "ocivendir server unavailable (busy: all 1 workers are serving calls); running in-process" in version.stderr
+        )
+        stopped = one.place.server("stop")
+        assert stopped.returncode == 0
+        assert stopped.stdout.startswith("ocivendir server: stopping (pid ")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _footprint(pid: int) -> tuple[int, int]:
+    """A process's open descriptors and resident pages."""
+    return len(list(Path(f"/proc/{pid}/fd").iterdir())), int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+
+
+def test_soak_three_hundred_warm_calls_through_one_worker_grow_nothing(
+    one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """300 warm digest-pinned syncs: one worker serves them all; descriptors unchanged, RSS within 10 % from 100 to 300."""
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a: 1\n", "d/b.txt": "b"}))
+    stream = (PLACEHOLDER + config("image", ref)).encode()
+    env = one.env(VENDIR_CACHE_DIR=str(tmp_path / "cache"))
+    work = tmp_path / "work"
+    work.mkdir()
+    pids, marks = set(), {}
+    for number in range(1, 301):
+        outcome, pid = one.served(
+            "vendir", "sync", "-f", "-", "--lock-file", "/dev/null", cwd=work, stdin=stream, env=env
+        )
+        assert outcome == (0, lock("image", ref), ""), number
+        pids.add(pid)
+        if number in (100, 300):
+            marks[number] = _footprint(pid)
+    assert len(pids) == 1, (one.retired(), one.last_retired)
+    (fds_100, rss_100), (fds_300, rss_300) = marks[100], marks[300]
+    assert fds_300 == fds_100
+    assert rss_300 <= rss_100 * 1.1
+
+
+def test_a_call_running_when_the_server_stops_still_gets_its_answer(one: OneWorker, tmp_path: Path) -> None:
+    """`server stop` mid-call: the call ends as it would in-process (here: its deadline), not `without an exit status`."""
+    with silent_server() as silent:
+        work = tmp_path / "work"
+        work.mkdir()
+        stream = config("image", f"{silent.url.removeprefix('http://')}/x/y:v1", secret=None)
+        process = subprocess.Popen([str(program(one.bin_dir, "vendir")), "sync", "-f", "-", "--lock-file", "/dev/null"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   cwd=work, env=one.env(OCIVENDIR_TIMEOUT="3s"))  # fmt: skip
+        process.stdin.write(stream)  # type: ignore[union-attr]
+        process.stdin.close()  # type: ignore[union-attr]
+        process.stdin = None
+        worker = worker_in(one.place, one.server_pid, work)
+        assert one.place.server("stop").returncode == 0
+        _, err = process.communicate(timeout=60)
+        expected = one.in_process("vendir", "sync", "-f", "-", "--lock-file", "/dev/null", cwd=work,
+                                  stdin=stream.encode(), env=one.env(OCIVENDIR_TIMEOUT="3s"))  # fmt: skip
+    assert (process.returncode, err) == expected[::2]
+    assert "without an exit status" not in err
+    one.place.wait_for(lambda: not Path(f"/proc/{worker}").exists() or "Z" in Path(f"/proc/{worker}/stat").read_text())
