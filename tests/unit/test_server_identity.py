@@ -94,3 +94,26 @@ def test_what_a_process_has_is_read_from_proc() -> None:
     assert {"Uid", "Gid", "CapEff", "CapBnd", "NoNewPrivs", "mnt namespace", "user namespace", "root directory"} <= set(
         own
     )
+
+
+def _own_pids_group() -> Path | None:
+    """This process's control group in the pids hierarchy, where a child group can be made (root), else None."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _number, controllers, where = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            group = Path("/sys/fs/cgroup/pids") / where.lstrip("/")
+            return group if os.access(group, os.W_OK) else None
+    return None
+
+
+def test_a_caller_in_another_control_group_is_refused(listener: tuple[socket.socket, str]) -> None:
+    """A caller held to fewer processes (or less memory, CPU) by its cgroup would be served outside the limit."""
+    parent = _own_pids_group()
+    if parent is None:
+        pytest.skip("needs a writable pids cgroup (root)")
+    group = Path(tempfile.mkdtemp(prefix="ovi-caller-", dir=parent))
+    try:
+        code = f"open({str(group / 'cgroup.procs')!r}, 'w').write(str(__import__('os').getpid()))"
+        assert _peer_reason(listener, code) == "the caller's control group list is not the server's"
+    finally:
+        group.rmdir()

@@ -5,9 +5,10 @@ has exactly the worker's, as the kernel reports them — never as the request as
 - SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, and every resource limit (soft and hard) read
   with prlimit(2) from the pid SO_PEERCRED names;
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
-  no_new_privs, seccomp mode, the limits, the security label, the mount, network and user namespaces and the root
-  directory. A caller whose entry cannot be read there (another pid namespace, gone) is refused. The reading goes
-  through one directory descriptor of /proc/<pid>, so every file read is of one process.
+  no_new_privs, seccomp mode, the limits, the security label, the control groups (a caller held to less memory, CPU
+  or fewer processes by its cgroup must not be served outside it), the mount, network, user and cgroup namespaces
+  and the root directory. A caller whose entry cannot be read there (another pid namespace, gone) is refused. The
+  reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
 The call's environment must set nothing that acts at a program's start-up and name the locale the server started in
 (`server/interpreter.py`). Otherwise the worker refuses (`R`) before anything runs, and the client runs the call
 in-process: never more rights, nor other settings, than the caller's own.
@@ -33,7 +34,7 @@ _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux's, where the sock
 _GROUPS_BUFFER = 1024  # Python's getsockopt() bound: 256 groups (more: ERANGE, a refusal)
 _STATUS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
            "Seccomp_filters")  # fmt: skip
-_NAMESPACES = ("mnt", "net", "user")
+_NAMESPACES = ("mnt", "net", "user", "cgroup")
 _LIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
 _SERVER_LOCALE = locale_key(os.environ)  # as the server started (imported before any call adopts an environment)
 
@@ -85,7 +86,7 @@ def _proc_mismatch(conn: socket.socket) -> str | None:
 
 
 def describe(pid: str) -> dict[str, str]:
-    """What decides a process's rights, by name: /proc/<pid>/status lines, limits, label, namespaces, root."""
+    """What decides a process's rights, by name: /proc/<pid>/status lines, limits, cgroups, label, namespaces, root."""
     proc = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         found: dict[str, str] = {}
@@ -94,6 +95,7 @@ def describe(pid: str) -> dict[str, str]:
             if name in _STATUS:
                 found[name] = " ".join(value.split())
         found["resource limits"] = _read(proc, "limits")
+        found["control group list"] = _read(proc, "cgroup")
         try:
             found["security label"] = _read(proc, "attr/current").strip("\0\n")
         except OSError:
