@@ -117,3 +117,13 @@ def test_a_caller_in_another_control_group_is_refused(listener: tuple[socket.soc
         assert _peer_reason(listener, code) == "the caller's control group list is not the server's"
     finally:
         group.rmdir()
+
+
+@pytest.mark.parametrize("code", ["os.nice(5)", "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))"],
+                         ids=["nice", "SCHED_IDLE"])  # fmt: skip
+def test_a_caller_running_at_a_lower_priority_is_refused(listener: tuple[socket.socket, str], code: str) -> None:
+    """`nice -n 5 vendir sync` (or a SCHED_IDLE batch job) is not served at the server's higher priority.
+
+    An unprivileged caller cannot give itself that priority back.
+    """
+    assert _peer_reason(listener, f"import os\n{code}") == "the caller's scheduling priority is not the server's"

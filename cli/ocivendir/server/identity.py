@@ -2,8 +2,8 @@
 
 A worker runs a call with the server's credentials, whoever started it. So a call is served only when the caller
 has exactly the worker's, as the kernel reports them — never as the request asserts them:
-- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, and every resource limit (soft and hard) read
-  with prlimit(2) from the pid SO_PEERCRED names;
+- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, every resource limit (soft and hard) read with
+  prlimit(2), and the nice value and scheduling policy, from the pid SO_PEERCRED names;
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
   no_new_privs, seccomp mode, the limits, the security label, the control groups (a caller held to less memory, CPU
   or fewer processes by its cgroup must not be served outside it), the mount, network, user and cgroup namespaces
@@ -50,7 +50,7 @@ def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
 
 
 def _kernel_mismatch(conn: socket.socket) -> str | None:
-    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, prlimit(2)."""
+    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, prlimit(2), the scheduling priority."""
     pid, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if (uid, gid) != (os.geteuid(), os.getegid()):
         return "the caller's uid or gid is not the server's"
@@ -61,9 +61,15 @@ def _kernel_mismatch(conn: socket.socket) -> str | None:
             return "the caller's groups are not the server's"
         if any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
             return "the caller's resource limits are not the server's"
+        lower = _priority(pid) != _priority(0)
     except OSError as exc:
         return f"cannot read the caller's credentials: {exc.strerror or exc}"
-    return None
+    return "the caller's scheduling priority is not the server's" if lower else None
+
+
+def _priority(pid: int) -> tuple[int, int]:
+    """A process's nice value and scheduling policy (`nice -n 5`, SCHED_IDLE: a caller cannot undo either)."""
+    return os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid)
 
 
 def _peer_groups(conn: socket.socket) -> list[int]:
