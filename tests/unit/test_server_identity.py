@@ -127,3 +127,12 @@ def test_a_caller_running_at_a_lower_priority_is_refused(listener: tuple[socket.
     An unprivileged caller cannot give itself that priority back.
     """
     assert _peer_reason(listener, f"import os\n{code}") == "the caller's scheduling priority is not the server's"
+
+
+def test_a_caller_that_asked_to_be_killed_first_on_oom_is_refused(listener: tuple[socket.socket, str]) -> None:
+    """A raised oom_score_adj is the caller's to give (lowering it again takes CAP_SYS_RESOURCE): not served lower."""
+    own = int(Path("/proc/self/oom_score_adj").read_text())
+    if own >= 1000:  # the kernel's maximum
+        pytest.skip("this process's oom_score_adj is already the highest")
+    code = f"open('/proc/self/oom_score_adj', 'w').write('{own + 1}')"
+    assert _peer_reason(listener, code) == "the caller's oom_score_adj is not the server's"

@@ -5,10 +5,10 @@ has exactly the worker's, as the kernel reports them — never as the request as
 - SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, every resource limit (soft and hard) read with
   prlimit(2), and the nice value and scheduling policy, from the pid SO_PEERCRED names;
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
-  no_new_privs, seccomp mode, the limits, the security label, the control groups (a caller held to less memory, CPU
-  or fewer processes by its cgroup must not be served outside it), the mount, network, user and cgroup namespaces
-  and the root directory. A caller whose entry cannot be read there (another pid namespace, gone) is refused. The
-  reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
+  no_new_privs, seccomp mode, the limits, oom_score_adj, the security label, the control groups (a caller held to
+  less memory, CPU or fewer processes by its cgroup must not be served outside it), the mount, network, user and
+  cgroup namespaces and the root directory. A caller whose entry cannot be read there (another pid namespace, gone)
+  is refused. The reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
 The call's environment must set nothing that acts at a program's start-up and name the locale the server started in
 (`server/interpreter.py`). Otherwise the worker refuses (`R`) before anything runs, and the client runs the call
 in-process: never more rights, nor other settings, than the caller's own.
@@ -102,6 +102,7 @@ def describe(pid: str) -> dict[str, str]:
                 found[name] = " ".join(value.split())
         found["resource limits"] = _read(proc, "limits")
         found["control group list"] = _read(proc, "cgroup")
+        found["oom_score_adj"] = _read(proc, "oom_score_adj").strip()
         try:
             found["security label"] = _read(proc, "attr/current").strip("\0\n")
         except OSError:
