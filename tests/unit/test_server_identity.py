@@ -136,3 +136,45 @@ def test_a_caller_that_asked_to_be_killed_first_on_oom_is_refused(listener: tupl
         pytest.skip("this process's oom_score_adj is already the highest")
     code = f"open('/proc/self/oom_score_adj', 'w').write('{own + 1}')"
     assert _peer_reason(listener, code) == "the caller's oom_score_adj is not the server's"
+
+
+def _fork_at(pid: int) -> int | None:
+    """A child (sleeping until killed) given `pid` by setting the kernel's last pid (root); None if another took it."""
+    for _ in range(20):
+        try:
+            Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        except OSError:
+            return None
+        child = os.fork()
+        if child == 0:
+            os.execv("/bin/sleep", ["sleep", "60"])  # noqa: S606 - a fixed argv; the server's own rights
+        if child == pid:
+            return child
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    return None
+
+
+def test_a_caller_whose_pid_went_to_another_process_is_refused(listener: tuple[socket.socket, str]) -> None:
+    """What is read by pid is the caller's own only while it lives.
+
+    A pid reused by a process with the server's rights must not vouch for the caller that connected with fewer.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("setting the kernel's last pid needs root")
+    sock, path = listener
+    code = "import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))"
+    caller = subprocess.Popen([sys.executable, "-c", f"{code}\nimport socket\ns = socket.socket(socket.AF_UNIX)\n"
+                               f"s.connect({path!r})\nimport os\nos._exit(0)"])  # fmt: skip
+    conn, _ = sock.accept()
+    with conn:
+        caller.wait(30)  # the caller is gone; its connection stays
+        other = _fork_at(caller.pid)
+        if other is None:
+            pytest.skip("another process took the pid first")
+        try:
+            reason = identity.mismatch(conn, CLEAN)
+        finally:
+            os.kill(other, 9)
+            os.waitpid(other, 0)
+    assert reason is not None

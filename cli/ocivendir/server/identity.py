@@ -9,6 +9,8 @@ has exactly the worker's, as the kernel reports them — never as the request as
   less memory, CPU or fewer processes by its cgroup must not be served outside it), the mount, network, user and
   cgroup namespaces and the root directory. A caller whose entry cannot be read there (another pid namespace, gone)
   is refused. The reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
+- the caller still lives once all of that was read (a pidfd from SO_PEERPIDFD, where the kernel has it): a caller
+  that ended may have left its pid to a process with more rights, which would have vouched for it.
 The call's environment must set nothing that acts at a program's start-up and name the locale the server started in
 (`server/interpreter.py`). Otherwise the worker refuses (`R`) before anything runs, and the client runs the call
 in-process: never more rights, nor other settings, than the caller's own.
@@ -16,8 +18,10 @@ in-process: never more rights, nor other settings, than the caller's own.
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
+import signal
 import socket
 import struct
 
@@ -31,6 +35,7 @@ __all__ = ["describe", "mismatch"]
 
 _PEERCRED = struct.Struct("3i")
 _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux's, where the socket module does not name it
+_SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5's: a pidfd of the process that connected
 _GROUPS_BUFFER = 1024  # Python's getsockopt() bound: 256 groups (more: ERANGE, a refusal)
 _STATUS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
            "Seccomp_filters")  # fmt: skip
@@ -46,7 +51,28 @@ def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
         return f"{variable} is set: it acts when a program starts, so the call runs in-process"
     if locale_key(env) != _SERVER_LOCALE:
         return f"the call's locale ({locale_key(env)}) is not the server's ({_SERVER_LOCALE})"
-    return _kernel_mismatch(conn) or _proc_mismatch(conn)
+    try:
+        pidfd = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOPROTOOPT, errno.EINVAL):  # a kernel before 6.5 has none: the pid is all there is
+            return "the caller's process is gone"
+        pidfd = -1
+    try:
+        return _kernel_mismatch(conn) or _proc_mismatch(conn) or _gone(pidfd)
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
+
+
+def _gone(pidfd: int) -> str | None:
+    """Why the caller no longer vouches for what was read by its pid: it ended (the pid may be another's now)."""
+    if pidfd < 0:
+        return None
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except OSError:
+        return "the caller's process is gone"
+    return None
 
 
 def _kernel_mismatch(conn: socket.socket) -> str | None:
