@@ -641,6 +641,15 @@ int main(int argc, char **argv) {
             run_in_process(reason, 1);
         }
     }
+    /* the directory was checked before connecting: a path component swapped since could lead to another user's
+       listener, which must be handed nothing (environment, stdio, working directory) */
+    struct ucred peer;
+    socklen_t peer_size = sizeof(peer);
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &peer, &peer_size) != 0 || peer.uid != geteuid()) {
+        snprintf(reason, REASON_MAX, "%.400s is not listened on by uid %u", addr.sun_path, (unsigned)geteuid());
+        close(sock);
+        run_in_process(reason, 1);
+    }
     if (send_request(sock, argc > 0 ? argc : 1, call_argv, reason) != 0) {
         close(sock);
         run_in_process(reason, 1);

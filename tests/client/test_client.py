@@ -16,6 +16,7 @@ import pytest
 
 from tests.client.conftest import BUILD, Install
 from tests.support.fakeserver import WORKER_PID, Call, fake_server
+from tests.support.foreign import foreign_listener
 
 ENOENT_TEXT = os.strerror(2)
 
@@ -535,3 +536,16 @@ def test_eight_clients_at_once_each_get_their_own_status(install: Install) -> No
     assert [(proc.returncode, out) for proc, out in zip(procs, outs, strict=True)] == [
         (n, str(n).encode()) for n in range(8)
     ]
+
+
+def test_a_socket_that_leads_to_another_users_listener_is_handed_nothing(install: Install) -> None:
+    """A socket that leads to another user's listener is handed nothing; the call runs in-process.
+
+    A path component swapped after the directory's check (a TMPDIR in a shared directory) could lead there: the client
+    hands a call only to a server of its own uid (SO_PEERCRED).
+    """
+    with foreign_listener() as theirs:
+        (install.server_dir / f"server-{BUILD}.sock").symlink_to(theirs.socket)
+        done = install.run(["sync", "-f", "-"], env=install.env(IMGPKG_REGISTRY_PASSWORD="secret-of-the-caller"))
+    assert done.stdout == b"in-process\n"
+    assert theirs.received == b""

@@ -21,6 +21,7 @@ import pytest
 
 from ocivendir.server.build import build_id
 from tests.support.builders import Pusher, make_image
+from tests.support.foreign import foreign_listener
 from tests.support.registry import Registry
 from tests.support.server import ServerPlace, console_script, program, server_pids
 
@@ -302,3 +303,22 @@ def test_server_start_waits_for_a_start_under_way_and_reports_its_server(place: 
     assert starting.returncode == 0
     assert json.loads(out)["result"]["pid"] == serving.pid
     assert server_pids(place.dir) == [serving.pid]
+
+
+def test_a_socket_that_leads_to_another_users_listener_is_handed_nothing(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A socket that leads to another user's listener is handed nothing; the call runs in-process.
+
+    The socket directory is checked, then the socket connected to: whoever can swap a path component between the two
+    (a TMPDIR in a shared, non-sticky directory) would be handed the call's environment, stdio and working directory.
+    """
+    from ocivendir.server.client import call_server  # noqa: PLC0415
+
+    with foreign_listener() as theirs:
+        ours = tmp_path / "ours"
+        ours.mkdir(mode=0o700)
+        (ours / f"server-{build_id()}.sock").symlink_to(theirs.socket)  # where the swap would have led
+        monkeypatch.setenv("OCIVENDIR_SERVER_DIR", str(ours))
+        monkeypatch.setenv("IMGPKG_REGISTRY_PASSWORD", "secret-of-the-caller")
+        assert call_server(["ocivendir", "version"]) is None  # run in-process
+    assert theirs.received == b""

@@ -120,3 +120,40 @@ def test_what_is_kept_is_bounded_and_members_are_never_shared() -> None:
     os.utime(blob)  # the file is not the one kept with it any more
     assert replay.recall(f"layer{number}", str(blob)) is None
     replay.forget_all()
+
+
+def _empty_members(count: int) -> bytes:
+    """A tar of `count` empty directories: no data at all, and a blob that gzips to a few KiB."""
+    import io  # noqa: PLC0415
+    import tarfile  # noqa: PLC0415
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+        for number in range(count):
+            entry = tarfile.TarInfo(f"d{number}")
+            entry.type = tarfile.DIRTYPE
+            archive.addfile(entry)
+    return buffer.getvalue()
+
+
+def test_a_layer_of_many_empty_members_is_not_kept_its_members_count_as_data_does() -> None:
+    """A small blob can inflate to a million members with no data: each costs memory, so each counts."""
+    import io  # noqa: PLC0415
+
+    members = replay.MAX_LAYER // replay.MEMBER_COST + 1
+    archive = replay.Recording(io.BytesIO(_empty_members(members)))
+    assert sum(1 for _ in archive) == members
+    assert archive.kept() is None
+
+
+def test_layers_of_empty_members_are_dropped_once_their_members_pass_the_total() -> None:
+    """The memo's bound holds for members without data: the least recently used layer goes first."""
+    replay.forget_all()
+    blob = str(Path(__file__))
+    members = replay.MAX_LAYER // replay.MEMBER_COST // 2
+    kept = tuple((Member(f"d{n}", "", b"5", 0o755, 0, 0), b"") for n in range(members))
+    for number in range(2 * replay.MAX_TOTAL // replay.MAX_LAYER + 3):
+        replay.remember(f"layer{number}", blob, kept)
+    assert replay.recall("layer0", blob) is None
+    assert replay.recall(f"layer{number}", blob) is not None
+    replay.forget_all()

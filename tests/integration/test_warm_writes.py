@@ -15,7 +15,7 @@ import pytest
 
 from ocivendir.cache.index import CacheIndex
 from tests.conftest import run_cli
-from tests.support.builders import Pusher, publish_bundle, relocate
+from tests.support.builders import Pusher, make_image, publish_bundle, relocate
 from tests.support.kapp import placeholder_secret
 from tests.support.registry import Registry
 
@@ -98,3 +98,22 @@ def test_a_cold_call_records_a_fetched_manifests_possession_and_grant_in_one_tra
     about = [t for t in spy.transactions if any("possession" in s and digest in s for s in t)]
     assert len(about) == 1
     assert any("INTO grants" in statement for statement in about[0])
+
+
+@pytest.mark.in_process
+def test_a_call_without_a_cache_locks_its_target_under_its_own_tmpdir(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tempfile` keeps the first temp directory a process found: a reused worker must use each caller's TMPDIR."""
+    import tempfile  # noqa: PLC0415
+
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.txt": "a"}))
+    earlier, mine = tmp_path / "earlier-caller", tmp_path / "mine"
+    earlier.mkdir()
+    mine.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(earlier))  # what an earlier call of this process left
+    monkeypatch.setenv("TMPDIR", str(mine))
+    done = run_cli("pull", "-i", ref, "-o", str(tmp_path / "out"), "--no-cache")
+    assert done.exit_code == 0, done.stderr
+    assert (mine / f"ocivendir-{os.getuid()}").is_dir()
+    assert not (earlier / f"ocivendir-{os.getuid()}").exists()

@@ -240,3 +240,30 @@ def test_an_index_that_cannot_be_written_is_read_and_each_write_says_why(tmp_pat
         reason = "read-only file system" if fault == "read-only" else "no space left on device"
         assert reason in caught.value.message
         assert "rebuild" not in str(caught.value)
+
+
+@pytest.mark.parametrize("linked", [False, True], ids=["file", "symlink"])
+def test_a_read_only_index_whose_wal_holds_commits_is_never_read_without_them(tmp_path: Path, linked: bool) -> None:
+    """A writer killed with a commit in its WAL, the `-shm` gone, the mount then read-only: SQLite cannot read it.
+
+    Reading the main file alone (`immutable=1`) would give rows the WAL replaced. SQLite keeps the WAL beside the file
+    a symlink names, so that is where it must be looked for.
+    """
+    import os  # noqa: PLC0415
+
+    with small_tmpfs(tmp_path / "cache", "2m") as mount:
+        if linked:
+            (mount.path / "index.db").symlink_to("real.db")
+        written = CacheIndex(mount.path / "index.db")
+        written.put_tag("r.example/app:v1", Digest("a" * 64))
+        written.close()
+        pid = os.fork()
+        if pid == 0:  # killed after its commit: the WAL keeps it, unmerged
+            CacheIndex(mount.path / "index.db").put_tag("r.example/app:v1", Digest("b" * 64))
+            os._exit(0)
+        os.waitpid(pid, 0)
+        for shm in mount.path.glob("*-shm"):
+            shm.unlink()
+        mount.read_only()
+        with pytest.raises(CacheUnwritable):  # when it is opened, or at its first read
+            CacheIndex(mount.path / "index.db").tag("r.example/app:v1")

@@ -118,3 +118,20 @@ def test_at_most_kept_connections_stay_open_the_least_recently_used_closed_first
     _use(paths[-1])  # kept
     _use(paths[0])  # closed when the last one was kept: opened again
     assert connects[before:] == [str(paths[0])]
+
+
+@pytest.mark.parametrize("made_read_only", ["file", "directory"])
+def test_an_index_made_read_only_is_opened_anew(tmp_path: Path, connects: list[str], made_read_only: str) -> None:
+    """A connection opened for writing is not used on a cache its owner has since made read-only (chmod a-w)."""
+    path = tmp_path / "index.db"
+    _use(path)
+    _use(path)
+    before = len(connects)
+    changed = path if made_read_only == "file" else tmp_path
+    mode = changed.stat().st_mode
+    changed.chmod(mode & ~0o222)
+    try:
+        _use(path)
+    finally:
+        changed.chmod(mode)
+    assert len(connects) == before + 1

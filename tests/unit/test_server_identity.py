@@ -94,3 +94,87 @@ def test_what_a_process_has_is_read_from_proc() -> None:
     assert {"Uid", "Gid", "CapEff", "CapBnd", "NoNewPrivs", "mnt namespace", "user namespace", "root directory"} <= set(
         own
     )
+
+
+def _own_pids_group() -> Path | None:
+    """This process's control group in the pids hierarchy, where a child group can be made (root), else None."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _number, controllers, where = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            group = Path("/sys/fs/cgroup/pids") / where.lstrip("/")
+            return group if os.access(group, os.W_OK) else None
+    return None
+
+
+def test_a_caller_in_another_control_group_is_refused(listener: tuple[socket.socket, str]) -> None:
+    """A caller held to fewer processes (or less memory, CPU) by its cgroup would be served outside the limit."""
+    parent = _own_pids_group()
+    if parent is None:
+        pytest.skip("needs a writable pids cgroup (root)")
+    group = Path(tempfile.mkdtemp(prefix="ovi-caller-", dir=parent))
+    try:
+        code = f"open({str(group / 'cgroup.procs')!r}, 'w').write(str(__import__('os').getpid()))"
+        assert _peer_reason(listener, code) == "the caller's control group list is not the server's"
+    finally:
+        group.rmdir()
+
+
+@pytest.mark.parametrize("code", ["os.nice(5)", "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))"],
+                         ids=["nice", "SCHED_IDLE"])  # fmt: skip
+def test_a_caller_running_at_a_lower_priority_is_refused(listener: tuple[socket.socket, str], code: str) -> None:
+    """`nice -n 5 vendir sync` (or a SCHED_IDLE batch job) is not served at the server's higher priority.
+
+    An unprivileged caller cannot give itself that priority back.
+    """
+    assert _peer_reason(listener, f"import os\n{code}") == "the caller's scheduling priority is not the server's"
+
+
+def test_a_caller_that_asked_to_be_killed_first_on_oom_is_refused(listener: tuple[socket.socket, str]) -> None:
+    """A raised oom_score_adj is the caller's to give (lowering it again takes CAP_SYS_RESOURCE): not served lower."""
+    own = int(Path("/proc/self/oom_score_adj").read_text())
+    if own >= 1000:  # the kernel's maximum
+        pytest.skip("this process's oom_score_adj is already the highest")
+    code = f"open('/proc/self/oom_score_adj', 'w').write('{own + 1}')"
+    assert _peer_reason(listener, code) == "the caller's oom_score_adj is not the server's"
+
+
+def _fork_at(pid: int) -> int | None:
+    """A child (sleeping until killed) given `pid` by setting the kernel's last pid (root); None if another took it."""
+    for _ in range(20):
+        try:
+            Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        except OSError:
+            return None
+        child = os.fork()
+        if child == 0:
+            os.execv("/bin/sleep", ["sleep", "60"])  # noqa: S606 - a fixed argv; the server's own rights
+        if child == pid:
+            return child
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    return None
+
+
+def test_a_caller_whose_pid_went_to_another_process_is_refused(listener: tuple[socket.socket, str]) -> None:
+    """What is read by pid is the caller's own only while it lives.
+
+    A pid reused by a process with the server's rights must not vouch for the caller that connected with fewer.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("setting the kernel's last pid needs root")
+    sock, path = listener
+    code = "import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))"
+    caller = subprocess.Popen([sys.executable, "-c", f"{code}\nimport socket\ns = socket.socket(socket.AF_UNIX)\n"
+                               f"s.connect({path!r})\nimport os\nos._exit(0)"])  # fmt: skip
+    conn, _ = sock.accept()
+    with conn:
+        caller.wait(30)  # the caller is gone; its connection stays
+        other = _fork_at(caller.pid)
+        if other is None:
+            pytest.skip("another process took the pid first")
+        try:
+            reason = identity.mismatch(conn, CLEAN)
+        finally:
+            os.kill(other, 9)
+            os.waitpid(other, 0)
+    assert reason is not None

@@ -245,3 +245,31 @@ def test_a_journal_that_is_not_a_small_regular_json_file_is_refused(tmp_path: Pa
         journal.write_bytes(garbage)
         with pytest.raises(SyncError, match="cannot use swap journal"):
             recover_all(tmp_path)
+
+
+def test_a_journal_planted_in_one_directory_of_the_set_moves_nothing_in_another(tmp_path: Path) -> None:
+    """A journal planted in a/ alone, naming b/three too, leaves b/three as it is.
+
+    Whoever can write `a/` only (a tenant beside a/one) can plant it; acted on, its roll-back would rename b/three
+    (which that tenant cannot write) aside as a stage and remove it. A set's journal has a copy in every
+    directory of the set; one whose copies are not all there, the same, was not written by a swap: it moves nothing.
+    """
+    for name in ("a/one", "b/three"):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "version").write_text("mine")
+    three = os.lstat(tmp_path / "b/three")
+    set_id = "0123456789ab"
+    body = {"version": 1, "id": set_id, "entries": [
+        {"target": "one", "stage": f".one.ocivendir-stage-{set_id}", "backup": f".one.ocivendir-old-{set_id}",
+         "new": [0, 0]},
+        {"target": "../b/three", "stage": f".three.ocivendir-stage-{set_id}", "backup": None,
+         "new": [three.st_dev, three.st_ino]},
+    ]}  # fmt: skip
+    planted = tmp_path / "a" / f".one{swap.JOURNAL_MARK}{set_id}"
+    planted.write_text(json.dumps(body))
+    targets = [str(tmp_path / "a/one"), str(tmp_path / "b/three")]
+    for target in targets:
+        recover(target, held=targets)
+    assert version(tmp_path / "b/three") == "mine"
+    assert version(tmp_path / "a/one") == "mine"
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["three"]

@@ -200,11 +200,8 @@ class CacheIndex:
         try:
             self._open(f"{name}?mode=ro", uri=True)
         except CacheError:
-            try:
-                if os.path.getsize(f"{self.path}-wal") > 0:
-                    raise self._unwritable from None
-            except FileNotFoundError:
-                pass
+            if _pending_commits(self.path):
+                raise self._unwritable from None
             try:
                 self._open(f"{name}?immutable=1", uri=True)
             except CacheError:
@@ -639,3 +636,18 @@ def _tag_row(row: tuple[object, ...]) -> tuple[Digest, float]:
 
 def _sized(row: tuple[object, ...]) -> tuple[Digest, int]:
     return digest_value(row[0]), size_value(row[1])
+
+
+def _pending_commits(path: str) -> bool:
+    """Whether a WAL or rollback journal holds what the main file lacks: beside `path` and beside the file it links to.
+
+    SQLite keeps them beside the file a symlink names; a file read as immutable would be read without them.
+    """
+    for base in {path, os.path.realpath(path)}:
+        for suffix in ("-wal", "-journal"):
+            try:
+                if os.path.getsize(base + suffix) > 0:
+                    return True
+            except FileNotFoundError:
+                continue
+    return False

@@ -4,9 +4,10 @@ A reused worker of the resident server serves call after call; opening SQLite fo
 set-up, the schema stamp's read and the WAL's `-shm` mapping every time. So `CacheIndex.close` leaves its connection
 here, keyed by the index file's path, and the next `CacheIndex` on that path takes it back only while the file and
 its directory are the ones it was left on: the file's (st_dev, st_ino) — a cache removed, replaced or rebuilt by
-`cache verify --repair` is a new file —, its size and mtime (a file written over in place), and the directory's
-owner. Anything else closes it, and the caller opens the file anew. At most KEPT connections stay open, the least
-recently used closed first (kapp-controller gives every App a cache of its own).
+`cache verify --repair` is a new file —, its size and mtime (a file written over in place), its mode and the
+directory's owner and mode (a cache made read-only by chmod is opened anew, read-only: a connection opened for
+writing before must not write to it). Anything else closes it, and the caller opens the file anew. At most KEPT
+connections stay open, the least recently used closed first (kapp-controller gives every App a cache of its own).
 
 A connection is kept only from the second close of an index on its path in this process: a process that makes one
 call (the CLI, a worker forked per call) closes its connection as it always did, so a file another process rewrites
@@ -34,22 +35,23 @@ __all__ = ["KEPT", "close_all", "discard", "keep", "take"]
 KEPT = 8
 _SEEN = 256
 _LOCK = RLock()  # per-process: guards _kept (threads of one call may open and close indexes)
-_Identity = tuple[int, int, int, int, int]
-# used again only while the file's identity (st_dev, st_ino, size, mtime, directory owner) is the one kept with it
+_Identity = tuple[int, int, int, int, int, int, int]
+# used again only while the file's identity (st_dev, st_ino, size, mtime, mode, directory owner and mode) is unchanged
 _kept: OrderedDict[str, tuple[_Identity, Any]] = OrderedDict()  # per-process: keyed by the index file's path
 _closed: OrderedDict[str, None] = OrderedDict()  # per-process: keyed by index path; paths closed before (at most _SEEN)
 
 
 def _identity(path: str) -> _Identity | None:
-    """(st_dev, st_ino, size, mtime) of the index file and its directory's owner; None unless a regular file."""
+    """(st_dev, st_ino, size, mtime, mode) of the index file, its directory's owner and mode; None unless a file."""
     try:
         info = os.stat(path)
-        owner = os.stat(os.path.dirname(path) or ".").st_uid
+        directory = os.stat(os.path.dirname(path) or ".")
     except OSError:
         return None
     if not S_ISREG(info.st_mode):
         return None
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, owner)
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode, directory.st_uid,
+            directory.st_mode)  # fmt: skip
 
 
 def _close(db: Any) -> None:  # noqa: ANN401 - a sqlite3.Connection

@@ -141,6 +141,7 @@ def _rules(settings: Settings, extra: CredentialRules | None) -> CredentialRules
 def _private_lock_dir() -> str:
     import tempfile  # noqa: PLC0415 - only without a cache
 
+    tempfile.tempdir = None  # this caller's TMPDIR: `tempfile` would keep the one an earlier call of the process found
     path = os.path.join(tempfile.gettempdir(), f"ocivendir-{os.getuid()}")
     try:
         os.mkdir(path, 0o700)

@@ -10,8 +10,10 @@ file another process can change. The blob must still be in the cache and held by
 that first, as before), and its file the one that was verified: same device, inode, size, mtime and ctime (a blob
 truncated, rewritten or replaced is read from disk again, where its damage is found as before).
 
-Kept only for layers whose data comes to at most MAX_LAYER bytes, at most MAX_TOTAL bytes in all, the least recently
-used dropped first; keyed by the layer's digest (content-addressed: the bytes are all the members depend on).
+Kept only for layers whose members and data come to at most MAX_LAYER bytes, at most MAX_TOTAL bytes in all, the least
+recently used dropped first; keyed by the layer's digest (content-addressed: the bytes are all the members depend on).
+A member costs MEMBER_COST bytes besides its name, link name and data: a small blob can inflate to a million empty
+members, and what they take in memory must count against the bounds as data does.
 """
 
 from __future__ import annotations
@@ -31,12 +33,19 @@ __all__ = ["MAX_LAYER", "MAX_TOTAL", "Recording", "Replay", "forget_all", "recal
 
 MAX_LAYER = 1 << 20
 MAX_TOTAL = 16 << 20
+MEMBER_COST = 512  # a member's objects in memory, about a tar header block's size
 _LOCK = Lock()  # per-process: guards _layers
 _Kept = tuple[tuple[Member, bytes], ...]
 _Identity = tuple[int, int, int, int, int]
-# the blob file's identity when it verified, and what its tar stream gave
-_layers: OrderedDict[str, tuple[_Identity, _Kept]] = OrderedDict()  # per-process: keyed by the layer's digest
+# the blob file's identity when it verified, what its tar stream gave, and what that costs
+_layers: OrderedDict[str, tuple[_Identity, _Kept, int]] = OrderedDict()  # per-process: keyed by the layer's digest
+_total = 0  # per-process: the cost of everything in _layers
 _FIELDS = ("name", "linkname", "type", "mode", "size", "mtime", "sparse", "header_bytes")
+
+
+def _cost(member: Member) -> int:
+    """What keeping a member costs besides its data: MEMBER_COST and its names."""
+    return MEMBER_COST + len(member.name) + len(member.linkname)
 
 
 def _copy(member: Member) -> Member:
@@ -59,7 +68,11 @@ class Recording(TarReader):
         """The next member, kept."""
         member = super().next()
         if member is not None and self._kept is not None:
-            self._kept.append((_copy(member), []))
+            self._bytes += _cost(member)
+            if self._bytes > MAX_LAYER:
+                self._kept = None  # too many members to keep
+            else:
+                self._kept.append((_copy(member), []))
         return member
 
     def view(self, size: int = 1 << 20) -> memoryview:
@@ -117,6 +130,7 @@ def recall(key: str, blob: str) -> Replay | None:
     with _LOCK:
         found = _layers.pop(key, None)
         if found is None or _identity(blob) != found[0]:
+            _total_less(found)
             return None
         _layers[key] = found
     return Replay(found[1])
@@ -124,17 +138,29 @@ def recall(key: str, blob: str) -> Replay | None:
 
 def remember(key: str, blob: str, kept: _Kept | None) -> None:
     """Keep what a verified read of the blob at `blob` gave under `key` (nothing when None)."""
+    global _total  # noqa: PLW0603 - the memo's running cost, under _LOCK
     identity = _identity(blob)
     if kept is None or identity is None:
         return
+    cost = sum(_cost(member) + len(data) for member, data in kept)
     with _LOCK:
-        _layers[key] = (identity, kept)
-        _layers.move_to_end(key)
-        while sum(len(data) for _, entries in _layers.values() for _, data in entries) > MAX_TOTAL:
-            _layers.popitem(last=False)
+        _total_less(_layers.pop(key, None))
+        _layers[key] = (identity, kept, cost)
+        _total += cost
+        while _total > MAX_TOTAL:
+            _total_less(_layers.popitem(last=False)[1])
+
+
+def _total_less(dropped: tuple[_Identity, _Kept, int] | None) -> None:
+    """Take a dropped layer's cost off the running total (under _LOCK)."""
+    global _total  # noqa: PLW0603 - the memo's running cost, under _LOCK
+    if dropped is not None:
+        _total -= dropped[2]
 
 
 def forget_all() -> None:
     """Keep nothing (a process starting afresh)."""
+    global _total  # noqa: PLW0603 - the memo's running cost, under _LOCK
     with _LOCK:
         _layers.clear()
+        _total = 0

@@ -9,8 +9,9 @@ forward when every target holds its new tree, else back. Each step is decided fr
 recovery is recovered the same way.
 
 A journal is a file anyone who can write that directory could plant: it is acted on only when every target it names
-is one the current run holds the lock of, with stage and backup siblings of their target under ocivendir's names;
-one naming none of them is left alone, and any other is refused with a message saying what to do.
+is one the current run holds the lock of, with stage and backup siblings of their target under ocivendir's names,
+and every directory of the set holds the same copy (one planted where its author can write must not move a target
+where it cannot); one naming none of them is left alone, and any other is refused with a message saying what to do.
 """
 
 from __future__ import annotations
@@ -202,11 +203,32 @@ def recover_journal(path: str, allowed: Collection[str]) -> None:
         hint = ("run the interrupted sync again to finish or undo its swap, or delete the journal to leave its "
                 "directories as they are")  # fmt: skip
         raise SyncError(msg, hint=hint)
+    copies = _copies(entries, set_id)
+    if not _whole(copies, set_id, entries):  # not a swap's: a kill in its writing or finishing leaves no rename to undo
+        remove_file(path)
+        return
     if all(_is_new(e) for e in entries):
         _roll_forward(entries)
     else:
         _roll_back(entries)
-    _finish(entries, [path, *_copies(entries, set_id)])
+    _finish(entries, copies)
+
+
+def _whole(copies: Sequence[str], set_id: str, entries: Sequence[_Entry]) -> bool:
+    """Whether every directory of the set holds its copy of the journal, naming the same set.
+
+    A swap writes every copy before its first rename and removes them only once the set is all old or all new, so a
+    set whose copies are not all there needs no rename: what a killed run left is removed as any leftover is. A copy
+    in one directory alone may have been planted by whoever can write that directory, naming targets it cannot.
+    """
+    for copy in copies:
+        try:
+            found = _read(copy, split(copy)[0])
+        except (OSError, ValueError, TypeError, KeyError, RecursionError):
+            return False
+        if found != (set_id, list(entries)):
+            return False
+    return True
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,7 +1,8 @@
 """Owns: the Python client — hand a call to this build's server, or say it must run in-process.
 
-It runs before the package's heavy imports (`commands.run()`): the mode switch, the directory checks, one connection,
-the request with the caller's stdio and working directory, then the frames. `OCIVENDIR_SERVER` is `on`, `off` or
+It runs before the package's heavy imports (`commands.run()`): the mode switch, the directory checks, one connection
+(to a listener of this user only: SO_PEERCRED), the request with the caller's stdio and working directory, then the
+frames. `OCIVENDIR_SERVER` is `on`, `off` or
 `auto` (the default: on only when invoked as `vendir`, kapp-controller's call); any other value runs in-process, which
 reports it. A call falls back to in-process only when the server certainly did not start it (no `P` frame); with
 no server yet, one is started detached first (`server/spawn.py`: once for a burst of first calls). A call that sets
@@ -53,10 +54,13 @@ def call_server(argv: list[str]) -> int | None:
 def _call(sock: socket.socket, path: str, request: Request) -> int | None:
     argv = request.argv
     try:
-        sock.connect(path)
+        _connect(sock, path)
     except (FileNotFoundError, ConnectionRefusedError):
         _start_server()
         _fallback(argv, "no server yet; one is starting")
+        return None
+    except Unusable as exc:
+        _fallback(argv, str(exc))
         return None
     except OSError as exc:
         _fallback(argv, f"cannot connect to {path}: {exc.strerror}")
@@ -71,6 +75,18 @@ def _call(sock: socket.socket, path: str, request: Request) -> int | None:
         _fallback(argv, reason)
         return None
     return _wait(sock, argv, struct.unpack(">I", got[1])[0])
+
+
+def _connect(sock: socket.socket, path: str) -> None:
+    """Connect to the socket at `path`, listened on by a process of this user (else Unusable: nothing is sent).
+
+    The directory was checked before: a path component swapped since (a TMPDIR in a shared directory) could lead to
+    another user's listener, which would be handed the call's environment, stdio and working directory.
+    """
+    sock.connect(path)
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.geteuid():
+        raise Unusable(f"{path} is listened on by uid {uid}, not {os.geteuid()}")
 
 
 def _place() -> tuple[str, str]:
@@ -179,9 +195,9 @@ def query(op: str) -> dict[str, object] | None:
     request = Request(op=op, build=build, umask=_umask(), cwd=_cwd(), argv=[], env={})
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
         try:
-            sock.connect(path)
+            _connect(sock, path)
             got = _hand_over(sock, request)
-        except (OSError, WireError):
+        except (OSError, WireError, Unusable):
             return None
     if got is None or got[0] != b"I":
         return None

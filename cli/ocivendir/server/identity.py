@@ -2,12 +2,15 @@
 
 A worker runs a call with the server's credentials, whoever started it. So a call is served only when the caller
 has exactly the worker's, as the kernel reports them — never as the request asserts them:
-- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, and every resource limit (soft and hard) read
-  with prlimit(2) from the pid SO_PEERCRED names;
+- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, every resource limit (soft and hard) read with
+  prlimit(2), and the nice value and scheduling policy, from the pid SO_PEERCRED names;
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
-  no_new_privs, seccomp mode, the limits, the security label, the mount, network and user namespaces and the root
-  directory. A caller whose entry cannot be read there (another pid namespace, gone) is refused. The reading goes
-  through one directory descriptor of /proc/<pid>, so every file read is of one process.
+  no_new_privs, seccomp mode, the limits, oom_score_adj, the security label, the control groups (a caller held to
+  less memory, CPU or fewer processes by its cgroup must not be served outside it), the mount, network, user and
+  cgroup namespaces and the root directory. A caller whose entry cannot be read there (another pid namespace, gone)
+  is refused. The reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
+- the caller still lives once all of that was read (a pidfd from SO_PEERPIDFD, where the kernel has it): a caller
+  that ended may have left its pid to a process with more rights, which would have vouched for it.
 The call's environment must set nothing that acts at a program's start-up and name the locale the server started in
 (`server/interpreter.py`). Otherwise the worker refuses (`R`) before anything runs, and the client runs the call
 in-process: never more rights, nor other settings, than the caller's own.
@@ -15,8 +18,10 @@ in-process: never more rights, nor other settings, than the caller's own.
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
+import signal
 import socket
 import struct
 
@@ -30,10 +35,11 @@ __all__ = ["describe", "mismatch"]
 
 _PEERCRED = struct.Struct("3i")
 _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux's, where the socket module does not name it
+_SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5's: a pidfd of the process that connected
 _GROUPS_BUFFER = 1024  # Python's getsockopt() bound: 256 groups (more: ERANGE, a refusal)
 _STATUS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
            "Seccomp_filters")  # fmt: skip
-_NAMESPACES = ("mnt", "net", "user")
+_NAMESPACES = ("mnt", "net", "user", "cgroup")
 _LIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
 _SERVER_LOCALE = locale_key(os.environ)  # as the server started (imported before any call adopts an environment)
 
@@ -45,11 +51,32 @@ def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
         return f"{variable} is set: it acts when a program starts, so the call runs in-process"
     if locale_key(env) != _SERVER_LOCALE:
         return f"the call's locale ({locale_key(env)}) is not the server's ({_SERVER_LOCALE})"
-    return _kernel_mismatch(conn) or _proc_mismatch(conn)
+    try:
+        pidfd = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOPROTOOPT, errno.EINVAL):  # a kernel before 6.5 has none: the pid is all there is
+            return "the caller's process is gone"
+        pidfd = -1
+    try:
+        return _kernel_mismatch(conn) or _proc_mismatch(conn) or _gone(pidfd)
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
+
+
+def _gone(pidfd: int) -> str | None:
+    """Why the caller no longer vouches for what was read by its pid: it ended (the pid may be another's now)."""
+    if pidfd < 0:
+        return None
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except OSError:
+        return "the caller's process is gone"
+    return None
 
 
 def _kernel_mismatch(conn: socket.socket) -> str | None:
-    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, prlimit(2)."""
+    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, prlimit(2), the scheduling priority."""
     pid, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if (uid, gid) != (os.geteuid(), os.getegid()):
         return "the caller's uid or gid is not the server's"
@@ -60,9 +87,15 @@ def _kernel_mismatch(conn: socket.socket) -> str | None:
             return "the caller's groups are not the server's"
         if any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
             return "the caller's resource limits are not the server's"
+        lower = _priority(pid) != _priority(0)
     except OSError as exc:
         return f"cannot read the caller's credentials: {exc.strerror or exc}"
-    return None
+    return "the caller's scheduling priority is not the server's" if lower else None
+
+
+def _priority(pid: int) -> tuple[int, int]:
+    """A process's nice value and scheduling policy (`nice -n 5`, SCHED_IDLE: a caller cannot undo either)."""
+    return os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid)
 
 
 def _peer_groups(conn: socket.socket) -> list[int]:
@@ -85,7 +118,7 @@ def _proc_mismatch(conn: socket.socket) -> str | None:
 
 
 def describe(pid: str) -> dict[str, str]:
-    """What decides a process's rights, by name: /proc/<pid>/status lines, limits, label, namespaces, root."""
+    """What decides a process's rights, by name: /proc/<pid>/status lines, limits, cgroups, label, namespaces, root."""
     proc = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         found: dict[str, str] = {}
@@ -94,6 +127,8 @@ def describe(pid: str) -> dict[str, str]:
             if name in _STATUS:
                 found[name] = " ".join(value.split())
         found["resource limits"] = _read(proc, "limits")
+        found["control group list"] = _read(proc, "cgroup")
+        found["oom_score_adj"] = _read(proc, "oom_score_adj").strip()
         try:
             found["security label"] = _read(proc, "attr/current").strip("\0\n")
         except OSError:
