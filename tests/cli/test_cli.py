@@ -12,8 +12,8 @@ import click
 import pytest
 
 from ocivendir import IMGPKG_COMPAT_VERSION, VENDIR_COMPAT_VERSION, __version__
-from ocivendir.commands.flagscan import ROOT_VALUES
 from ocivendir.commands.root import cli
+from ocivendir.flagscan import ROOT_VALUES
 from tests.conftest import run_cli
 from tests.support.devfull import FULL, run_into_full_disk
 

@@ -1,7 +1,7 @@
 """`pull`'s click-free fast path against a real registry: a command line gives through it exactly what click gives.
 
 Exit code, stdout, stderr, the output tree and the registry's access log, cold and then warm, in ocivendir and imgpkg
-modes, for good command lines and bad ones (commands/pullargs.py; commands/flagscan.py).
+modes, for good command lines and bad ones (commands/pullargs.py; flagscan.py).
 """
 
 from __future__ import annotations

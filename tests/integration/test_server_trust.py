@@ -23,7 +23,7 @@ from ocivendir.server.build import build_id
 from tests.support.builders import Pusher, make_image
 from tests.support.foreign import foreign_listener
 from tests.support.registry import Registry
-from tests.support.server import ServerPlace, console_script, program, server_pids
+from tests.support.server import ServerPlace, console_script, program, server_parents, server_pids
 
 pytestmark = pytest.mark.integration
 
@@ -165,7 +165,7 @@ def test_a_server_starts_with_a_scrubbed_environment_and_an_isolated_interpreter
                                            TMPDIR=str(tmp_path)), timeout=60, check=False)  # fmt: skip
     assert process.returncode == 0
     place.wait_for(lambda: place.status() != {})
-    [pid] = server_pids(place.dir)
+    [pid] = server_parents(place.dir)
     environ = sorted(Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")[:-1])
     names = {entry.partition("=")[0] for entry in environ}
     assert names <= {"PATH", "HOME", "TMPDIR", "XDG_RUNTIME_DIR", "LC_ALL", "LC_CTYPE", "LANG"} | {
@@ -302,7 +302,7 @@ def test_server_start_waits_for_a_start_under_way_and_reports_its_server(place: 
     out, _ = starting.communicate(timeout=60)
     assert starting.returncode == 0
     assert json.loads(out)["result"]["pid"] == serving.pid
-    assert server_pids(place.dir) == [serving.pid]
+    assert server_parents(place.dir) == [serving.pid]
 
 
 def test_a_socket_that_leads_to_another_users_listener_is_handed_nothing(tmp_path: Path,

@@ -112,8 +112,22 @@ def left(worker: int, cwd: Path) -> bool:
     return not Path(f"/proc/{worker}").exists() or not _alive(worker) or _cwd(worker) != cwd.resolve()
 
 
+def server_parents(directory: Path) -> list[int]:
+    """The servers serving `directory` themselves, without their workers (whose parent is one of them)."""
+    pids = server_pids(directory)
+    parents = []
+    for pid in pids:
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid not in pids:
+            parents.append(pid)
+    return parents
+
+
 def server_pids(directory: Path) -> list[int]:
-    """The servers serving `directory`."""
+    """The servers serving `directory` and their live workers (forked: the same command line and environment)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

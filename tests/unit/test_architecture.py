@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "ocivendir"
 FLOORS: dict[str, int] = {
     "__init__": 0, "errors": 0, "jsondoc": 0, "results": 0, "reports": 0, "goyaml": 0, "goyaml.emit": 0, "goyaml.load": 0, "goyaml.compose": 0, "goyaml.text": 0,
     "goyaml.nodes": 0, "goyaml.scalars": 0, "goyaml.values": 0, "goyaml.keys": 0,
-    "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "goregexp": 0, "oci.gokeys": 1,
+    "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "goregexp": 0, "flagscan": 0, "oci.gokeys": 1,
     "diag": 0, "parallel": 0, "serial": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.lockmemo": 1, "oci.strictyaml": 1,
     "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "sign.strictb64": 1, "engine.signatures": 3,
@@ -35,7 +35,7 @@ FLOORS: dict[str, int] = {
     "commands.verify": 4, "commands.cache": 4, "commands.cacheio": 4, "commands.sync": 4, "commands._docgen": 4,
     "commands.overrides": 4, "commands.goflags": 4, "commands.tools": 4,
     "commands.root": 4, "commands.syncrun": 4, "commands.vendirargs": 4,
-    "commands.flagscan": 4, "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4, "commands.ending": 4,
+    "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4, "commands.ending": 4,
     "server": 4, "server.place": 4, "server.build": 4, "server.wire": 4, "server.client": 4, "server.spawn": 4,
     "server.daemon": 4, "server.worker": 4, "server.preload": 4, "server.identity": 4, "server.interpreter": 4,
     "server.world": 4, "server.leaks": 4, "server.pool": 4, "server.desk": 4,

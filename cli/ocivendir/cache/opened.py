@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["KEPT", "close_all", "discard", "keep", "take"]
+__all__ = ["KEPT", "close_all", "discard", "keep", "kept_files", "take"]
 
 KEPT = 8
 _SEEN = 256
@@ -106,6 +106,16 @@ def discard(path: str) -> None:
         kept = _kept.pop(path, None)
         if kept is not None:
             _close(kept[1])
+
+
+def kept_files() -> frozenset[str]:
+    """The files the kept connections hold open (each index and its WAL and shared memory), as /proc shows them.
+
+    A reused worker keeps these between calls on purpose: its check for descriptors a call left behind skips them.
+    """
+    with _LOCK:
+        paths = [os.path.realpath(path) for path in _kept]
+    return frozenset(f"{path}{suffix}" for path in paths for suffix in ("", "-wal", "-shm", "-journal"))
 
 
 def close_all() -> None:

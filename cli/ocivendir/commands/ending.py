@@ -23,7 +23,7 @@ def fail(state: dict[str, Any], exc: BaseException, code: str, message: str, hin
     """Write the error (`--json`: as JSON; `--debug`: with its traceback) and return the mode's exit code."""
     import traceback  # noqa: PLC0415 - only on failure
 
-    from ocivendir.commands.flagscan import command_of  # noqa: PLC0415
+    from ocivendir.flagscan import command_of  # noqa: PLC0415
     from ocivendir.output import Output, OutputMode  # noqa: PLC0415
 
     mode = OutputMode(prog=state["prog"], json=bool(state.get("json")))

@@ -2,14 +2,15 @@
 
 Importing click (and with it inspect and typing) costs a warm `pull -b REF@sha256:…` more than the pull itself. This
 parser knows `pull`'s own flags, the global flags and imgpkg's registry flags given after `pull`, named as click names
-them, through the scanner and tables shared with vendir mode (commands/flagscan.py). Anything else — help, an unknown
+them, through the scanner and tables shared with vendir mode (flagscan.py). Anything else — help, an unknown
 or malformed flag, an argument, a flag before `pull`, a value click would reject — returns None and the click tree
 parses it, so its messages and exit codes stay the only ones.
 """
 
 from __future__ import annotations
 
-from ocivendir.commands.flagscan import (
+from ocivendir.commands.pullrun import PullFlags
+from ocivendir.flagscan import (
     GLOBAL_SWITCHES,
     GLOBAL_VALUES,
     REGISTRY_SWITCHES,
@@ -17,7 +18,6 @@ from ocivendir.commands.flagscan import (
     click_bool,
     collect,
 )
-from ocivendir.commands.pullrun import PullFlags
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

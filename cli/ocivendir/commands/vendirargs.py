@@ -2,15 +2,15 @@
 
 kapp-controller runs `vendir sync -f - --lock-file /dev/null` for every App every sync period; importing click costs
 more than the warm sync itself. This parser knows `sync`'s flags and the plain global flags, named as click names
-them, through the scanner and tables shared with `pull` (commands/flagscan.py); anything else (help, an unknown or
+them, through the scanner and tables shared with `pull` (flagscan.py); anything else (help, an unknown or
 malformed flag, an argument, combined short flags, a flag click converts) returns None and the click tree parses it,
 so click's and pflag's messages stay the only error texts.
 """
 
 from __future__ import annotations
 
-from ocivendir.commands.flagscan import GLOBAL_SWITCHES, GLOBAL_VALUES, collect
 from ocivendir.commands.syncrun import SyncFlags
+from ocivendir.flagscan import GLOBAL_SWITCHES, GLOBAL_VALUES, collect
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

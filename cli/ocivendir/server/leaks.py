@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+from ocivendir.cache import opened
+
 __all__ = ["MAX_RSS", "RESIDENT_THREADS", "Baseline", "resident_bytes"]
 
 MAX_RSS = 256 << 20  # a worker past this resident size is retired (the preloaded image is ~30 MiB)
@@ -77,7 +79,12 @@ class Baseline:
                 if t.name not in RESIDENT_THREADS and t is not threading.main_thread()
             )
             return f"{count - 1 - resident} threads were left running ({', '.join(names) or 'not Python threads'})"
-        if extra := {fd for fd in _descriptors() - self.descriptors if not fd.startswith(f"{connection} ")}:
+        kept = opened.kept_files()  # the cache index connections a reused process keeps on purpose (issue 33)
+        if extra := {
+            fd
+            for fd in _descriptors() - self.descriptors
+            if not fd.startswith(f"{connection} ") and fd.partition(" ")[2] not in kept
+        }:
             return f"descriptors left open: {', '.join(sorted(extra))}"
         if new := set(sys.modules) - self.modules:
             shown = sorted(new)

@@ -46,7 +46,7 @@ def wanted(argv: list[str], environ: Mapping[str, str] | None = None) -> bool:
         return False
     if not argv or not (mode == "on" or os.path.basename(argv[0]) == "vendir"):
         return False
-    from ocivendir.commands.flagscan import command_of  # noqa: PLC0415 - tables and one function, no click
+    from ocivendir.flagscan import command_of  # noqa: PLC0415 - tables and one function, no click
 
     return command_of(argv[1:]) != "server"
 
