@@ -114,12 +114,10 @@ def _serve(
 
     The caller's stdio is let go and the worker's own world is back in place when it returns.
     """
-    conn.settimeout(REQUEST_SECONDS)
     try:
-        request, fds = receive_request(conn)
+        request, fds = _receive(conn)
     except (WireError, OSError):
         return None
-    conn.settimeout(None)
     if request.build != build:
         _refuse(conn, fds, f"build {request.build} asked of a server of build {build}")
         return None
@@ -154,6 +152,21 @@ def _serve(
         pass
     listener.join()
     return code, reason
+
+
+def _receive(conn: socket.socket) -> tuple[Request, list[int]]:
+    """The request, read within REQUEST_SECONDS in all (a per-read timeout would let a trickling client hold on)."""
+
+    def expired(_signo: int, _frame: object) -> None:
+        raise TimeoutError("no whole request in time")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, REQUEST_SECONDS)
+    try:
+        return receive_request(conn)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
