@@ -361,3 +361,29 @@ def test_a_call_running_when_the_server_stops_still_gets_its_answer(one: OneWork
     assert (process.returncode, err) == expected[::2]
     assert "without an exit status" not in err
     one.place.wait_for(lambda: not Path(f"/proc/{worker}").exists() or "Z" in Path(f"/proc/{worker}/stat").read_text())
+
+
+def test_a_trickling_request_frees_its_worker_within_the_request_deadline(one: OneWorker, tmp_path: Path) -> None:
+    """A client that sends its request a byte a second is cut off before its twelfth byte (the deadline is 5 s in all)."""
+    body = b"call\0"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(one.place.dir / f"server-{build_id()}.sock"))
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            socket.send_fds(sock, [struct.pack(">4sI", wire.MAGIC, 1000)], [null] * 4)
+        finally:
+            os.close(null)
+        sock.settimeout(1.0)
+        closed_after = None
+        for sent in range(12):
+            try:
+                if sock.recv(1) == b"":
+                    closed_after = sent  # closed by the worker
+                    break
+            except TimeoutError:
+                pass
+            sock.send(body[sent % len(body) : sent % len(body) + 1])
+    assert closed_after is not None
+    assert closed_after < 12
+    done, _ = one.served("vendir", "version", cwd=tmp_path)
+    assert done[0] == 0

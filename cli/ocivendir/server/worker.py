@@ -115,12 +115,10 @@ def _serve(
 
     The caller's stdio is let go and the worker's own world is back in place when it returns.
     """
-    conn.settimeout(REQUEST_SECONDS)
     try:
-        request, fds = receive_request(conn)
+        request, fds = _receive(conn)
     except (WireError, OSError):
         return None
-    conn.settimeout(None)
     if request.op != "call" and request.build == build:
         _answer(conn, fds, request.op, facts)
         return None
@@ -162,6 +160,21 @@ def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:
     if request.build != build:
         return f"build {request.build} asked of a server of build {build}"
     return mismatch(conn, request.env)  # the caller's credentials, limits and start-up settings are ours
+
+
+def _receive(conn: socket.socket) -> tuple[Request, list[int]]:
+    """The request, read within REQUEST_SECONDS in all (a per-read timeout would let a trickling client hold on)."""
+
+    def expired(_signo: int, _frame: object) -> None:
+        raise TimeoutError("no whole request in time")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, REQUEST_SECONDS)
+    try:
+        return receive_request(conn)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
