@@ -109,13 +109,21 @@ def discard(path: str) -> None:
 
 
 def kept_files() -> frozenset[str]:
-    """The files the kept connections hold open (each index and its WAL and shared memory), as /proc shows them.
+    """The files the kept connections hold open (each index, its WAL and shared memory), as `device:inode`.
 
     A reused worker keeps these between calls on purpose: its check for descriptors a call left behind skips them.
     """
     with _LOCK:
-        paths = [os.path.realpath(path) for path in _kept]
-    return frozenset(f"{path}{suffix}" for path in paths for suffix in ("", "-wal", "-shm", "-journal"))
+        paths = list(_kept)
+    found = set()
+    for path in paths:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                info = os.stat(f"{path}{suffix}")
+            except OSError:
+                continue
+            found.add(f"{info.st_dev}:{info.st_ino}")
+    return frozenset(found)
 
 
 def close_all() -> None:

@@ -179,12 +179,13 @@ class Server:
             _log.warning("refused a connection from uid %d", uid)
             conn.close()
             return
+        facts = self.facts()  # as they were before this connection: a status query does not count itself
         self.calls += 1
         self.last_call = now
         worker = self.pool.idle()
         if worker is None and len(self.pool.workers) < self.pool.limit:
             worker = self._spawn()
-        if worker is not None and self.pool.hand(worker, conn, self.facts()):
+        if worker is not None and self.pool.hand(worker, conn, facts):
             conn.close()  # the worker has its own copy; the parent holds nothing of the caller's
             return
         self.desk.take(conn, now)

@@ -10,6 +10,7 @@ answers its call and exits; the parent forks a fresh one from the preloaded imag
 from __future__ import annotations
 
 import os
+import resource
 import sys
 import threading
 import time
@@ -24,26 +25,65 @@ _SETTLE_TRIES = 25
 # first alarm; an alarm holds only its socket, which the descriptor check sees if a call leaves one open)
 RESIDENT_THREADS = frozenset({"ocivendir-watchdog"})
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_PROBE = 256
 
 
 def resident_bytes() -> int:
-    """This process's resident set size, from /proc/self/statm."""
-    with open("/proc/self/statm", "rb") as statm:
-        return int(statm.read().split()[1]) * _PAGE
+    """This process's resident set size, from /proc/self/statm; without /proc (the sidecar's chroot), its peak."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _open_descriptors() -> list[int]:
+    """This process's open descriptors: from /proc/self/fd, else probed with fstat.
+
+    Without /proc (the sidecar's chroot, where kapp-controller runs the native client) the numbers are probed up to
+    `_PROBE` past the highest one found: a descriptor a call leaves open took the lowest free number (POSIX), so it
+    lies within that reach of the ones the worker was born with.
+    """
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]  # the listing's own is gone once it is made
+    except OSError:
+        pass
+    found: list[int] = []
+    fd = gap = 0
+    while gap < _PROBE:
+        try:
+            os.fstat(fd)
+        except OSError:
+            gap += 1
+        else:
+            found.append(fd)
+            gap = 0
+        fd += 1
+    return found
 
 
 def _descriptors() -> frozenset[str]:
+    """Each open descriptor as `number device:inode target` (the target where /proc names it)."""
     found = []
-    for name in os.listdir("/proc/self/fd"):  # the listing's own descriptor is gone once the list is made
+    for fd in _open_descriptors():
         try:
-            found.append(f"{name} {os.readlink(f'/proc/self/fd/{name}')}")
+            info = os.fstat(fd)
         except OSError:
             continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        found.append(f"{fd} {info.st_dev}:{info.st_ino} {target}")
     return frozenset(found)
 
 
 def _threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+    """The threads of this process: the kernel's count where /proc shows it, else Python's."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 def _settled_threads(expected: int) -> int:
@@ -83,7 +123,7 @@ class Baseline:
         if extra := {
             fd
             for fd in _descriptors() - self.descriptors
-            if not fd.startswith(f"{connection} ") and fd.partition(" ")[2] not in kept
+            if not fd.startswith(f"{connection} ") and fd.split(" ", 2)[1] not in kept
         }:
             return f"descriptors left open: {', '.join(sorted(extra))}"
         if new := set(sys.modules) - self.modules:
