@@ -144,17 +144,18 @@ def _anatomy(calls: Row) -> list[str]:
 def _soak(section: Row) -> list[str]:
     """Thousands of warm calls through one server: what the server tree keeps (bench/soak.py)."""
     first, last, idle = section["after_100"], section["after_all"], section["idle"]
-    rows = [[label, str(tree["processes"]), mib(tree["rss_kib"]), str(tree["fds"])]
+    rows = [[label, str(tree["processes"]), mib(tree["rss_kib"]), mib(tree.get("pss_kib", 0)), str(tree["fds"])]
             for label, tree in (("after 100 calls", first), (f"after {section['calls']:,} calls", last),
-                                ("idle, a few seconds later", idle))]  # fmt: skip
+                                ("idle, once idle workers beyond the spare ended", idle))]  # fmt: skip
     goal = section["goal"]
     verdict = "**MET**" if goal["met"] else "**NOT MET**"
     return [f"## Soak: {section['calls']:,} warm calls through one server", "",
             (f"{section['tool']}, kapp-controller's call of a {section['app']} ({section['wall_s']} s in all, the "
              f"server tree's CPU {section['server_cpu_ms_per_call']} ms per call, {section['requests']} registry "
              "requests). The server tree is the parent and its live workers, read from /proc; RSS is the sum of "
-             "their VmRSS (shared pages counted in each)."), "",
-            *table(["when", "processes", "RSS MiB", "descriptors"], rows), "",
+             "their VmRSS (pages a worker shares with the parent counted in each), PSS the sum of their "
+             "proportional sets (each shared page divided among its sharers)."), "",
+            *table(["when", "processes", "RSS MiB (sum)", "PSS MiB (sum)", "descriptors"], rows), "",
             f"Goal (RSS within 10 %: {goal['rss_growth']:+.1%}; descriptors unchanged; idle ≤ 96 MiB): {verdict}.",
             *[f"- {check}: {'yes' if met else '**no**'}" for check, met in goal["checks"].items()], ""]  # fmt: skip
 
