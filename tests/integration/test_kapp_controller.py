@@ -322,7 +322,8 @@ def test_twenty_reconciles_into_fresh_directories_do_not_grow_the_cache(
         done, cwd = controller.fetch(stdin)
         assert done.returncode == 0, done.stderr
         shutil.rmtree(cwd)  # kapp-controller removes its temporary fetch directory after each reconcile
-        counts.append(sum(1 for _ in controller.cache.rglob("*")))
+        # the index's WAL and shared-memory files live while a connection is open: a reused worker keeps one
+        counts.append(sum(1 for path in controller.cache.rglob("*") if not path.name.endswith(("-wal", "-shm"))))
     assert counts[1:] == [counts[1]] * 19
     assert counts[1] == counts[0] + 1  # the first warm run leaves the repository's shard of the read memo
     assert not list((controller.cache / "locks").glob("target-*"))
