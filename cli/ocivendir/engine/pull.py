@@ -17,8 +17,8 @@ from ocivendir.errors import ImagesLockError, IndexNotSupported, IsABundle, NotA
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import absolute, pure, split
-from ocivendir.fs.swap import STAGE, new_sibling, remove_tree, swap_in
-from ocivendir.fs.swapping import recover
+from ocivendir.fs.swap import STAGE, new_sibling, remove_tree
+from ocivendir.fs.swapping import recover, swap_set
 from ocivendir.fs.tarread import TarReader
 from ocivendir.oci.imageslock import ImagesLock, parse_bundle_lock, parse_image_locations
 from ocivendir.oci.lockmemo import images_lock, rewritten
@@ -275,12 +275,10 @@ def pull(options: PullOptions, content: Content, lock_dir: str) -> PullResult:
         os.chmod(stage, 0o777 & ~options.umask)
         try:
             image, pulled = _fill(content, options, stage)
-            old = swap_in(stage, target)
         except BaseException:
             remove_tree(stage)
             raise
-        if old is not None:
-            remove_tree(old)
+        swap_set([(stage, target)])  # one target: one atomic step, the stage removed if it fails, the old tree after
     return PullResult(
         ref=image.ref,
         digest=str(image.digest),
