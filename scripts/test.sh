@@ -36,6 +36,7 @@ echo "test: the CLI and integration suites again, every CLI call through one reu
 # left out: the server's own tests, and the modules that make no CLI call (the transport tested directly, the docs
 # and the JSON contract read from the code): a second pass would run them exactly as the first did
 OCIVENDIR_TEST_SERVER=one exec .venv/bin/python -m pytest "${workers[@]}" tests/cli tests/integration -m "not dist" \
-    --ignore tests/integration/test_server.py --ignore tests/integration/test_connections.py \
+    --ignore tests/integration/test_server.py --ignore tests/integration/test_server_reuse.py \
+    --ignore tests/integration/test_server_trust.py --ignore tests/integration/test_connections.py \
     --ignore tests/integration/test_connections_tls.py --ignore tests/cli/test_docs.py \
     --ignore tests/cli/test_json_contract.py
