@@ -1,15 +1,19 @@
 """Owns: running one child process and measuring it, and the statistics every figure is reported with.
 
-Wall is timed here; user+sys CPU comes from wait4 (the child and whatever it waited for). Peak RSS comes from GNU
-time's %M when /usr/bin/time exists: Linux carries a process's peak RSS across exec, so a child forked straight from
-this (large) Python process would report at least this process's own size. Figures are medians with min and max over
-repetitions.
+Each child is run under `bench/spawnstat.c` (compiled into build/bench/ on first use), which reports the child's own
+wall, user+sys CPU (wait4: the child and whatever it waited for) and peak RSS: forked from that small parent, the
+child's peak RSS is its own (Linux carries a process's peak across exec, so a child forked straight from this large
+Python process would report at least this process's size), and no harness start-up is in any figure. Without a C
+compiler, GNU time's %M gives the peak RSS and wall and CPU are taken around GNU time, whose own start-up (about
+1 ms of CPU) then lands in every figure alike. Figures are medians with min and max over repetitions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -22,10 +26,33 @@ from pathlib import Path
 # anything under a second is repeated at least this often; longer runs at least `reps` times
 SUB_SECOND_REPS = 5
 GNU_TIME = Path("/usr/bin/time")
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def spawnstat() -> Path | None:
+    """The measuring parent, compiled once per source change into build/bench/; None without a C compiler."""
+    source = _ROOT / "bench" / "spawnstat.c"
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        return None
+    built = _ROOT / "build" / "bench" / f"spawnstat-{source.stat().st_mtime_ns}"
+    if not built.exists():
+        built.parent.mkdir(parents=True, exist_ok=True)
+        partial = built.with_suffix(".tmp")
+        done = subprocess.run([compiler, "-std=c11", "-O2", "-o", str(partial), str(source)], capture_output=True,
+                              check=False)  # fmt: skip
+        if done.returncode != 0:
+            return None
+        partial.rename(built)
+    return built
 
 
 def rss_method() -> str:
-    """How peak RSS is measured on this machine (for the report)."""
+    """How the children are measured on this machine (for the report)."""
+    if spawnstat() is not None:
+        return ("bench/spawnstat.c: the measured process forked from a small C parent, its own wall, CPU (wait4) and "
+                "peak RSS, no harness start-up in any figure")  # fmt: skip
     if GNU_TIME.exists():
         return "GNU time %M of the measured process (forked from the small time process, so its own peak)"
     return "wait4 ru_maxrss; /usr/bin/time is missing, so small processes show at least the harness's own RSS"
@@ -45,9 +72,15 @@ class Run:
 
 def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
         stdin: str | None = None) -> Run:  # fmt: skip
-    """Run `argv` to completion: wall, CPU from this child's wait4 (not the cumulative RUSAGE_CHILDREN), peak RSS."""
+    """Run `argv` to completion: its own wall, CPU (wait4 of the child, not cumulative RUSAGE_CHILDREN), peak RSS."""
+    parent = spawnstat()
     with tempfile.NamedTemporaryFile("r", prefix="bench-rss-") as report:
-        wrapped = [str(GNU_TIME), "-f", "%M", "-o", report.name, "--", *argv] if GNU_TIME.exists() else list(argv)
+        if parent is not None:
+            wrapped = [str(parent), report.name, "--", *argv]
+        elif GNU_TIME.exists():
+            wrapped = [str(GNU_TIME), "-f", "%M", "-o", report.name, "--", *argv]
+        else:
+            wrapped = list(argv)
         start = time.perf_counter()
         process = subprocess.Popen(
             wrapped, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -58,9 +91,12 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path 
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
         lines = report.read().split()
-    rss = int(lines[-1]) if GNU_TIME.exists() and lines and lines[-1].isdigit() else int(usage.ru_maxrss)
-    return Run(process.returncode, wall, usage.ru_utime + usage.ru_stime, rss, out.decode(errors="replace"),
-               err.decode(errors="replace"))  # fmt: skip
+    cpu, rss = usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss)
+    if parent is not None and len(lines) == 4 and all(part.isdigit() for part in lines):
+        rss, cpu, wall = int(lines[0]), (int(lines[1]) + int(lines[2])) / 1e6, int(lines[3]) / 1e9
+    elif parent is None and GNU_TIME.exists() and lines and lines[-1].isdigit():
+        rss = int(lines[-1])
+    return Run(process.returncode, wall, cpu, rss, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
 def _exchange(process: subprocess.Popen[bytes], stdin: str | None) -> tuple[bytes, bytes]:

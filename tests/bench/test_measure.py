@@ -9,7 +9,7 @@ import resource
 import sys
 
 import pytest
-from bench.measure import GNU_TIME, SUB_SECOND_REPS, Run, interleaved, percentile, repeat, run
+from bench.measure import GNU_TIME, SUB_SECOND_REPS, Run, interleaved, percentile, repeat, run, spawnstat
 
 
 @pytest.mark.skipif(not GNU_TIME.exists(), reason="GNU time is not installed")
@@ -28,6 +28,16 @@ def test_exit_code_cpu_stdin_and_output_come_back() -> None:
     assert (done.code, done.stdout) == (3, "ABC\n")
     assert done.cpu_s > 0
     assert done.wall_s >= done.cpu_s / 4
+
+
+@pytest.mark.skipif(spawnstat() is None, reason="no C compiler for bench/spawnstat.c")
+def test_a_childs_cpu_is_its_own_not_its_measuring_parents() -> None:
+    """A process that burns a known amount of CPU is reported with that much and no more than a fraction of a ms."""
+    spin = "import time\nend = time.process_time() + 0.05\nwhile time.process_time() < end: pass"
+    baseline = min(run([sys.executable, "-S", "-c", "pass"]).cpu_s for _ in range(5))
+    spun = min(run([sys.executable, "-S", "-c", spin]).cpu_s for _ in range(5))
+    assert 0.05 <= spun - baseline < 0.06  # the spin itself, nothing of the parent that measured it
+    assert baseline < 0.1
 
 
 def test_sub_second_figures_get_five_repetitions_and_a_failure_stops_the_measurement() -> None:

@@ -53,3 +53,17 @@ def test_the_client_carries_its_build_id_and_compiles_warning_free(tmp_path: Pat
     client = compile_client(tmp_path / "vendir", "fedcba9876543210", "-Wpedantic", "-Wshadow", "-Wconversion")
     assert b"fedcba9876543210" in client.read_bytes()
     assert b"server-%s.sock" in client.read_bytes()
+
+
+@pytest.mark.skipif(not any(Path(d, "libc.a").exists() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                                                  "/usr/lib64", "/usr/lib")),
+                    reason="the C library's static archive (libc6-dev) is not installed")  # fmt: skip
+def test_the_client_needs_no_shared_library_and_keeps_aslr(tmp_path: Path) -> None:
+    """Linked statically: kapp-controller's every call execs it, and nothing is loaded or relocated; still a PIE."""
+    client = compile_client(tmp_path / "vendir")
+    readelf = shutil.which("readelf") or "readelf"
+    dynamic = subprocess.run(
+        [readelf, "-d", "-h", "-W", str(client)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "(NEEDED)" not in dynamic
+    assert re.search(r"Type:\s+DYN", dynamic), "a position-independent executable (ASLR)"

@@ -136,8 +136,8 @@ def test_the_build_holds_the_native_client_compiled_with_the_builds_id(frozen: P
     client = frozen / "vendir"
     assert client.stat().st_mode & 0o111 == 0o111
     assert build_id.encode() in client.read_bytes()
-    assert elfcheck.needed(client) == ["libc.so.6"]
-    assert client.stat().st_size < 64 << 10
+    assert elfcheck.needed(client) in ([], ["libc.so.6"])  # static where libc.a is installed, else glibc alone
+    assert client.stat().st_size < (1 << 20 if not elfcheck.needed(client) else 64 << 10)
     for mode in ("vendir", "imgpkg"):
         assert (frozen / "modes" / mode).readlink() == Path("../ocivendir")
 

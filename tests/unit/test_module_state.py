@@ -91,6 +91,8 @@ STATE: dict[str, str] = {
     "registry.watchdog:WATCHDOG": "alarms keyed by the socket they guard, cancelled with it; its thread is resident (server/leaks.py RESIDENT_THREADS), a socket left open retires the worker",
     "server.world:CALL_SIGNALS": "constant table, filled at import, never written",
     "server.world:_IDLE_SIGNALS": "constant table, filled at import, never written",
+    "server.world:_CALL_ONLY": "constant table (where the call's and the idle tables differ), filled at import, never written",
+    "server.world:_IDLE_ONLY": "constant table (where the call's and the idle tables differ), filled at import, never written",
     "settings:_DURATION_UNITS": "constant table, filled at import, never written",
     "settings:_POWERS": "constant table, filled at import, never written",
     "sign.glob:_ALIASES": "constant table, filled at import, never written",

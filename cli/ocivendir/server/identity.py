@@ -2,10 +2,11 @@
 
 A worker runs a call with the server's credentials, whoever started it. So a call is served only when the caller
 has exactly the worker's, as the kernel reports them — never as the request asserts them:
-- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, every resource limit (soft and hard) read with
-  prlimit(2), and the nice value and scheduling policy, from the pid SO_PEERCRED names;
+- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, and the nice value and scheduling policy, from
+  the pid SO_PEERCRED names; where /proc is not mounted, every resource limit (soft and hard) read with prlimit(2);
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
-  no_new_privs, seccomp mode, the limits, oom_score_adj, the security label, the control groups (a caller held to
+  no_new_privs, seccomp mode, every resource limit (soft and hard: the same the 16 prlimit(2) calls would read, in
+  one file), oom_score_adj, the security label, the control groups (a caller held to
   less memory, CPU or fewer processes by its cgroup must not be served outside it), the mount, network, user and
   cgroup namespaces and the root directory. A caller whose entry cannot be read there (another pid namespace, gone)
   is refused. The reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
@@ -40,6 +41,7 @@ _GROUPS_BUFFER = 1024  # Python's getsockopt() bound: 256 groups (more: ERANGE, 
 _STATUS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
            "Seccomp_filters")  # fmt: skip
 _NAMESPACES = ("mnt", "net", "user", "cgroup")
+_PLURAL = frozenset({"resource limits"})
 _LIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
 _SERVER_LOCALE = locale_key(os.environ)  # as the server started (imported before any call adopts an environment)
 
@@ -76,7 +78,7 @@ def _gone(pidfd: int) -> str | None:
 
 
 def _kernel_mismatch(conn: socket.socket) -> str | None:
-    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, prlimit(2), the scheduling priority."""
+    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, the priority; prlimit(2) with no /proc."""
     pid, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if (uid, gid) != (os.geteuid(), os.getegid()):
         return "the caller's uid or gid is not the server's"
@@ -85,7 +87,7 @@ def _kernel_mismatch(conn: socket.socket) -> str | None:
     try:
         if _peer_groups(conn) != sorted(os.getgroups()):
             return "the caller's groups are not the server's"
-        if any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
+        if _OWN is None and any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
             return "the caller's resource limits are not the server's"
         lower = _priority(pid) != _priority(0)
     except OSError as exc:
@@ -113,8 +115,8 @@ def _proc_mismatch(conn: socket.socket) -> str | None:
         theirs = describe(str(pid))
     except OSError as exc:
         return f"cannot read the caller's credentials: {exc.strerror}"
-    return next((f"the caller's {name} is not the server's" for name, value in own.items()
-                 if theirs.get(name) != value), None)  # fmt: skip
+    return next((f"the caller's {name} {'are' if name in _PLURAL else 'is'} not the server's"
+                 for name, value in own.items() if theirs.get(name) != value), None)  # fmt: skip
 
 
 def describe(pid: str) -> dict[str, str]:

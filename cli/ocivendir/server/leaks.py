@@ -62,20 +62,25 @@ def _open_descriptors() -> list[int]:
     return found
 
 
-def _descriptors() -> frozenset[str]:
-    """Each open descriptor as `number device:inode target` (the target where /proc names it)."""
+def _descriptors() -> frozenset[tuple[int, str]]:
+    """Each open descriptor as (number, `device:inode`)."""
     found = []
     for fd in _open_descriptors():
         try:
             info = os.fstat(fd)
         except OSError:
             continue
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            target = ""
-        found.append(f"{fd} {info.st_dev}:{info.st_ino} {target}")
+        found.append((fd, f"{info.st_dev}:{info.st_ino}"))
     return frozenset(found)
+
+
+def _shown(fd: int, identity: str) -> str:
+    """A descriptor as a retirement reason names it: `number device:inode target` (the target where /proc has it)."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        target = ""
+    return f"{fd} {identity} {target}"
 
 
 def _threads() -> int:
@@ -120,13 +125,13 @@ class Baseline:
             )
             return f"{count - 1 - resident} threads were left running ({', '.join(names) or 'not Python threads'})"
         kept = opened.kept_files()  # the cache index connections a reused process keeps on purpose (issue 33)
-        if extra := {
-            fd
-            for fd in _descriptors() - self.descriptors
-            if not fd.startswith(f"{connection} ") and fd.split(" ", 2)[1] not in kept
-        }:
-            return f"descriptors left open: {', '.join(sorted(extra))}"
-        if new := set(sys.modules) - self.modules:
+        if extra := sorted(
+            (fd, identity)
+            for fd, identity in _descriptors() - self.descriptors
+            if fd != connection and identity not in kept
+        ):
+            return f"descriptors left open: {', '.join(_shown(fd, identity) for fd, identity in extra)}"
+        if not sys.modules.keys() <= self.modules and (new := set(sys.modules) - self.modules):
             shown = sorted(new)
             return f"modules outside the warm set imported: {', '.join(shown[:5])}{' …' if len(shown) > 5 else ''}"  # noqa: PLR2004
         return None

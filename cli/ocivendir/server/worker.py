@@ -10,9 +10,9 @@ the reason instead, and exits once the caller has its answer.
 
 Before the `P` frame nothing of the call has run, so a client that sees the connection end earlier runs it
 in-process; after it, the call is the worker's. The worker closes its copies of the caller's stdio before it sends
-the exit status, so a reader of the caller's stdout sees EOF as soon as the client exits. A thread listens to the
-client during the call: a forwarded signal is raised in the worker, and a client that goes away (killed) ends the
-worker with SIGTERM — which, as for the in-process program, a kill at any moment leaves target and cache intact.
+the exit status, so a reader of the caller's stdout sees EOF as soon as the client exits. The worker's resident
+listener (`server/watch.py`) listens to the client during the call: a forwarded signal is raised in the worker, and a
+client that goes away (killed) ends the worker with SIGTERM.
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ import threading
 
 from ocivendir.server.identity import mismatch
 from ocivendir.server.leaks import Baseline
-from ocivendir.server.wire import Request, WireError, frame, read_frame, receive_request
-from ocivendir.server.world import World, handlers
+from ocivendir.server.watch import Watcher
+from ocivendir.server.wire import Request, WireError, frame, receive_request
+from ocivendir.server.world import World
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import NoReturn
 
-__all__ = ["FORWARDED", "REQUEST_SECONDS", "TEST_LEAK", "Entry", "work"]
+__all__ = ["REQUEST_SECONDS", "TEST_LEAK", "Entry", "work"]
 
-FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 REQUEST_SECONDS = 5.0  # a connection that has not sent its whole request by then is closed unanswered
 TEST_LEAK = "OCIVENDIR_SERVER_TEST_LEAK"  # the suite's hook: `thread`, `descriptor`, `environ` left, or `raise`
 _CHANNEL_MESSAGE = 1 << 16
@@ -50,6 +50,7 @@ else:
 def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> NoReturn:
     """Serve the connections the parent hands over until it closes the channel or the worker must retire."""
     world = World()
+    watcher = Watcher()  # before the baseline: its thread is one of the worker's own
     baseline = Baseline()
     calls = 0
     while True:
@@ -58,7 +59,7 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
             os._exit(0)
         conn, facts = handed
         try:
-            outcome = _serve(conn, build, facts, entry, world)
+            outcome = _serve(conn, build, facts, entry, world, watcher)
             if outcome is None:  # nothing of a call ran
                 if not _tell(channel, b"D"):
                     os._exit(0)
@@ -109,7 +110,7 @@ def _tell(channel: socket.socket, message: bytes) -> bool:
 
 
 def _serve(
-    conn: socket.socket, build: str, facts: Mapping[str, object], entry: Entry, world: World
+    conn: socket.socket, build: str, facts: Mapping[str, object], entry: Entry, world: World, watcher: Watcher
 ) -> tuple[int, str | None] | None:
     """One connection, up to its answer: None when no call ran, else its exit status and a reason to retire or None.
 
@@ -130,8 +131,6 @@ def _serve(
     except OSError as exc:
         _refuse(conn, [], f"cannot enter the caller's working directory: {exc.strerror}")
         return None
-    finished = threading.Event()
-    listener = threading.Thread(target=_listen, args=(conn, finished), name="ocivendir-client", daemon=True)
     try:
         conn.sendall(frame(b"P", struct.pack(">I", os.getpid())))
     except OSError:  # the client is gone before anything ran
@@ -140,18 +139,18 @@ def _serve(
     code: int = 1
     reason: str | None = "the call did not end"
     try:
-        listener.start()
+        watcher.watch(conn)
         code, reason = _run(_plant(request, entry))
-        reason = reason or _signals_changed(world) or _environ_changed(request)
+        reason = reason or world.signals_changed() or _environ_changed(request)
     finally:
-        finished.set()
+        watcher.stop()
         code = _flush(code)
-        world.leave()
+        world.leave(restore_all=reason is not None)
     try:
         conn.shutdown(socket.SHUT_RD)  # wakes the listener; the answer can still be sent
     except OSError:
         pass
-    listener.join()
+    watcher.release()
     return code, reason
 
 
@@ -232,13 +231,6 @@ def _flush(code: int) -> int:
     return code
 
 
-def _signals_changed(world: World) -> str | None:
-    for signo, disposition in handlers().items():
-        if disposition != world.call_signals.get(signo):
-            return f"the call changed the handler of signal {signo}"
-    return None
-
-
 def _environ_changed(request: Request) -> str | None:
     if dict(os.environ) != request.env:
         return "the call changed os.environ"
@@ -261,16 +253,3 @@ def _plant(request: Request, entry: Entry) -> Entry:
 
 def _raise() -> None:
     raise RuntimeError(TEST_LEAK)
-
-
-def _listen(conn: socket.socket, finished: threading.Event) -> None:
-    """Signals the client forwards; the client gone before the end stops the worker."""
-    try:
-        while (got := read_frame(conn)) is not None:
-            kind, payload = got
-            if kind == b"S" and len(payload) == 1 and payload[0] in FORWARDED and not finished.is_set():
-                os.kill(os.getpid(), payload[0])
-    except (WireError, OSError):
-        pass
-    if not finished.is_set():
-        os.kill(os.getpid(), signal.SIGTERM)

@@ -35,6 +35,9 @@ CALL_SIGNALS: dict[int, object] = {
 # the worker's own between calls: a ^C at a foreground server's terminal leaves the ending to the parent
 _IDLE_SIGNALS: dict[int, object] = {**CALL_SIGNALS, signal.SIGINT: signal.SIG_IGN}
 _UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+# what entering a call and leaving it change: only these differ between the two tables
+_CALL_ONLY = {signo: d for signo, d in CALL_SIGNALS.items() if _IDLE_SIGNALS[signo] is not d}
+_IDLE_ONLY = {signo: _IDLE_SIGNALS[signo] for signo in _CALL_ONLY}
 
 
 def handlers() -> dict[int, object]:
@@ -68,6 +71,7 @@ class World:
         signal.set_wakeup_fd(-1)
         _install(_IDLE_SIGNALS)
         self.call_signals = {**handlers(), **CALL_SIGNALS}  # what a call that changed none runs with
+        self.call_masks: tuple[str, str] | None = None  # the kernel's view of them (/proc), once a call has run
         for target in (0, 1, 2):
             os.dup2(self.null, target)
         rebind_stdio()
@@ -86,35 +90,51 @@ class World:
             os.dup2(fd, target)
         _close(fds)
         os.umask(request.umask)
-        os.environ.clear()
-        os.environ.update(request.env)
-        time.tzset()
+        _adopt(request.env)
         sys.argv = list(request.argv) or ["ocivendir"]
-        _install(CALL_SIGNALS)
+        _install(_CALL_ONLY)  # the others are the same between calls and in one (signals_changed() sees to it)
         rebind_stdio()
 
-    def leave(self) -> None:
-        """The worker's own world back: stdio on /dev/null, its directory, umask, environment, argv, signals, logs."""
+    def leave(self, *, restore_all: bool = True) -> None:
+        """The worker's own world back: stdio on /dev/null, its directory, umask, environment, argv, signals, logs.
+
+        Without `restore_all` (the call changed no signal's disposition), only the dispositions that differ between
+        a call and the worker's idle state are set back.
+        """
         for target in (0, 1, 2):
             os.dup2(self.null, target)
         release_stdio()  # the call's streams closed: no late flush writes anywhere
-        _install(_IDLE_SIGNALS)
+        _install(_IDLE_SIGNALS if restore_all else _IDLE_ONLY)
         os.fchdir(self.home)
         os.umask(self.umask)
-        os.environ.clear()
-        os.environ.update(self.environ)
-        time.tzset()
+        _adopt(self.environ)
         sys.argv = list(self.argv)
         root = logging.getLogger()
         for handler in [h for h in root.handlers if h not in self.root_handlers]:
             root.removeHandler(handler)
-        root.setLevel(self.root_level)
+        if root.level != self.root_level:
+            root.setLevel(self.root_level)
         for name, logger in _loggers():
-            logger.setLevel(self.levels.get(name, logging.NOTSET))
+            if logger.level != (level := self.levels.get(name, logging.NOTSET)):
+                logger.setLevel(level)  # each setLevel clears every logger's cache: only where it differs
+
+    def signals_changed(self) -> str | None:
+        """Which signal's disposition the running call changed, or None (called before `leave`).
+
+        Where /proc is mounted the kernel's masks of ignored and caught signals say it for every signal at once; only
+        the caught ones (whose Python handler may have been swapped) are asked of Python. Elsewhere every signal is.
+        """
+        masks = _masks()
+        if masks is not None and self.call_masks is None:
+            self.call_masks = masks if _differing(self.call_signals) is None else None  # the first call's, if clean
+        if masks is None or masks != self.call_masks:
+            return _differing(self.call_signals)
+        caught = int(masks[1], 16)
+        return _differing({signo: self.call_signals.get(signo) for signo in _members(caught)})
 
     def changed(self) -> str | None:
         """What of the worker's own world differs from when it was taken (after `leave`), or None."""
-        if dict(os.environ) != self.environ:
+        if len(os.environ) != len(self.environ) or dict(os.environ) != self.environ:
             return "os.environ differs after the call"
         here, home = os.stat("."), os.fstat(self.home)
         if (here.st_dev, here.st_ino) != (home.st_dev, home.st_ino):
@@ -124,6 +144,53 @@ class World:
         if umask != self.umask:
             return f"the umask is {umask:03o} after the call"
         return None
+
+
+def _adopt(environ: dict[str, str]) -> None:
+    """Make os.environ exactly `environ`, touching only what differs; the timezone is read again when TZ changed."""
+    current = os.environ
+    zone = current.get("TZ")
+    for name in [name for name in current if name not in environ]:
+        del current[name]
+    for name, value in environ.items():
+        if current.get(name) != value:
+            current[name] = value
+    if environ.get("TZ") != zone:
+        time.tzset()
+
+
+def _masks() -> tuple[str, str] | None:
+    """The kernel's masks of this process's ignored and caught signals (hex), None without /proc."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            text = status.read()
+    except OSError:
+        return None
+    ignored = caught = ""
+    for line in text.split(b"\n"):
+        if line.startswith(b"SigIgn:"):
+            ignored = line[7:].strip().decode()
+        elif line.startswith(b"SigCgt:"):
+            caught = line[7:].strip().decode()
+    return (ignored, caught) if ignored and caught else None
+
+
+def _members(mask: int) -> list[int]:
+    """The signal numbers set in a /proc signal mask (bit n-1 is signal n)."""
+    return [bit + 1 for bit in range(mask.bit_length()) if mask >> bit & 1]
+
+
+def _differing(expected: dict[int, object]) -> str | None:
+    for signo, disposition in expected.items():
+        if signo in _UNCATCHABLE:
+            continue
+        try:
+            now = signal.getsignal(signo)
+        except (OSError, ValueError):
+            continue
+        if now != disposition:
+            return f"the call changed the handler of signal {signo}"
+    return None
 
 
 def _install(dispositions: dict[int, object]) -> None:

@@ -1,0 +1,167 @@
+"""A reused worker's world and its resident listener, driven in a child interpreter (they own its stdio and signals).
+
+Each case runs a script that builds the worker's `World` (and `Watcher`), plays calls through it and prints what it
+saw as JSON: what must hold is that a call's changes are seen (a handler installed, swapped or ignored; the environment
+changed) whichever way the check is made, that the world is put back exactly, and that one listener thread serves
+every call and raises a forwarded signal only while the call runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CLI = Path(__file__).resolve().parents[2] / "cli"
+
+PRELUDE = """
+import json, os, signal, socket, struct, sys, threading, time
+from ocivendir.server import world as world_module
+from ocivendir.server.watch import Watcher
+from ocivendir.server.wire import Request, frame
+from ocivendir.server.world import World
+
+def call_fds():
+    return [os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_WRONLY), os.open(os.devnull, os.O_WRONLY),
+            os.open("/", os.O_RDONLY | os.O_DIRECTORY)]
+
+def request(env):
+    return Request(op="call", build="b", umask=0o027, cwd="/", argv=["vendir", "sync"], env=env)
+
+report = {}
+world = World()
+"""
+
+
+def _play(body: str, *, no_proc_masks: bool = False) -> dict[str, object]:
+    script = PRELUDE
+    if no_proc_masks:
+        script += "world_module._masks = lambda: None\n"  # as in a chroot without /proc
+    read, write = os.pipe()
+    script += textwrap.dedent(body) + f"\nos.write({write}, json.dumps(report).encode())\n"
+    try:
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(CLI)},
+                              pass_fds=[write], capture_output=True, text=True, timeout=60)  # fmt: skip
+    finally:
+        os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        data = answer.read()
+    assert done.returncode == 0, done.stderr
+    return json.loads(data)
+
+
+CHANGES = {
+    "nothing": "pass",
+    "a handler installed": "signal.signal(signal.SIGUSR1, lambda *a: None)",
+    "a signal ignored": "signal.signal(signal.SIGUSR2, signal.SIG_IGN)",
+    "SIGINT's handler swapped": "signal.signal(signal.SIGINT, lambda *a: None)",
+    "SIGTERM caught": "signal.signal(signal.SIGTERM, lambda *a: None)",
+}
+
+
+@pytest.mark.parametrize("no_proc_masks", [False, True], ids=["with /proc", "without /proc"])
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_call_that_changes_a_signals_disposition_is_seen_on_every_call(change: str, no_proc_masks: bool) -> None:
+    """Clean calls first (the first one takes the kernel's masks), then the change: seen, by /proc or by Python."""
+    report = _play(
+        f"""
+        seen = []
+        for number in range(4):
+            world.enter(request({{"A": "1"}}), call_fds())
+            if number == 3:
+                {CHANGES[change]}
+            seen.append(world.signals_changed())
+            world.leave(restore_all=seen[-1] is not None)
+        report["seen"] = seen
+        """,
+        no_proc_masks=no_proc_masks,
+    )
+    seen = report["seen"]
+    assert isinstance(seen, list)
+    assert seen[:3] == [None, None, None]
+    if change == "nothing":
+        assert seen[3] is None
+    else:
+        assert isinstance(seen[3], str)
+        assert seen[3].startswith("the call changed the handler of signal ")
+
+
+def test_the_worlds_environment_is_exactly_the_callers_and_then_exactly_the_workers_own() -> None:
+    """Only what differs is touched; names the caller lacks are gone; the worker's own come back; TZ is re-read."""
+    report = _play(
+        """
+        own = dict(os.environ)
+        world.enter(request({"A": "1", "TZ": "UTC+5", "PATH": "/caller/bin"}), call_fds())
+        report["in_call"] = dict(os.environ)
+        report["hour_offset"] = time.timezone // 3600
+        report["umask"] = os.umask(0o022)
+        world.leave(restore_all=False)
+        report["after"] = dict(os.environ) == own
+        report["changed"] = world.changed()
+        report["argv"] = sys.argv
+        report["sigint"] = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        """
+    )
+    assert report["in_call"] == {"A": "1", "TZ": "UTC+5", "PATH": "/caller/bin"}
+    assert report["hour_offset"] == 5  # the caller's zone, read when the call's TZ came in
+    assert report["umask"] == 0o027
+    assert report["after"] is True
+    assert report["changed"] is None
+    assert report["sigint"] is True  # SIG_IGN: the worker's own between calls
+
+
+def test_one_listener_thread_serves_every_call_and_raises_only_while_the_call_runs() -> None:
+    """A forwarded SIGHUP is raised during the call; one sent after the call's end never is; the thread stays one."""
+    report = _play(
+        """
+        got = []
+        signal.signal(signal.SIGHUP, lambda signo, frame: got.append(signo))
+        watcher = Watcher()
+        threads = threading.active_count()
+        counts = []
+        for number in range(5):
+            ours, client = socket.socketpair()
+            watcher.watch(ours)
+            if number == 2:
+                client.sendall(frame(b"S", bytes([signal.SIGHUP])))
+                deadline = time.monotonic() + 10
+                while not got and time.monotonic() < deadline:
+                    time.sleep(0.001)
+            watcher.stop()
+            client.sendall(frame(b"S", bytes([signal.SIGHUP])))  # after the call's end: never raised
+            ours.shutdown(socket.SHUT_RD)
+            watcher.release()
+            time.sleep(0.01)
+            counts.append(threading.active_count())
+            ours.close()
+            client.close()
+        report["got"] = got
+        report["counts"] = counts
+        report["threads"] = threads
+        """
+    )
+    assert report["got"] == [1]
+    counts = report["counts"]
+    assert isinstance(counts, list)
+    assert set(counts) == {report["threads"]}
+
+
+def test_a_client_gone_mid_call_ends_the_worker_with_sigterm() -> None:
+    """The client's end before the call's end: SIGTERM, as kapp-controller's kill would have ended the program."""
+    script = PRELUDE + textwrap.dedent(
+        """
+        watcher = Watcher()
+        ours, client = socket.socketpair()
+        watcher.watch(ours)
+        client.close()
+        time.sleep(10)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(CLI)},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == -15, done.stderr
