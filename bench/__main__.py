@@ -56,6 +56,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="replace only the scenarios run in OUT/results.json (same mode), keeping the others",
     )
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    parser.add_argument("--pull-cases", default="", metavar="KEYS",
+                        help="comma-separated cases of the pull scenario to run (default all): 100MiB, 1024MiB, "
+                             "2000files; with --smoke 2MiB, 8MiB, 100files")  # fmt: skip
     args = parser.parse_args(argv)
     args.reps = args.reps or (1 if args.smoke else 3)
     args.apps = args.apps or (6 if args.smoke else 100)
@@ -64,6 +67,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args.mirror_apps = args.mirror_apps or (6 if args.smoke else 20)
     args.mirror_rounds = args.mirror_rounds or (1 if args.smoke else 2)
     args.only = [name for name in args.only.split(",") if name]
+    args.pull_cases = [key for key in args.pull_cases.split(",") if key]
     unknown = set(args.only) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
@@ -119,7 +123,7 @@ def _runners(tools: Tools, args: argparse.Namespace) -> dict[str, Callable[[Regi
         "fleet": lambda registry, work: _fleet(registry, tools, work, args),
         "fleet_mirror": lambda registry, work: _fleet_mirror(registry, tools, work, args),
         "fleet_signed": lambda registry, work: _fleet_signed(registry, tools, work, args),
-        "pull": lambda registry, work: pull.scenario(registry, tools, work, args.reps, args.smoke),
+        "pull": lambda registry, work: pull.scenario(registry, tools, work, args.reps, args.smoke, args.pull_cases),
         "startup": lambda registry, work: startup.scenario(registry, tools, work, args.reps),
         "cache_scale": lambda _, work: cache_scale.scenario(tools, work, args.reps, entries),
         "verify_relocation": lambda registry, work: verify.scenario(registry, tools, work, args.reps, images),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,14 +48,27 @@ class Case:
     size_mib: int = 0
     files: int = 0
 
+    @property
+    def key(self) -> str:
+        """How `--pull-cases` names it: `100MiB`, `1024MiB`, `2000files`."""
+        return f"{self.files}files" if self.files else f"{self.size_mib}MiB"
 
-def cases(smoke: bool) -> list[Case]:
-    """The artifacts of a full run (100 MiB, 1 GiB, 2,000 files) or a smoke run (small ones of each kind)."""
+
+def cases(smoke: bool, only: Sequence[str] = ()) -> list[Case]:
+    """The artifacts of a full run (100 MiB, 1 GiB, 2,000 files) or a smoke run (small ones of each kind).
+
+    `only`: the keys of the cases to run (all when empty); a key that names none is a SystemExit listing them.
+    """
     if smoke:
-        return [Case("2 MiB single-layer bundle", size_mib=2), Case("8 MiB single-layer bundle", size_mib=8),
-                Case("100-file bundle", files=100)]  # fmt: skip
-    return [Case("100 MiB single-layer bundle", size_mib=100), Case("1 GiB single-layer bundle", size_mib=1024),
-            Case("2,000-file bundle", files=2000)]  # fmt: skip
+        every = [Case("2 MiB single-layer bundle", size_mib=2), Case("8 MiB single-layer bundle", size_mib=8),
+                 Case("100-file bundle", files=100)]  # fmt: skip
+    else:
+        every = [Case("100 MiB single-layer bundle", size_mib=100), Case("1 GiB single-layer bundle", size_mib=1024),
+                 Case("2,000-file bundle", files=2000)]  # fmt: skip
+    if unknown := set(only) - {case.key for case in every}:
+        raise SystemExit(f"bench: --pull-cases: no case {', '.join(sorted(unknown))} "
+                         f"(this mode's: {', '.join(case.key for case in every)})")  # fmt: skip
+    return [case for case in every if not only or case.key in only]
 
 
 def _commands(tools: Tools, ref: str, out: Path, cache: Path) -> dict[str, list[str]]:
@@ -114,11 +127,15 @@ def _empty(work: Path) -> None:
     os.sync()  # the kernel writes a GiB back long after a pull ends, on the cores the next pull is measured on
 
 
-def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: bool) -> dict[str, Any]:
-    """Every case, every tool, their repetitions taking turns; ratios of each tool's median wall against ocivendir's."""
+def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: bool,
+             only: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
+    """Every case (those `only` names, if any), every tool, their repetitions taking turns; each tool's figures.
+
+    The tools' ratios of median wall against ocivendir's are the report's (`bench/report.py`).
+    """
     results: list[dict[str, Any]] = []
     largest: tuple[Case, str] | None = None
-    for number, case in enumerate(cases(smoke)):
+    for number, case in enumerate(cases(smoke, only)):
         ref = _push(registry, case, number, work)
         commands = _commands(tools, ref, work / "out", work / "cache")
         with contextlib.ExitStack() as servers:

@@ -5,8 +5,11 @@ Counts only: connections the server accepted (one client port each), requests it
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -291,3 +294,32 @@ def test_a_head_past_the_bounds_or_a_body_of_unknown_framing_is_refused(
     assert again.content == BODY
     agent.close()
     assert server.connections == 2  # the refused answer's connection was not reused
+
+
+def test_closing_the_agent_closes_its_idle_connections_without_the_collector(server: Server) -> None:
+    """The sockets are closed by `close` itself, not left for the collector (a reused worker checks right after)."""
+    agent = _agent()
+    gc.disable()
+    try:
+        answer = agent.request("GET", f"{server.base}/v2/a/blobs/one", {}, timeouts=TIMEOUTS, proxy_for=_direct)
+        assert answer.content == BODY
+        assert _client_sockets(server) == 1
+        agent.close()
+        assert _client_sockets(server) == 0
+    finally:
+        gc.enable()
+
+
+def _client_sockets(server: Server) -> int:
+    """How many of this process's descriptors are the client ends of connections `server` accepted."""
+    ports = {f"{port:04X}" for port, *_ in server.seen}
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].rsplit(":", 1)[1] in ports:  # local address: the client's end
+            inodes.add(f"socket:[{fields[9]}]")
+    found = 0
+    for entry in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            found += str(entry.readlink()) in inodes
+    return found

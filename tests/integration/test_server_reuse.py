@@ -24,7 +24,7 @@ import pytest
 from ocivendir.server import wire
 from ocivendir.server.build import build_id
 from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
-from tests.support.builders import Pusher, make_image
+from tests.support.builders import Pusher, make_bundle, make_image
 from tests.support.faults import silent_server
 from tests.support.registry import PASSWORD, USERNAME, Registry
 from tests.support.server import ServerPlace, program, worker_in, workers
@@ -390,3 +390,24 @@ def test_a_trickling_request_frees_its_worker_within_the_request_deadline(one: O
     assert closed_after < 12
     done, _ = one.served("vendir", "version", cwd=tmp_path)
     assert done[0] == 0
+
+
+def test_a_cold_pull_of_a_large_blob_keeps_its_worker(
+    one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """A cold pull of a blob past 8 MiB leaves its worker serving the next call: nothing is imported mid-call.
+
+    Such a blob is hashed on a thread of its own and its file written directly: what that takes is in the warm set,
+    so the worker is not retired for a module, and the next cold pull costs no fresh fork and no cold start.
+    """
+    payload = os.urandom(9 << 20)  # incompressible: the layer's blob is past 8 MiB as well
+    ref = pusher.image(f"{repo_prefix}/large", make_bundle({"data.bin": payload}, []))
+    work = tmp_path / "work"
+    work.mkdir()
+    env = one.env(OCIVENDIR_CACHE_DIR=str(tmp_path / "cache"))
+    pulled, pid = one.served("ocivendir", "pull", "-b", ref, "-o", "out", "-q", cwd=work, env=env)
+    assert pulled[0] == 0, pulled
+    assert (work / "out" / "data.bin").read_bytes() == payload
+    _, again = one.served("vendir", "version", cwd=work)
+    assert again == pid
+    assert one.retired() == 0

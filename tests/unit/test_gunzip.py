@@ -13,6 +13,7 @@ import pytest
 
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.gunzip import GunzipReader
+from ocivendir.registry import client as registry_client
 from tests.unit.test_tarread import Trickle
 
 RNG = random.Random(7)  # noqa: S311 - reproducible data, not secrets
@@ -90,3 +91,18 @@ BROKEN = {
 def test_a_corrupt_or_truncated_gzip_stream_is_a_clear_error(data: bytes, message: str) -> None:
     with pytest.raises(UnsafeArchive, match=re.escape("layer: corrupt gzip stream: ") + f".*{re.escape(message)}"):
         gunzip(data)
+
+
+def test_compressed_input_is_read_a_download_chunk_at_a_time() -> None:
+    """The tee's pipe then hands each downloaded chunk to zlib whole: no slice of it is copied on the way."""
+    asked: list[int] = []
+
+    class Recording(io.BytesIO):
+        def read(self, size: int | None = -1, /) -> bytes:
+            asked.append(-1 if size is None else size)
+            return super().read(size)
+
+    data = gzip.compress(RNG.randbytes(3 << 20), compresslevel=1, mtime=0)
+    reader = GunzipReader(Recording(data), "layer")
+    assert len(b"".join(iter(lambda: reader.read(1 << 20), b""))) == 3 << 20
+    assert set(asked) == {registry_client._CHUNK} == {512 << 10}  # the download's own chunk size

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["GunzipReader"]
 
 _CHUNK = 1 << 20
-_INPUT = 256 << 10  # compressed bytes read at a time: a download chunk, so the tee hands chunks over uncopied
+_INPUT = 512 << 10  # compressed bytes read at a time: a download chunk, so the tee hands chunks over uncopied
 _GZIP = 16 + zlib.MAX_WBITS  # a gzip header and trailer around a deflate stream
 
 

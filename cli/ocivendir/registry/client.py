@@ -37,7 +37,7 @@ MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_TAG_PAGES = 10_000
 MAX_TAGS = 1_000_000
 MAX_TAG_LIST_BYTES = 64 << 20  # all pages together; one page is at most the 32 MiB any body read at once may be
-_CHUNK = 1 << 18
+_CHUNK = 512 << 10  # a blob body is handed on (hashing, the cache file, the tee) in pieces this large
 _HEAD_REFUSED = frozenset({405, 501})
 _log = diag.logger("ocivendir.registry")
 

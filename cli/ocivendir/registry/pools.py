@@ -210,5 +210,18 @@ class Adapter(HTTPAdapter):
         manager.pool_classes_by_scheme = _POOLS
         return manager
 
+    def close(self) -> None:
+        """Close every pool's idle connections now; one still in use is closed when its answer is done with.
+
+        requests' `close` only empties the pool managers: urllib3 2 no longer closes the pools they drop, so their
+        sockets stayed open until the collector freed them (a reused server worker saw a descriptor left behind).
+        """
+        managers = [self.poolmanager, *self.proxy_manager.values()]
+        keyed = [(manager.pools, manager.pools.keys()) for manager in managers]  # a RecentlyUsedContainer: not iterable
+        pools = [pool for container, keys in keyed for key in keys if (pool := container.get(key)) is not None]
+        super().close()
+        for pool in pools:
+            pool.close()
+
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:  # noqa: ANN401 - requests' signature
         """Trust is the agent's TLS context (Go's roots plus the added CAs): certifi's bundle is never added."""

@@ -27,6 +27,7 @@ WARM = (
     "ocivendir.engine.image", "ocivendir.engine.relocate", "ocivendir.engine.placement", "ocivendir.engine.access",
     "ocivendir.cache.memo", "ocivendir.cache.store", "ocivendir.cache.grants",
     "ocivendir.cache.partials", "ocivendir.cache.prune", "ocivendir.engine.stream",  # a cold fetch's
+    "ocivendir.serial",  # a large blob's hashing thread and a large file's direct writer
     "ocivendir.registry.client", "ocivendir.registry.transport", "ocivendir.registry.connections",
     "ocivendir.registry.pools", "ocivendir.registry.challenge", "ocivendir.registry.auth",  # pools: requests, urllib3
     "ocivendir.goyaml.emit", "ocivendir.goyaml.load", "ocivendir.vendir.config",
