@@ -4,8 +4,8 @@
  * Owns: the client side of ocivendir server protocol v1 - the mode switch (OCIVENDIR_SERVER), the socket
  * directory's resolution and checks, handing the call (argv, environment, umask, cwd, stdio and a cwd directory
  * descriptor) to a resident server's worker, relaying its exit status and the caller's SIGTERM/SIGINT/SIGHUP, the
- * detached start of a server when none runs (once for a burst: the build's start lock; in a scrubbed environment),
- * and the in-process fallback: execv of the build's own `ocivendir` program (argv[0] kept, OCIVENDIR_SERVER=off
+ * detached start of a server when none runs (once for a burst: the build's start lock; in a scrubbed environment)
+ * and the wait for it to listen, and the in-process fallback: execv of the build's own `ocivendir` program (argv[0] kept, OCIVENDIR_SERVER=off
  * added) whenever the server certainly did not start the call, or the call sets a variable that acts when a program
  * starts (PYTHONPATH, LD_PRELOAD, ...: server/interpreter.py's lists), which no server started without it can honour.
  *
@@ -29,6 +29,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef OCIVENDIR_BUILD
@@ -39,6 +40,8 @@ _Static_assert(sizeof(OCIVENDIR_BUILD) == 17, "OCIVENDIR_BUILD must be 16 hex di
 #define MAX_BODY (4u << 20)       /* the request body's limit (protocol) */
 #define MAX_PAYLOAD (64u << 10)   /* any frame the worker sends us: larger is a protocol error */
 #define REASON_MAX 512
+#define START_WAIT_MS 5000 /* how long a first call waits for the server it finds starting to listen */
+#define START_POLL_MS 5
 
 extern char **environ;
 
@@ -220,24 +223,25 @@ static int kept_for_server(const char *entry) {
  * build's start lock on descriptor 3 and no other inherited descriptor, a scrubbed environment, not our child (double
  * fork; the intermediate child is reaped here). The start lock (an flock on D/server-<build>.start, which the server
  * lets go once it listens) makes the calls of a burst start one server: a call that finds it held starts none.
- * Failures are ignored: the call runs in-process either way. */
-static void start_server(const char *dir) {
+ * Returns 1 when a start is under way (this call's or another's), 0 when none could be made (the call then runs
+ * in-process at once). */
+static int start_server(const char *dir) {
     char path[PATH_MAX], lock_path[PATH_MAX];
     program_path(path, "ocivendir");
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return;
+        return 0;
     struct stat st;
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
-        return;
+        return 0;
     int w = snprintf(lock_path, sizeof(lock_path), "%s/server-%s.start", dir, OCIVENDIR_BUILD);
     if (w < 0 || (size_t)w >= sizeof(lock_path))
-        return;
+        return 0;
     int lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (lock < 0)
-        return;
+        return 0;
     if (flock(lock, LOCK_EX | LOCK_NB) != 0) { /* a start is under way */
         close(lock);
-        return;
+        return 1;
     }
     size_t count = 0;
     while (environ && environ[count])
@@ -245,7 +249,7 @@ static void start_server(const char *dir) {
     char **env = calloc(count + 1, sizeof(char *));
     if (!env) {
         close(lock);
-        return;
+        return 0;
     }
     for (size_t i = 0, n = 0; i < count; i++)
         if (kept_for_server(environ[i]))
@@ -254,7 +258,7 @@ static void start_server(const char *dir) {
     if (child < 0) {
         free(env);
         close(lock);
-        return;
+        return 0;
     }
     if (child == 0) {
         if (setsid() < 0)
@@ -278,10 +282,37 @@ static void start_server(const char *dir) {
         execve(path, args, env);
         _exit(127);
     }
-    while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
     free(env);
     close(lock);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0; /* the intermediate child forked the server */
+}
+
+/* Waits up to START_WAIT_MS for a starting server to listen: the start lock is the starting server's until it listens
+ * (or ends), so a shared lock taken on it means the server listens, or is gone. Polled, so a signal or a lock never
+ * released costs at most the bound. 1 when it was let go; 0 when the wait ran out (the call then runs in-process). */
+static int await_start(const char *dir) {
+    char lock_path[PATH_MAX];
+    int w = snprintf(lock_path, sizeof(lock_path), "%s/server-%s.start", dir, OCIVENDIR_BUILD);
+    if (w < 0 || (size_t)w >= sizeof(lock_path))
+        return 0;
+    int lock = open(lock_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (lock < 0)
+        return 0;
+    const struct timespec step = {.tv_sec = 0, .tv_nsec = START_POLL_MS * 1000000L};
+    for (int waited = 0;; waited += START_POLL_MS) {
+        if (flock(lock, LOCK_SH | LOCK_NB) == 0) {
+            close(lock); /* let go at once: the next start of a burst takes it exclusively */
+            return 1;
+        }
+        if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= START_WAIT_MS) {
+            close(lock);
+            return 0;
+        }
+        nanosleep(&step, NULL);
+    }
 }
 
 /* The first variable set that acts when a program starts (server/interpreter.py), or NULL: a call that sets one runs
@@ -593,10 +624,12 @@ int main(int argc, char **argv) {
         snprintf(reason, REASON_MAX, "%.200s is set: it acts when a program starts", variable);
         run_in_process(reason, 1);
     }
+    int started = 0; /* a server was found starting (or started here) and waited for */
     switch (socket_dir(dir, sizeof(dir), reason)) {
     case DIR_MISSING:
-        start_server(dir);
-        run_in_process(reason, 1);
+        if (!start_server(dir) || !await_start(dir))
+            run_in_process(reason, 1);
+        started = 1;
         break;
     case DIR_UNUSABLE:
         run_in_process(reason, 1);
@@ -614,13 +647,14 @@ int main(int argc, char **argv) {
                  OCIVENDIR_BUILD);
         run_in_process(reason, 1);
     }
-    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (sock < 0) {
-        snprintf(reason, REASON_MAX, "socket: %s", strerror(errno));
-        run_in_process(reason, 1);
-    }
-    if (connect(sock, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
-        int err = errno;
+    int sock;
+    for (;;) {
+        sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (sock < 0) {
+            snprintf(reason, REASON_MAX, "socket: %s", strerror(errno));
+            run_in_process(reason, 1);
+        }
+        int err = connect(sock, (struct sockaddr *)&addr, sizeof(addr)) != 0 ? errno : 0;
         if (err == EINTR || err == EINPROGRESS) { /* the connection goes on: wait for its outcome */
             struct pollfd pfd = {.fd = sock, .events = POLLOUT};
             socklen_t size = sizeof(err);
@@ -629,17 +663,19 @@ int main(int argc, char **argv) {
             if (getsockopt(sock, SOL_SOCKET, SO_ERROR, &err, &size) != 0)
                 err = errno;
         }
-        if (err != 0) {
-            close(sock);
-            if (err == ENOENT || err == ECONNREFUSED) {
-                snprintf(reason, REASON_MAX, "no server yet (%.400s: %s); one is starting", addr.sun_path,
-                         strerror(err));
-                start_server(dir);
-            } else {
-                snprintf(reason, REASON_MAX, "cannot connect to %.400s: %s", addr.sun_path, strerror(err));
-            }
+        if (err == 0)
+            break;
+        close(sock);
+        if (err != ENOENT && err != ECONNREFUSED) {
+            snprintf(reason, REASON_MAX, "cannot connect to %.400s: %s", addr.sun_path, strerror(err));
             run_in_process(reason, 1);
         }
+        if (started) /* waited for a start, and still no server: not again */
+            run_in_process(reason, 1);
+        snprintf(reason, REASON_MAX, "no server yet (%.400s: %s); one is starting", addr.sun_path, strerror(err));
+        if (!start_server(dir) || !await_start(dir))
+            run_in_process(reason, 1);
+        started = 1;
     }
     /* the directory was checked before connecting: a path component swapped since could lead to another user's
        listener, which must be handed nothing (environment, stdio, working directory) */

@@ -296,6 +296,33 @@ def test_no_server_yet_starts_one_detached_and_runs_the_call_in_process(install:
     assert run["env"] == [f"{k}={v}" for k, v in env.items()] + ["OCIVENDIR_SERVER=off"]
 
 
+def test_a_first_call_waits_for_the_server_it_starts_and_runs_in_process_only_once_it_could_not_listen(
+    install: Install,
+) -> None:
+    """A start costs a server's start-up once; running the call in-process beside it would cost a second one.
+
+    The fake server holds the start lock a while and lets it go without listening (a start that failed): the call
+    waited for that, then ran in-process.
+    """
+    install.server_dir.rmdir()  # D missing
+    done = install.run(["sync", "--debug"], env=install.env(OCIVENDIR_SERVER_TEST_START_HOLD_MS="300"))
+    assert (done.returncode, done.stdout) == (3, b"in-process\n")
+    assert len(install.starts(expect=1)) == 1
+    [run] = install.runs()
+    assert run["after_release"] is True
+
+
+def test_calls_of_a_burst_that_find_a_server_starting_wait_for_it(install: Install) -> None:
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(install.server_dir / f"server-{BUILD}.sock"))
+    stale.close()  # ECONNREFUSED: each call tries to start one
+    env = install.env(OCIVENDIR_SERVER_TEST_START_HOLD_MS="300")
+    processes = [install.popen(env=env) for _ in range(4)]
+    assert [proc.communicate(timeout=30)[0] for proc in processes] == [b"in-process\n"] * 4
+    assert len(install.starts(expect=1)) == 1
+    assert [run["after_release"] for run in install.runs()] == [True] * 4
+
+
 def test_a_stale_socket_file_starts_a_server(install: Install) -> None:
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(install.server_dir / f"server-{BUILD}.sock"))

@@ -172,6 +172,32 @@ def test_prune_keeps_a_blob_that_a_run_fetched_again_after_its_rows_went(
     assert manifests == []  # the rest of the entry went
 
 
+def test_a_new_cache_directory_is_laid_out_without_a_sync_and_a_crash_s_empty_markers_are_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marker is a constant and the empty `index.json` is rewritten durably with the first ref: no fsync for them.
+
+    What a crash may leave of a file written without fsync is an empty one: the next run writes it again.
+    """
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    store = BlobStore(tmp_path / "cache")
+    store.ensure_layout()
+    assert synced == []
+    root = Path(store.root)
+    assert (root / "oci-layout").read_text() == '{"imageLayoutVersion":"1.0.0"}'
+    assert json.loads((root / "index.json").read_text())["manifests"] == []
+    for name in ("oci-layout", "index.json"):
+        (root / name).write_bytes(b"")
+    store.ensure_layout()
+    assert (root / "oci-layout").read_text() == '{"imageLayoutVersion":"1.0.0"}'
+    assert json.loads((root / "index.json").read_text())["manifests"] == []
+    store.write_index_json(lambda: [LayoutEntry(ref=f"r.io/a@{digest_of(b'm')}", digest=digest_of(b"m"),
+                                                media_type=MANIFEST_TYPE, size=1)])  # fmt: skip
+    assert len(synced) == 2  # a listing that names refs is durable: the file, then its directory
+
+
 def test_index_json_lists_what_the_index_holds_when_its_lock_is_taken(cache: tuple[BlobStore, CacheIndex]) -> None:
     store, index = cache
     add(cache, "r.io/one", [b"1" * 10])

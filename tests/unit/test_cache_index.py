@@ -219,6 +219,21 @@ def test_an_index_stamped_before_user_version_is_migrated_and_stamped(tmp_path: 
         assert ("possession",) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
 
 
+def test_a_new_index_is_made_in_one_transaction_and_its_commits_wait_for_no_sync(tmp_path: Path) -> None:
+    """The WAL of a new index holds each page of it once: a commit per table would write the schema page each time.
+
+    WAL with synchronous = NORMAL: a commit is not synced (a kill loses nothing committed, the WAL is synced when it is
+    checkpointed), where FULL syncs the WAL at every commit.
+    """
+    index = CacheIndex(tmp_path / "index.db")
+    db = index._connection()
+    pages, page_size = db.execute("PRAGMA page_count").fetchone()[0], db.execute("PRAGMA page_size").fetchone()[0]
+    frames = ((tmp_path / "index.db-wal").stat().st_size - 32) // (24 + page_size)  # a header, then one per frame
+    assert frames == pages
+    assert db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+    index.close()
+
+
 @pytest.mark.parametrize("fault", ["read-only", "full"])
 def test_an_index_that_cannot_be_written_is_read_and_each_write_says_why(tmp_path: Path, fault: str) -> None:
     """Never the advice to rebuild or remove it: the filesystem is the problem, and its reads are all still good."""

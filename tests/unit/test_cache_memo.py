@@ -115,6 +115,47 @@ def test_a_write_ends_the_answers_of_its_repository_and_no_others(cache: Path) -
     reader.close()
 
 
+def test_a_write_changes_the_tokens_in_place_making_no_file(cache: Path) -> None:
+    """A cold run bumps tokens twice per commit; a new file and a rename for each is dear on a busy file system."""
+    learned(cache)
+    tokens = [cache / GENERATION, *(cache / MEMO_DIR).glob("*.gen")]
+    before = {path: path.read_bytes() for path in tokens}
+    held = {path: os.open(path, os.O_RDONLY) for path in tokens}  # the files as they are now: renamed over, not these
+    try:
+        index = CacheIndex(cache / "index.db")
+        index.put_verdict(REF, relocated=True, method="locations", missing=[])
+        index.remove_refs([f"{OTHER_REPO}@{OTHER}"])  # bumps the index's own token
+        index.close()
+        for path, fd in held.items():
+            assert os.pread(fd, 64, 0) == path.read_bytes() != before[path]
+            assert len(before[path]) == len(path.read_bytes()) == 32
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
+@pytest.mark.parametrize("planted", ["hard link", "torn", "fifo"])
+def test_a_token_file_that_is_not_a_token_of_its_own_is_replaced_never_written_through(
+    cache: Path, tmp_path_factory: pytest.TempPathFactory, planted: str
+) -> None:
+    learned(cache)
+    token = next((cache / MEMO_DIR).glob("*.gen"))
+    outside = tmp_path_factory.mktemp("outside") / "kept"
+    outside.write_bytes(b"x" * 32)
+    token.unlink()
+    if planted == "hard link":
+        os.link(outside, token)
+    elif planted == "torn":
+        token.write_bytes(b"0123")
+    else:
+        os.mkfifo(token)
+    memo_module.bump(str(cache), REPO)
+    assert outside.read_bytes() == b"x" * 32
+    assert token.is_file()
+    assert token.stat().st_nlink == 1
+    assert len(token.read_bytes()) == 32
+
+
 def test_removing_refs_ends_every_answer(cache: Path) -> None:
     learned(cache)
     index = CacheIndex(cache / "index.db")

@@ -5,6 +5,14 @@ content a shared cache serves to a request naming that repository (`engine/conte
 table existed has no rows in it, so its content is fetched again once per repository (the old index cannot tell bytes
 fetched from a repository from bytes another repository's manifest was served from the cache).
 
+The index is in WAL mode with `synchronous = NORMAL`: a commit writes to the WAL without an fsync, and the WAL is
+synced when it is checkpointed into the file. A process killed at any moment loses nothing committed (it is in the
+kernel's page cache); a power loss or kernel crash may roll back the last commits, never tear the file. The index
+records only what the blobs on disk already are (a blob is synced and renamed into place before its row is written),
+so a rolled-back commit costs a fetch again, and a blob that a rolled-back removal still names is missing on disk,
+which every use checks before it trusts a row; the read memo's tokens carry the boot id, so no answer read before the
+crash is used after it.
+
 An index that cannot be written (a read-only mount, a full filesystem: `cache/unwritable.py`) is opened read-only, so
 warm calls are served; each write then fails with the reason it cannot be written.
 """
@@ -247,16 +255,26 @@ class CacheIndex:
         (whose `meta` says 1 and which may lack `possession`); the script is idempotent, so those run it once. WAL mode
         is a property of the file, kept across connections; the busy timeout is the connection's (`timeout=`).
         """
+        self._db.execute("PRAGMA synchronous = NORMAL")  # the connection's: a WAL commit is not synced
         if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:  # self._db: set by _connection
             return
         self._bump(None)  # a new or migrated index: no memo answer read before holds
         self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.executescript(_SCHEMA)
-        if self._db.execute("SELECT schema_version FROM meta").fetchone() is None:
-            self._db.execute("INSERT INTO meta(schema_version) VALUES (?)", (SCHEMA_VERSION,))
-        else:
-            self._db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
-        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        self._db.execute("BEGIN IMMEDIATE")  # one transaction: a new index costs one commit, not one per table
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            if self._db.execute("SELECT schema_version FROM meta").fetchone() is None:
+                self._db.execute("INSERT INTO meta(schema_version) VALUES (?)", (SCHEMA_VERSION,))
+            else:
+                self._db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         """Leave the connection to `cache/opened.py`, then keep what this run read from SQLite in the memo."""

@@ -87,13 +87,45 @@ def state(db: str) -> str | None:
 def bump(root: str, repository: str | None = None) -> None:
     """A new generation for one repository's answers, or (None) for the whole index's."""
     if repository is None:
-        atomic_write(os.path.join(root, GENERATION), os.urandom(16).hex().encode(), durable=False)
+        _stamp(os.path.join(root, GENERATION))
         return
     directory = os.path.join(root, MEMO_DIR)
     if os.path.islink(directory):  # tokens and shards live inside the cache only (and such a memo is never read)
         return
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    atomic_write(os.path.join(directory, _name(repository, ".gen")), os.urandom(16).hex().encode(), durable=False)
+    path = os.path.join(directory, _name(repository, ".gen"))
+    try:
+        _stamp(path)
+    except FileNotFoundError:  # the memo's first token
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        _stamp(path)
+
+
+def _stamp(path: str) -> None:
+    """Write a new random token to `path`: over the old one in place, when that is a file of the token's length.
+
+    Every token has the same length, so a reader sees the old token, the new one or a mix of both, and a mix is a
+    token no run read before: each answers as the new one does. In place, a write creates no file (a cold run bumps
+    tokens twice per commit, and a new inode is dear on a busy file system). An empty file (just made) is written too;
+    anything else there — a torn token, a FIFO, a file with other links — is replaced by rename, as every token was.
+    """
+    token = os.urandom(16).hex().encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        raise
+    except OSError:  # a link, a directory, a FIFO nobody reads: replaced by rename, or the error that meets
+        fd = -1
+    if fd >= 0:
+        try:
+            info = os.fstat(fd)
+            if S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_size in {0, len(token)}:
+                os.pwrite(fd, token, 0)
+                return
+        except OSError as exc:  # a full filesystem, say: the error names the file, as a failed rename does
+            raise OSError(exc.errno, exc.strerror, path) from None
+        finally:
+            os.close(fd)
+    atomic_write(path, token, durable=False)
 
 
 def _name(repository: str, suffix: str) -> str:

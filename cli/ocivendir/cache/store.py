@@ -110,17 +110,22 @@ class BlobStore:
         self.locks = os.path.join(self.root, "locks")
 
     def ensure_layout(self) -> None:
-        """Create the directories and the OCI layout marker files if absent."""
+        """Create the directories and the OCI layout marker files if absent (or empty).
+
+        The marker and a new cache's empty `index.json` are written without fsync: they hold nothing to lose (the
+        marker is a constant, `index.json` is written again, durably, with the first ref recorded), and the empty
+        file a crash may leave of them is written again here. A new cache directory costs no sync for them.
+        """
         try:
             for directory in (os.path.dirname(self.blobs), self.blobs, self.tmp, self.locks):
                 if os.path.islink(directory):  # planted: ocivendir never makes one; replaced, never followed
                     _log.warning("cache: replacing the symbolic link %s with a directory", directory)
                     remove_file(directory)
                 os.makedirs(directory, 0o700, exist_ok=True)  # the mode applies to the last directory only
-            if not os.path.exists(os.path.join(self.root, "oci-layout")):
-                atomic_write(os.path.join(self.root, "oci-layout"), LAYOUT_MARKER, mode=0o644)
-            if not os.path.exists(os.path.join(self.root, "index.json")):
-                self.write_index_json(lambda: ())
+            if _empty(os.path.join(self.root, "oci-layout")):
+                atomic_write(os.path.join(self.root, "oci-layout"), LAYOUT_MARKER, mode=0o644, durable=False)
+            if _empty(os.path.join(self.root, "index.json")):
+                self.write_index_json(lambda: (), durable=False)
         except OSError as exc:
             what = f"Cannot use cache directory '{self.root}'"
             raise unwritable(exc, what, self.root) or CacheError(f"{what}: {exc.strerror or exc}") from None
@@ -394,8 +399,8 @@ class BlobStore:
                 return
             remove_tree(self.path(digest))  # a file, a link, or a directory planted in its place
 
-    def write_index_json(self, entries: Callable[[], Iterable[LayoutEntry]]) -> None:
-        """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry.
+    def write_index_json(self, entries: Callable[[], Iterable[LayoutEntry]], *, durable: bool = True) -> None:
+        """Rewrite index.json (temp + rename under its own lock) with one descriptor per entry; `durable`: fsynced.
 
         `entries()` is asked under the lock, so of two processes writing at once the later one writes what the index
         holds then (a list read before the lock could be older than the file the other one just wrote).
@@ -415,7 +420,7 @@ class BlobStore:
             ]
             doc = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
             try:
-                atomic_write(listed, json.dumps(doc, indent=1).encode() + b"\n", mode=0o644)
+                atomic_write(listed, json.dumps(doc, indent=1).encode() + b"\n", mode=0o644, durable=durable)
             except OSError as exc:
                 raise _named(exc, listed) from None
 
