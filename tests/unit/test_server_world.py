@@ -45,7 +45,7 @@ def _play(body: str, *, no_proc_masks: bool = False) -> dict[str, object]:
     read, write = os.pipe()
     script += textwrap.dedent(body) + f"\nos.write({write}, json.dumps(report).encode())\n"
     try:
-        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(CLI)},
+        done = subprocess.run([sys.executable, "-c", script], check=False, env={**os.environ, "PYTHONPATH": str(CLI)},
                               pass_fds=[write], capture_output=True, text=True, timeout=60)  # fmt: skip
     finally:
         os.close(write)
@@ -162,6 +162,6 @@ def test_a_client_gone_mid_call_ends_the_worker_with_sigterm() -> None:
         time.sleep(10)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(CLI)},
+    done = subprocess.run([sys.executable, "-c", script], check=False, env={**os.environ, "PYTHONPATH": str(CLI)},
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == -15, done.stderr
