@@ -45,7 +45,7 @@ def _play(body: str, *, no_proc_masks: bool = False) -> dict[str, object]:
     read, write = os.pipe()
     script += textwrap.dedent(body) + f"\nos.write({write}, json.dumps(report).encode())\n"
     try:
-        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(CLI)},
+        done = subprocess.run([sys.executable, "-c", script], check=False, env={**os.environ, "PYTHONPATH": str(CLI)},
                               pass_fds=[write], capture_output=True, text=True, timeout=60)  # fmt: skip
     finally:
         os.close(write)
@@ -89,6 +89,52 @@ def test_a_call_that_changes_a_signals_disposition_is_seen_on_every_call(change:
     else:
         assert isinstance(seen[3], str)
         assert seen[3].startswith("the call changed the handler of signal ")
+
+
+@pytest.mark.parametrize("call", [0, 3], ids=["the first call", "a later call"])
+def test_a_disposition_changed_outside_python_is_seen_where_proc_has_the_masks(call: int) -> None:
+    """A handler installed with sigaction(2) from C (faulthandler), unknown to signal.getsignal(), is in the masks.
+
+    The first call's too: the masks a call must end with are the ones it started with, not the first call's end.
+    """
+    report = _play(
+        f"""
+        seen = []
+        for number in range(4):
+            world.enter(request({{"A": "1"}}), call_fds())
+            if number == {call}:
+                import faulthandler
+                faulthandler.enable()
+            seen.append(world.signals_changed())
+            world.leave(restore_all=seen[-1] is not None)
+            if seen[-1] is not None:
+                break
+        report["seen"] = seen
+        """
+    )
+    seen = report["seen"]
+    assert isinstance(seen, list)
+    assert seen[:call] == [None] * call
+    assert seen[call] == "the call changed a signal's disposition outside Python (the kernel's masks differ)"
+
+
+@pytest.mark.parametrize("no_proc_masks", [False, True], ids=["with /proc", "without /proc"])
+def test_a_call_that_leaves_signals_blocked_is_seen(no_proc_masks: bool) -> None:
+    """A signal the call left blocked would never reach the next call (a forwarded SIGINT, the request's SIGALRM)."""
+    report = _play(
+        """
+        seen = []
+        for number in range(3):
+            world.enter(request({"A": "1"}), call_fds())
+            if number == 2:
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            seen.append(world.signals_changed())
+            world.leave(restore_all=seen[-1] is not None)
+        report["seen"] = seen
+        """,
+        no_proc_masks=no_proc_masks,
+    )
+    assert report["seen"] == [None, None, "the call changed the main thread's blocked signals: 14"]
 
 
 def test_the_worlds_environment_is_exactly_the_callers_and_then_exactly_the_workers_own() -> None:
@@ -162,6 +208,6 @@ def test_a_client_gone_mid_call_ends_the_worker_with_sigterm() -> None:
         time.sleep(10)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(CLI)},
+    done = subprocess.run([sys.executable, "-c", script], check=False, env={**os.environ, "PYTHONPATH": str(CLI)},
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == -15, done.stderr
