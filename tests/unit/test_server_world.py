@@ -197,6 +197,43 @@ def test_one_listener_thread_serves_every_call_and_raises_only_while_the_call_ru
     assert set(counts) == {report["threads"]}
 
 
+def test_a_listener_that_fails_unexpectedly_still_lets_go_of_the_call_and_serves_the_next() -> None:
+    """Whatever ends the reading of a call's connection, release() returns: a worker never waits forever on it.
+
+    A thread per call survived its own failure (join returned); the resident one must too, and listen to the next call.
+    """
+    report = _play(
+        """
+        ended = threading.Event()
+
+        class Failing(socket.socket):
+            def recv(self, *args):
+                ended.wait()  # fails once the call has ended (else it would end the worker with SIGTERM)
+                raise MemoryError("no room for the next frame")
+
+        got = []
+        signal.signal(signal.SIGHUP, lambda signo, frame: got.append(signo))
+        watcher = Watcher()
+        first, _peer = socket.socketpair()
+        watcher.watch(Failing(fileno=first.detach()))
+        watcher.stop()
+        ended.set()
+        watcher.release()
+        ours, client = socket.socketpair()
+        watcher.watch(ours)
+        client.sendall(frame(b"S", bytes([signal.SIGHUP])))
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.001)
+        watcher.stop()
+        ours.shutdown(socket.SHUT_RD)
+        watcher.release()
+        report["got"] = got
+        """
+    )
+    assert report["got"] == [1]
+
+
 def test_a_client_gone_mid_call_ends_the_worker_with_sigterm() -> None:
     """The client's end before the call's end: SIGTERM, as kapp-controller's kill would have ended the program."""
     script = PRELUDE + textwrap.dedent(
