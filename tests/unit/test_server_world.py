@@ -137,6 +137,47 @@ def test_a_call_that_leaves_signals_blocked_is_seen(no_proc_masks: bool) -> None
     assert report["seen"] == [None, None, "the call changed the main thread's blocked signals: 14"]
 
 
+LEFT_ARMED = {
+    "a wake-up descriptor": (
+        "signal.set_wakeup_fd(os.pipe2(os.O_NONBLOCK)[1])",
+        "the call left a wake-up descriptor for signals",
+    ),
+    "a real-time timer": ("signal.setitimer(signal.ITIMER_REAL, 1000)", "the call left a timer armed: ITIMER_REAL"),
+    "a CPU timer": ("signal.setitimer(signal.ITIMER_VIRTUAL, 1000)", "the call left a timer armed: ITIMER_VIRTUAL"),
+}
+
+
+@pytest.mark.parametrize("left", list(LEFT_ARMED))
+def test_a_call_that_leaves_a_timer_or_a_wake_up_descriptor_is_seen_and_they_are_disarmed(left: str) -> None:
+    """Seen, and disarmed: a timer left armed would end a later call (SIGALRM, SIGVTALRM).
+
+    A wake-up descriptor would have every caught signal write a byte to whatever a later call opens under its number.
+    """
+    code, reason = LEFT_ARMED[left]
+    report = _play(
+        f"""
+        seen = []
+        for number in range(3):
+            world.enter(request({{"A": "1"}}), call_fds())
+            if number == 2:
+                {code}
+            seen.append(world.signals_changed())
+            world.leave(restore_all=seen[-1] is not None)
+        report["seen"] = seen
+        report["disarmed"] = signal.set_wakeup_fd(-1) == -1 and all(
+            signal.getitimer(which) == (0.0, 0.0)
+            for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+        )
+        """
+    )
+    seen = report["seen"]
+    assert isinstance(seen, list)
+    assert seen[:2] == [None, None]
+    assert isinstance(seen[2], str)
+    assert seen[2].startswith(reason)
+    assert report["disarmed"] is True
+
+
 def test_the_worlds_environment_is_exactly_the_callers_and_then_exactly_the_workers_own() -> None:
     """Only what differs is touched; names the caller lacks are gone; the worker's own come back; TZ is re-read."""
     report = _play(
