@@ -7,6 +7,7 @@ them) to a socket of this process, which plays the worker.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 
 from ocivendir.server import identity
 
+CLI = Path(__file__).resolve().parents[2] / "cli"
 CLEAN = {"PATH": "/usr/bin:/bin", **{k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "LC_CTYPE")}}
 
 
@@ -178,3 +180,45 @@ def test_a_caller_whose_pid_went_to_another_process_is_refused(listener: tuple[s
             os.kill(other, 9)
             os.waitpid(other, 0)
     assert reason is not None
+
+
+FOREIGN_PROC = """
+import os, socket, subprocess, sys, tempfile
+from ocivendir.server import identity
+path = tempfile.mkdtemp(prefix="ovi-") + "/s"
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen(1)
+env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "LC_CTYPE")}
+for code in ("resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))", "pass"):
+    caller = subprocess.Popen([sys.executable, "-c", f"import resource, socket, sys\\n{code}\\n"
+                               f"s = socket.socket(socket.AF_UNIX)\\ns.connect({path!r})\\nsys.stdin.read()"],
+                              stdin=subprocess.PIPE)
+    conn, _ = server.accept()
+    print(identity.mismatch(conn, env))
+    conn.close()
+    caller.stdin.close()
+    caller.wait()
+"""
+
+
+def test_where_proc_is_another_pid_namespaces_the_callers_limits_are_still_its_own() -> None:
+    """Where /proc is a parent pid namespace's, the caller's limits are read from the caller, and it is refused.
+
+    In a pid namespace whose /proc is its parent's (`unshare --pid` without `--mount-proc`), /proc/<pid> names another
+    process than the caller (a kernel thread, or a process with the server's rights).
+
+    The caller's limits are read with prlimit(2), which names processes as the worker does: a lowered limit is seen.
+    Whatever else /proc would say of the caller is not the caller's: refused, with that reason.
+    """
+    unshare = shutil.which("unshare")
+    command = [unshare or "unshare", "--user", "--map-root-user", "--pid", "--fork", sys.executable, "-c"]
+    if unshare is None or subprocess.run([*command, "pass"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("needs unshare(1) and unprivileged user and pid namespaces")
+    done = subprocess.run([*command, FOREIGN_PROC], env={**os.environ, "PYTHONPATH": str(CLI)},
+                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "the caller's resource limits are not the server's",
+        "/proc here is another pid namespace's: the caller's entry there is not the caller's",
+    ]

@@ -91,6 +91,93 @@ def test_a_call_that_changes_a_signals_disposition_is_seen_on_every_call(change:
         assert seen[3].startswith("the call changed the handler of signal ")
 
 
+@pytest.mark.parametrize("call", [0, 3], ids=["the first call", "a later call"])
+def test_a_disposition_changed_outside_python_is_seen_where_proc_has_the_masks(call: int) -> None:
+    """A handler installed with sigaction(2) from C (faulthandler), unknown to signal.getsignal(), is in the masks.
+
+    The first call's too: the masks a call must end with are the ones it started with, not the first call's end.
+    """
+    report = _play(
+        f"""
+        seen = []
+        for number in range(4):
+            world.enter(request({{"A": "1"}}), call_fds())
+            if number == {call}:
+                import faulthandler
+                faulthandler.enable()
+            seen.append(world.signals_changed())
+            world.leave(restore_all=seen[-1] is not None)
+            if seen[-1] is not None:
+                break
+        report["seen"] = seen
+        """
+    )
+    seen = report["seen"]
+    assert isinstance(seen, list)
+    assert seen[:call] == [None] * call
+    assert seen[call] == "the call changed a signal's disposition outside Python (the kernel's masks differ)"
+
+
+@pytest.mark.parametrize("no_proc_masks", [False, True], ids=["with /proc", "without /proc"])
+def test_a_call_that_leaves_signals_blocked_is_seen(no_proc_masks: bool) -> None:
+    """A signal the call left blocked would never reach the next call (a forwarded SIGINT, the request's SIGALRM)."""
+    report = _play(
+        """
+        seen = []
+        for number in range(3):
+            world.enter(request({"A": "1"}), call_fds())
+            if number == 2:
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            seen.append(world.signals_changed())
+            world.leave(restore_all=seen[-1] is not None)
+        report["seen"] = seen
+        """,
+        no_proc_masks=no_proc_masks,
+    )
+    assert report["seen"] == [None, None, "the call changed the main thread's blocked signals: 14"]
+
+
+LEFT_ARMED = {
+    "a wake-up descriptor": (
+        "signal.set_wakeup_fd(os.pipe2(os.O_NONBLOCK)[1])",
+        "the call left a wake-up descriptor for signals",
+    ),
+    "a real-time timer": ("signal.setitimer(signal.ITIMER_REAL, 1000)", "the call left a timer armed: ITIMER_REAL"),
+    "a CPU timer": ("signal.setitimer(signal.ITIMER_VIRTUAL, 1000)", "the call left a timer armed: ITIMER_VIRTUAL"),
+}
+
+
+@pytest.mark.parametrize("left", list(LEFT_ARMED))
+def test_a_call_that_leaves_a_timer_or_a_wake_up_descriptor_is_seen_and_they_are_disarmed(left: str) -> None:
+    """Seen, and disarmed: a timer left armed would end a later call (SIGALRM, SIGVTALRM).
+
+    A wake-up descriptor would have every caught signal write a byte to whatever a later call opens under its number.
+    """
+    code, reason = LEFT_ARMED[left]
+    report = _play(
+        f"""
+        seen = []
+        for number in range(3):
+            world.enter(request({{"A": "1"}}), call_fds())
+            if number == 2:
+                {code}
+            seen.append(world.signals_changed())
+            world.leave(restore_all=seen[-1] is not None)
+        report["seen"] = seen
+        report["disarmed"] = signal.set_wakeup_fd(-1) == -1 and all(
+            signal.getitimer(which) == (0.0, 0.0)
+            for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+        )
+        """
+    )
+    seen = report["seen"]
+    assert isinstance(seen, list)
+    assert seen[:2] == [None, None]
+    assert isinstance(seen[2], str)
+    assert seen[2].startswith(reason)
+    assert report["disarmed"] is True
+
+
 def test_the_worlds_environment_is_exactly_the_callers_and_then_exactly_the_workers_own() -> None:
     """Only what differs is touched; names the caller lacks are gone; the worker's own come back; TZ is re-read."""
     report = _play(
@@ -149,6 +236,43 @@ def test_one_listener_thread_serves_every_call_and_raises_only_while_the_call_ru
     counts = report["counts"]
     assert isinstance(counts, list)
     assert set(counts) == {report["threads"]}
+
+
+def test_a_listener_that_fails_unexpectedly_still_lets_go_of_the_call_and_serves_the_next() -> None:
+    """Whatever ends the reading of a call's connection, release() returns: a worker never waits forever on it.
+
+    A thread per call survived its own failure (join returned); the resident one must too, and listen to the next call.
+    """
+    report = _play(
+        """
+        ended = threading.Event()
+
+        class Failing(socket.socket):
+            def recv(self, *args):
+                ended.wait()  # fails once the call has ended (else it would end the worker with SIGTERM)
+                raise MemoryError("no room for the next frame")
+
+        got = []
+        signal.signal(signal.SIGHUP, lambda signo, frame: got.append(signo))
+        watcher = Watcher()
+        first, _peer = socket.socketpair()
+        watcher.watch(Failing(fileno=first.detach()))
+        watcher.stop()
+        ended.set()
+        watcher.release()
+        ours, client = socket.socketpair()
+        watcher.watch(ours)
+        client.sendall(frame(b"S", bytes([signal.SIGHUP])))
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.001)
+        watcher.stop()
+        ours.shutdown(socket.SHUT_RD)
+        watcher.release()
+        report["got"] = got
+        """
+    )
+    assert report["got"] == [1]
 
 
 def test_a_client_gone_mid_call_ends_the_worker_with_sigterm() -> None:

@@ -10,6 +10,8 @@ has exactly the worker's, as the kernel reports them — never as the request as
   less memory, CPU or fewer processes by its cgroup must not be served outside it), the mount, network, user and
   cgroup namespaces and the root directory. A caller whose entry cannot be read there (another pid namespace, gone)
   is refused. The reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
+  A /proc that is not of the server's pid namespace (`unshare --pid` without `--mount-proc`, a parent's /proc bind-
+  mounted) names other processes by the caller's pid: every caller is refused, and the limits are read with prlimit(2).
 - the caller still lives once all of that was read (a pidfd from SO_PEERPIDFD, where the kernel has it): a caller
   that ended may have left its pid to a process with more rights, which would have vouched for it.
 The call's environment must set nothing that acts at a program's start-up and name the locale the server started in
@@ -78,7 +80,7 @@ def _gone(pidfd: int) -> str | None:
 
 
 def _kernel_mismatch(conn: socket.socket) -> str | None:
-    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, the priority; prlimit(2) with no /proc."""
+    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, priority; prlimit(2) unless /proc is ours."""
     pid, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if (uid, gid) != (os.geteuid(), os.getegid()):
         return "the caller's uid or gid is not the server's"
@@ -87,7 +89,7 @@ def _kernel_mismatch(conn: socket.socket) -> str | None:
     try:
         if _peer_groups(conn) != sorted(os.getgroups()):
             return "the caller's groups are not the server's"
-        if _OWN is None and any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
+        if not _PROC_OURS and any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
             return "the caller's resource limits are not the server's"
         lower = _priority(pid) != _priority(0)
     except OSError as exc:
@@ -110,6 +112,8 @@ def _proc_mismatch(conn: socket.socket) -> str | None:
     own = _OWN
     if own is None:
         return None  # no /proc here (a chroot): the kernel's answers above decided
+    if not _PROC_OURS:
+        return "/proc here is another pid namespace's: the caller's entry there is not the caller's"
     pid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))[0]
     try:
         theirs = describe(str(pid))
@@ -162,4 +166,13 @@ def _own_description() -> dict[str, str] | None:
         return {"credentials": "unreadable"}  # /proc is there but says nothing of us: no caller matches
 
 
+def _proc_is_ours() -> bool:
+    """Whether /proc is of this process's pid namespace: its `self` names this process by the pid it has here."""
+    try:
+        return os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return False
+
+
 _OWN = _own_description()  # read once, in the server before its first fork: a worker has the server's credentials
+_PROC_OURS = _OWN is not None and _proc_is_ours()  # else the limits are read with prlimit(2), not in /proc

@@ -61,11 +61,13 @@ class Watcher:
                 while not self._busy:
                     self._cond.wait()
                 conn = self._conn
-            if conn is not None:
-                self._listen(conn)
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
+            try:
+                if conn is not None:
+                    self._listen(conn)
+            finally:  # whatever ended the listening: release() never waits forever, and the thread serves on
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
 
     def _listen(self, conn: socket.socket) -> None:
         """Forwarded signals until the client's end; the client gone before the call's end stops the worker."""
@@ -75,6 +77,8 @@ class Watcher:
                 if kind == b"S" and len(payload) == 1 and payload[0] in FORWARDED:
                     self._raise(payload[0])
         except (WireError, OSError):
+            pass
+        except Exception:  # noqa: BLE001, S110 - no more listening (MemoryError, …): as a client gone, the call ends
             pass
         self._raise(signal.SIGTERM)
 

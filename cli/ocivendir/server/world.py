@@ -35,6 +35,8 @@ CALL_SIGNALS: dict[int, object] = {
 # the worker's own between calls: a ^C at a foreground server's terminal leaves the ending to the parent
 _IDLE_SIGNALS: dict[int, object] = {**CALL_SIGNALS, signal.SIGINT: signal.SIG_IGN}
 _UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+_TIMERS = ((signal.ITIMER_REAL, "ITIMER_REAL"), (signal.ITIMER_VIRTUAL, "ITIMER_VIRTUAL"),
+           (signal.ITIMER_PROF, "ITIMER_PROF"))  # fmt: skip
 # what entering a call and leaving it change: only these differ between the two tables
 _CALL_ONLY = {signo: d for signo, d in CALL_SIGNALS.items() if _IDLE_SIGNALS[signo] is not d}
 _IDLE_ONLY = {signo: _IDLE_SIGNALS[signo] for signo in _CALL_ONLY}
@@ -71,7 +73,8 @@ class World:
         signal.set_wakeup_fd(-1)
         _install(_IDLE_SIGNALS)
         self.call_signals = {**handlers(), **CALL_SIGNALS}  # what a call that changed none runs with
-        self.call_masks: tuple[str, str] | None = None  # the kernel's view of them (/proc), once a call has run
+        self.call_masks: tuple[str, str] | None = None  # the kernel's view of them (/proc), as the first call began
+        self.blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the main thread's, which runs every call
         for target in (0, 1, 2):
             os.dup2(self.null, target)
         rebind_stdio()
@@ -93,6 +96,8 @@ class World:
         _adopt(request.env)
         sys.argv = list(request.argv) or ["ocivendir"]
         _install(_CALL_ONLY)  # the others are the same between calls and in one (signals_changed() sees to it)
+        if self.call_masks is None:
+            self.call_masks = _masks()  # what every call starts with, so must end with: taken before the first runs
         rebind_stdio()
 
     def leave(self, *, restore_all: bool = True) -> None:
@@ -123,14 +128,23 @@ class World:
 
         Where /proc is mounted the kernel's masks of ignored and caught signals say it for every signal at once; only
         the caught ones (whose Python handler may have been swapped) are asked of Python. Elsewhere every signal is.
+        The kernel's masks also see what Python does not: a handler installed with sigaction(2) from C (faulthandler).
+        A signal the call left blocked in the main thread is a change too: it would never reach the next call; so are
+        an interval timer left armed (it would end a later call) and a wake-up descriptor (every caught signal would
+        write a byte to whatever a later call opens under its number), which are disarmed.
         """
+        if (blocked := signal.pthread_sigmask(signal.SIG_BLOCK, ())) != self.blocked:
+            changed = ", ".join(str(int(signo)) for signo in sorted(blocked ^ self.blocked))
+            return f"the call changed the main thread's blocked signals: {changed}"
+        if (armed := _disarm()) is not None:
+            return armed
         masks = _masks()
-        if masks is not None and self.call_masks is None:
-            self.call_masks = masks if _differing(self.call_signals) is None else None  # the first call's, if clean
-        if masks is None or masks != self.call_masks:
-            return _differing(self.call_signals)
-        caught = int(masks[1], 16)
-        return _differing({signo: self.call_signals.get(signo) for signo in _members(caught)})
+        if masks is not None and masks == self.call_masks:
+            caught = int(masks[1], 16)
+            return _differing({signo: self.call_signals.get(signo) for signo in _members(caught)})
+        if (found := _differing(self.call_signals)) is None and masks is not None and self.call_masks is not None:
+            return "the call changed a signal's disposition outside Python (the kernel's masks differ)"
+        return found
 
     def changed(self) -> str | None:
         """What of the worker's own world differs from when it was taken (after `leave`), or None."""
@@ -157,6 +171,17 @@ def _adopt(environ: dict[str, str]) -> None:
             current[name] = value
     if environ.get("TZ") != zone:
         time.tzset()
+
+
+def _disarm() -> str | None:
+    """What a call left armed to send or write on a signal (disarmed now), or None."""
+    if (fd := signal.set_wakeup_fd(-1)) != -1:
+        return f"the call left a wake-up descriptor for signals ({fd})"
+    for which, name in _TIMERS:
+        if signal.getitimer(which) != (0.0, 0.0):
+            signal.setitimer(which, 0)
+            return f"the call left a timer armed: {name}"
+    return None
 
 
 def _masks() -> tuple[str, str] | None:
