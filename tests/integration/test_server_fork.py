@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 from typing import TYPE_CHECKING
 
 import pytest
 
 from ocivendir.server import daemon, wire
 from ocivendir.server.daemon import Server
+from ocivendir.server.desk import Desk
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -121,3 +123,40 @@ def test_retire_in_a_forked_worker_removes_nothing(server: Server, monkeypatch: 
     assert _socket_in_place(server)
     with socket.socket(socket.AF_UNIX) as client:
         client.connect(server.path)  # still listened on
+
+
+def test_a_server_told_to_stop_ends_once_its_last_worker_has(place: ServerPlace) -> None:
+    """SIGTERM: `serve` returns as soon as the worker it ended is reaped, not at the loop's next timeout (a minute)."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the server, in a process of its own
+        try:
+            os.close(ready_r)
+            made = Server(str(place.dir), _BUILD, idle=0, workers=1, max_calls=1000, entry=lambda: None)
+            made.desk = Desk(3600.0)  # the loop's next timeout is then a minute, past the guard
+            made.claim()
+            made.listen()
+            os.write(ready_w, b"1")
+            made.serve()
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        with _status(str(place.dir / f"server-{_BUILD}.sock")) as client:  # answered: it serves, its worker runs
+            client.settimeout(_GUARD_SECONDS)
+            assert (wire.read_frame(client) or (b"",))[0] == b"I"
+        os.kill(pid, signal.SIGTERM)
+        ended = 0
+        for _ in range(int(_GUARD_SECONDS / 0.05)):
+            ended, status = os.waitpid(pid, os.WNOHANG)
+            if ended:
+                break
+            time.sleep(0.05)
+        assert ended == pid, "the server still runs after its workers ended"
+        assert os.WIFEXITED(status)
+    finally:
+        os.close(ready_r)
+        if not ended:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)

@@ -117,8 +117,12 @@ class Server:
         wake_r, wake_w = self._trap_signals()
         self.last_call = self.last_check = time.monotonic()
         try:
-            while not (self.retiring and not self.children):
+            while True:
                 self._reap()
+                if self.retiring:
+                    self.retire()  # again after a signal, and so for a worker forked while it came: each one ends
+                if self.retiring and not self.children:
+                    break  # retired, and the last worker has ended: now, not at the next wake-up (up to a minute)
                 now = time.monotonic()
                 self._housekeeping(now)
                 if not self.retiring and self.pool.wants_spare():
@@ -270,8 +274,12 @@ class Server:
                     self.pool.drop(worker)
 
     def _on_retire(self, _signo: int, _frame: object) -> None:
+        """Only the mark: the loop, woken by the signal, retires at its top.
+
+        A handler runs between any two bytecodes: one that retired here could close the pool while `_spawn` is about
+        to add a worker, which would then never be told to end.
+        """
         self.retiring = True
-        self.retire()
 
     def retire(self) -> None:
         """Stop taking calls: close and remove the socket (if still ours), let the lock go, end idle workers.
