@@ -34,9 +34,9 @@ workers=(-n "${OCIVENDIR_TEST_WORKERS:-4}")
 .venv/bin/python -m pytest "${workers[@]}"
 echo "test: the CLI and integration suites again, every CLI call through one reused worker of a resident server" >&2
 # left out: the server's own tests, and the modules that make no CLI call (the transport tested directly, the docs
-# and the JSON contract read from the code): a second pass would run them exactly as the first did
+# and the JSON contract read from the code, the server's fork tested in-process): a second pass would run them
+# exactly as the first did
 OCIVENDIR_TEST_SERVER=one exec .venv/bin/python -m pytest "${workers[@]}" tests/cli tests/integration -m "not dist" \
-    --ignore tests/integration/test_server.py --ignore tests/integration/test_server_reuse.py \
-    --ignore tests/integration/test_server_trust.py --ignore tests/integration/test_connections.py \
-    --ignore tests/integration/test_connections_tls.py --ignore tests/cli/test_docs.py \
-    --ignore tests/cli/test_json_contract.py
+    --ignore tests/integration/test_server.py --ignore tests/integration/test_server_fork.py \
+    --ignore tests/integration/test_connections.py --ignore tests/integration/test_connections_tls.py \
+    --ignore tests/cli/test_docs.py --ignore tests/cli/test_json_contract.py

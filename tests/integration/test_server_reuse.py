@@ -231,10 +231,7 @@ def test_a_failing_call_keeps_the_worker_and_one_that_raises_retires_it(one: One
     assert one.retired() == 1
 
 
-# the planted thread's case is left out until its flake is understood: about 1 run in 3 under load, the server's
-# socket was gone by the status query that follows the retirement (issue 33's note; the worker's check is in
-# tests/unit/test_server_pool.py and the descriptor and environment cases below retire a worker the same way)
-@pytest.mark.parametrize("leak", ["descriptor", "environ"])
+@pytest.mark.parametrize("leak", ["thread", "descriptor", "environ"])
 def test_a_call_that_leaves_something_behind_retires_its_worker(one: OneWorker, tmp_path: Path, leak: str) -> None:
     clean, pid = one.served("vendir", "version", cwd=tmp_path)
     _, same = one.served("vendir", "version", cwd=tmp_path)

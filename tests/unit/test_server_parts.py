@@ -101,7 +101,32 @@ def test_the_build_id_changes_with_the_installed_dependencies(tmp_path: Path, mo
     site = tmp_path / "site-packages"
     site.mkdir()
     monkeypatch.setattr("sys.path", [*sys.path, str(site)])
+    seen = [build_id()]
+    assert build_id() == seen[0]  # stable while nothing changes
+    (site / "dep").mkdir()
+    (site / "dep-1.0.dist-info").mkdir()  # installed
+    seen.append(build_id())
+    os.utime(site / "dep-1.0.dist-info", ns=(1, 1))  # reinstalled: the same version's metadata written again
+    seen.append(build_id())
+    (site / "dep-1.0.dist-info").rename(site / "dep-1.1.dist-info")  # upgraded
+    seen.append(build_id())
+    (site / "extra.pth").write_text("/somewhere\n")  # a path added at start-up
+    seen.append(build_id())
+    assert len(set(seen)) == len(seen)
+
+
+def test_bytecode_written_into_site_packages_leaves_the_build_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interpreter that writes bytecode creates `__pycache__` in site-packages: no new build (no server retires)."""
+    from ocivendir.server.build import build_id  # noqa: PLC0415
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "dep.py").write_text("")
+    (site / "dep-1.0.dist-info").mkdir()
+    monkeypatch.setattr("sys.path", [*sys.path, str(site)])
     before = build_id()
-    assert build_id() == before  # stable while nothing changes
-    os.utime(site, ns=(1, 1))  # a package installed, upgraded or removed changes the directory's mtime
-    assert build_id() != before
+    (site / "__pycache__").mkdir()
+    (site / "__pycache__" / "dep.cpython-311.pyc").write_bytes(b"")
+    assert build_id() == before

@@ -9,6 +9,12 @@ connection itself (`server/desk.py`): `status` and `stop` get its facts, a call 
 It retires on SIGTERM, SIGINT or SIGHUP, after `idle` seconds without a call (0: never), and when its build is
 replaced on disk (checked each minute); retiring closes and removes the socket at once, so new calls go elsewhere,
 ends the idle workers and lets the busy ones finish.
+
+A fork copies every descriptor the parent holds and its signal handlers, so the parent never forks while it holds a
+caller's connection (a worker is forked before a connection is accepted, not for it: a copy in the new worker would
+keep the connection open for the worker's whole life, and its caller would never see it end), and a new worker
+drops the parent's handlers and wake-up descriptor before anything else (signals blocked across the fork): only the
+process that listens can retire the server and remove its socket.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ _BACKLOG = 128
 _STALE_CHECK_SECONDS = 60.0
 _PEERCRED = struct.Struct("3i")
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
+_RETIRE_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_TRAPPED = frozenset({*_RETIRE_SIGNALS, signal.SIGCHLD})
 
 
 class Server:
@@ -60,6 +68,7 @@ class Server:
         self.identity: tuple[int, int] | None = None
         self.last_call = self.last_check = 0.0
         self.wake: tuple[int, int] = (-1, -1)
+        self.owner = -1  # the process that listens: the only one that may close and remove the socket
 
     def claim(self) -> None:
         """The directory checked (created if missing) and this build's lock taken; LockBusy if a server runs."""
@@ -79,7 +88,7 @@ class Server:
             os.umask(old)
         listener.listen(_BACKLOG)
         os.rename(temporary, self.path)  # replaces a stale socket left by a killed server (we hold the lock)
-        self.listener = listener
+        self.listener, self.owner = listener, os.getpid()
         self.identity = _identity(self.path)
 
     def facts(self) -> dict[str, object]:
@@ -105,15 +114,15 @@ class Server:
 
     def serve(self) -> None:
         """The accept loop, until retired and every worker has ended."""
-        wake_r, wake_w = self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.set_wakeup_fd(wake_w)
-        for signo in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signo, self._on_retire)
-        signal.signal(signal.SIGCHLD, _ignore)
+        wake_r, wake_w = self._trap_signals()
         self.last_call = self.last_check = time.monotonic()
         try:
-            while not (self.retiring and not self.children):
+            while True:
                 self._reap()
+                if self.retiring:
+                    self.retire()  # again after a signal, and so for a worker forked while it came: each one ends
+                if self.retiring and not self.children:
+                    break  # retired, and the last worker has ended: now, not at the next wake-up (up to a minute)
                 now = time.monotonic()
                 self._housekeeping(now)
                 if not self.retiring and self.pool.wants_spare():
@@ -125,6 +134,15 @@ class Server:
             os.close(wake_r)
             os.close(wake_w)
             self.retire()
+
+    def _trap_signals(self) -> tuple[int, int]:
+        """SIGTERM, SIGINT and SIGHUP retire the server, SIGCHLD wakes the loop; the wake-up pipe (read end first)."""
+        wake_r, wake_w = self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        for signo in _RETIRE_SIGNALS:
+            signal.signal(signo, self._on_retire)
+        signal.signal(signal.SIGCHLD, _ignore)
+        return wake_r, wake_w
 
     def _poll(self, wake_r: int, wait: float) -> None:
         poller = select.poll()
@@ -169,7 +187,14 @@ class Server:
         return wait
 
     def _accept(self, now: float) -> None:
+        """Take one connection and hand it to an idle worker, else answer it here (`status`, `stop`, or "busy").
+
+        With no worker idle and the limit not reached, one is forked first, before the connection is accepted: a
+        worker forked while the parent held it would keep a copy open for its whole life.
+        """
         assert self.listener is not None  # noqa: S101 - only called while listening
+        if self.pool.idle() is None and len(self.pool.workers) < self.pool.limit:
+            self._spawn()
         try:
             conn, _address = self.listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
@@ -183,24 +208,32 @@ class Server:
         self.calls += 1
         self.last_call = now
         worker = self.pool.idle()
-        if worker is None and len(self.pool.workers) < self.pool.limit:
-            worker = self._spawn()
         if worker is not None and self.pool.hand(worker, conn, facts):
             conn.close()  # the worker has its own copy; the parent holds nothing of the caller's
             return
         self.desk.take(conn, now)
 
     def _spawn(self) -> Worker:
-        """Fork a worker from the preloaded image; it serves what its channel hands it."""
+        """Fork a worker from the preloaded image; it serves what its channel hands it.
+
+        The parent's signals stay blocked across the fork until the worker has dropped the parent's handlers: a
+        signal meant for the new worker is then handled as a worker's (SIGTERM ends it), never as the parent's.
+        """
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:  # the worker
-            try:
-                mine.close()
-                self._drop_parent_state()
-                work(theirs, self.build, self.entry, self.max_calls)
-            finally:
-                os._exit(1)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _TRAPPED)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the worker
+                try:
+                    _drop_parent_signals()
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                    mine.close()
+                    self._drop_parent_state()
+                    work(theirs, self.build, self.entry, self.max_calls)
+                finally:
+                    os._exit(1)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         theirs.close()
         self.children.add(pid)
         worker = Worker(pid, mine, time.monotonic())
@@ -211,15 +244,20 @@ class Server:
         """In a new worker: nothing of the parent's stays open (its socket, lock, wake-up pipe, channels, waiting)."""
         if self.listener is not None:
             self.listener.close()
+            self.listener = None
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
+            self.lock_fd = -1
         for fd in self.wake:
             if fd >= 0:
                 os.close(fd)
+        self.wake = (-1, -1)
         for other in self.pool.workers.values():
             other.channel.close()
+        self.pool.workers.clear()
         for waiting in self.desk.waiting.values():
             waiting.conn.close()
+        self.desk.waiting.clear()
 
     def _reap(self) -> None:
         while self.children:
@@ -236,11 +274,20 @@ class Server:
                     self.pool.drop(worker)
 
     def _on_retire(self, _signo: int, _frame: object) -> None:
+        """Only the mark: the loop, woken by the signal, retires at its top.
+
+        A handler runs between any two bytecodes: one that retired here could close the pool while `_spawn` is about
+        to add a worker, which would then never be told to end.
+        """
         self.retiring = True
-        self.retire()
 
     def retire(self) -> None:
-        """Stop taking calls: close and remove the socket (if still ours), let the lock go, end idle workers."""
+        """Stop taking calls: close and remove the socket (if still ours), let the lock go, end idle workers.
+
+        Only in the process that listens: anywhere else (a forked worker) it does nothing.
+        """
+        if os.getpid() != self.owner:
+            return
         self.retiring = True
         if self.listener is not None:
             self.listener.close()
@@ -277,6 +324,15 @@ def _drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
+
+
+def _drop_parent_signals() -> None:
+    """In a new worker, first: the parent's wake-up descriptor and handlers gone (its own are `server/world.py`'s)."""
+    signal.set_wakeup_fd(-1)
+    for signo in _RETIRE_SIGNALS:
+        signal.signal(signo, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a worker's between calls: a ^C at the terminal is the parent's
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 def _ignore(_signo: int, _frame: object) -> None:
