@@ -39,12 +39,12 @@ def spawnstat() -> Path | None:
     built = _ROOT / "build" / "bench" / f"spawnstat-{source.stat().st_mtime_ns}"
     if not built.exists():
         built.parent.mkdir(parents=True, exist_ok=True)
-        partial = built.with_name(f"{built.name}.{os.getpid()}.tmp")  # racing compilers (the suite's workers) each own one
+        partial = built.with_name(f"{built.name}.{os.getpid()}.tmp")  # racing compilers (the suite's workers)
         done = subprocess.run([compiler, "-std=c11", "-O2", "-o", str(partial), str(source)], capture_output=True,
                               check=False)  # fmt: skip
         if done.returncode != 0:
             return None
-        os.replace(partial, built)
+        partial.replace(built)
     return built
 
 
