@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import THROUGH_SERVER, run_cli
 from tests.support.builders import Image, Pusher, files_layer, tar_bytes
 from tests.support.faults import Rule, fault_proxy
 from tests.support.registry import Registry
@@ -116,8 +116,15 @@ def test_debug_shows_each_request_and_response_with_headers_and_no_credentials(
     done = subprocess.run([sys.executable, "-m", "ocivendir", *args], capture_output=True, text=True, env=env,
                           check=False, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert f"--> GET http://{auth_registry.host}/v2/debug/img/manifests/{image.digest}" in done.stderr
-    assert f"<-- 401 Unauthorized http://{auth_registry.host}/v2/debug/img/manifests/{image.digest}" in done.stderr
+    first = f"--> GET http://{auth_registry.host}/v2/debug/img/manifests/{image.digest}"
+    assert first in done.stderr
+    challenged = f"<-- 401 Unauthorized http://{auth_registry.host}/v2/debug/img/manifests/{image.digest}"
+    if challenged not in done.stderr:
+        # a reused server worker that met this registry's Basic challenge for these credentials in an earlier call
+        # (the other parameter's) sends them with the first request (issue 33: one request per warm reconcile)
+        assert THROUGH_SERVER, done.stderr
+        request = done.stderr.split(first, 1)[1].split("<-- ", 1)[0]
+        assert "Authorization: <redacted>" in request, done.stderr
     assert "Accept-Encoding: " in done.stderr
     assert "Authorization: <redacted>" in done.stderr
     assert PASSWORD not in done.stderr
