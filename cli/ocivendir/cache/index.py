@@ -260,17 +260,14 @@ class CacheIndex:
             return
         self._bump(None)  # a new or migrated index: no memo answer read before holds
         self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("BEGIN IMMEDIATE")  # one transaction: a new index costs one commit, not one per table
-        try:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    self._db.execute(statement)
-            if self._db.execute("SELECT schema_version FROM meta").fetchone() is None:
-                self._db.execute("INSERT INTO meta(schema_version) VALUES (?)", (SCHEMA_VERSION,))
-            else:
-                self._db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
-            self._db.execute("COMMIT")
+        try:  # one transaction: a new index costs one commit, not one per table
+            self._db.executescript(
+                f"BEGIN IMMEDIATE;{_SCHEMA}"  # noqa: S608 - constants only
+                f"INSERT INTO meta(schema_version) SELECT {SCHEMA_VERSION:d} WHERE NOT EXISTS (SELECT 1 FROM meta);"
+                f"UPDATE meta SET schema_version = {SCHEMA_VERSION:d};"
+                f"PRAGMA user_version = {SCHEMA_VERSION:d};"
+                "COMMIT;"
+            )
         except BaseException:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
