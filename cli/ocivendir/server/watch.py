@@ -17,7 +17,7 @@ import signal
 import socket
 import threading
 
-from ocivendir.server.wire import WireError, read_frame
+from ocivendir.server.wire import read_frame
 
 __all__ = ["FORWARDED", "THREAD_NAME", "Watcher"]
 
@@ -76,9 +76,7 @@ class Watcher:
                 kind, payload = got
                 if kind == b"S" and len(payload) == 1 and payload[0] in FORWARDED:
                     self._raise(payload[0])
-        except (WireError, OSError):
-            pass
-        except Exception:  # noqa: BLE001, S110 - no more listening (MemoryError, …): as a client gone, the call ends
+        except Exception:  # noqa: BLE001, S110 - the stream broke (WireError, OSError, MemoryError…): as a client gone
             pass
         self._raise(signal.SIGTERM)
 

@@ -148,7 +148,7 @@ class World:
 
     def changed(self) -> str | None:
         """What of the worker's own world differs from when it was taken (after `leave`), or None."""
-        if len(os.environ) != len(self.environ) or dict(os.environ) != self.environ:
+        if dict(os.environ) != self.environ:
             return "os.environ differs after the call"
         here, home = os.stat("."), os.fstat(self.home)
         if (here.st_dev, here.st_ino) != (home.st_dev, home.st_ino):
