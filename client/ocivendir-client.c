@@ -5,8 +5,8 @@
  * directory's resolution and checks, handing the call (argv, environment, umask, cwd, stdio and a cwd directory
  * descriptor) to a resident server's worker, relaying its exit status and the caller's SIGTERM/SIGINT/SIGHUP, the
  * detached start of a server when none runs (once for a burst: the build's start lock; in a scrubbed environment)
- * and the wait for it to listen, and the in-process fallback: execv of the build's own `ocivendir` program (argv[0] kept, OCIVENDIR_SERVER=off
- * added) whenever the server certainly did not start the call, or the call sets a variable that acts when a program
+ * and the wait for it to listen, and the in-process fallback: execv of the build's own `ocivendir` program (argv[0]
+ * kept, OCIVENDIR_SERVER=off added) whenever the server certainly did not start the call, or the call sets a variable that acts when a program
  * starts (PYTHONPATH, LD_PRELOAD, ...: server/interpreter.py's lists), which no server started without it can honour.
  *
  * Needs nothing beyond glibc, linked statically (scripts/client.sh). Built with -DOCIVENDIR_BUILD="<16 hex digits>".
@@ -219,6 +219,12 @@ static int kept_for_server(const char *entry) {
     return strncmp(entry, "OCIVENDIR_SERVER_", 17) == 0;
 }
 
+/* The build's start lock, D/server-<build>.start, into buf: 1, or 0 when it does not fit. */
+static int start_lock_path(char *buf, size_t size, const char *dir) {
+    int w = snprintf(buf, size, "%s/server-%s.start", dir, OCIVENDIR_BUILD);
+    return w >= 0 && (size_t)w < size;
+}
+
 /* Starts `<install dir>/ocivendir server start --foreground` detached: its own session, stdio on /dev/null, the
  * build's start lock on descriptor 3 and no other inherited descriptor, a scrubbed environment, not our child (double
  * fork; the intermediate child is reaped here). The start lock (an flock on D/server-<build>.start, which the server
@@ -233,8 +239,7 @@ static int start_server(const char *dir) {
     struct stat st;
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
         return 0;
-    int w = snprintf(lock_path, sizeof(lock_path), "%s/server-%s.start", dir, OCIVENDIR_BUILD);
-    if (w < 0 || (size_t)w >= sizeof(lock_path))
+    if (!start_lock_path(lock_path, sizeof(lock_path), dir))
         return 0;
     int lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (lock < 0)
@@ -295,8 +300,7 @@ static int start_server(const char *dir) {
  * released costs at most the bound. 1 when it was let go; 0 when the wait ran out (the call then runs in-process). */
 static int await_start(const char *dir) {
     char lock_path[PATH_MAX];
-    int w = snprintf(lock_path, sizeof(lock_path), "%s/server-%s.start", dir, OCIVENDIR_BUILD);
-    if (w < 0 || (size_t)w >= sizeof(lock_path))
+    if (!start_lock_path(lock_path, sizeof(lock_path), dir))
         return 0;
     int lock = open(lock_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (lock < 0)
