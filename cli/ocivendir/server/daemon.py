@@ -34,6 +34,7 @@ from ocivendir.server.desk import Desk
 from ocivendir.server.place import ensure_dir, lock_path, socket_path
 from ocivendir.server.pool import Pool, Worker
 from ocivendir.server.worker import REQUEST_SECONDS, Entry, work
+from ocivendir.server.world import idle_signals
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ class Server:
             pid = os.fork()
             if pid == 0:  # the worker
                 try:
-                    _drop_parent_signals()
+                    idle_signals()  # the parent's wake-up descriptor and handlers gone, first
                     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                     mine.close()
                     self._drop_parent_state()
@@ -324,15 +325,6 @@ def _drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
-
-
-def _drop_parent_signals() -> None:
-    """In a new worker, first: the parent's wake-up descriptor and handlers gone (its own are `server/world.py`'s)."""
-    signal.set_wakeup_fd(-1)
-    for signo in _RETIRE_SIGNALS:
-        signal.signal(signo, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a worker's between calls: a ^C at the terminal is the parent's
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 def _ignore(_signo: int, _frame: object) -> None:

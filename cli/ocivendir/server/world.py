@@ -22,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ocivendir.server.wire import Request
 
-__all__ = ["CALL_SIGNALS", "World", "handlers"]
+__all__ = ["CALL_SIGNALS", "World", "handlers", "idle_signals"]
 
 # what a fresh interpreter has: SIGINT raises KeyboardInterrupt, SIGPIPE is ignored, the rest are the default
 CALL_SIGNALS: dict[int, object] = {
@@ -70,8 +70,7 @@ class World:
         root = logging.getLogger()
         self.root_handlers, self.root_level = list(root.handlers), root.level
         self.levels = {name: logger.level for name, logger in _loggers()}
-        signal.set_wakeup_fd(-1)
-        _install(_IDLE_SIGNALS)
+        idle_signals()
         self.call_signals = {**handlers(), **CALL_SIGNALS}  # what a call that changed none runs with
         self.call_masks: tuple[str, str] | None = None  # the kernel's view of them (/proc), as the first call began
         self.blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the main thread's, which runs every call
@@ -158,6 +157,12 @@ class World:
         if umask != self.umask:
             return f"the umask is {umask:03o} after the call"
         return None
+
+
+def idle_signals() -> None:
+    """A worker's own signals between calls: no wake-up descriptor, the idle dispositions (a new worker: first)."""
+    signal.set_wakeup_fd(-1)
+    _install(_IDLE_SIGNALS)
 
 
 def _adopt(environ: dict[str, str]) -> None:
