@@ -55,6 +55,20 @@ def _play(body: str, *, no_proc_masks: bool = False) -> dict[str, object]:
     return json.loads(data)
 
 
+def _calls(count: int, change: str) -> str:
+    """A script playing `count` clean calls but the last, which runs `change`; each call's signal check in `seen`."""
+    return f"""
+        seen = []
+        for number in range({count}):
+            world.enter(request({{"A": "1"}}), call_fds())
+            if number == {count - 1}:
+                {change}
+            seen.append(world.signals_changed())
+            world.leave(restore_all=seen[-1] is not None)
+        report["seen"] = seen
+        """
+
+
 CHANGES = {
     "nothing": "pass",
     "a handler installed": "signal.signal(signal.SIGUSR1, lambda *a: None)",
@@ -68,19 +82,7 @@ CHANGES = {
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_call_that_changes_a_signals_disposition_is_seen_on_every_call(change: str, no_proc_masks: bool) -> None:
     """Clean calls first (the first one takes the kernel's masks), then the change: seen, by /proc or by Python."""
-    report = _play(
-        f"""
-        seen = []
-        for number in range(4):
-            world.enter(request({{"A": "1"}}), call_fds())
-            if number == 3:
-                {CHANGES[change]}
-            seen.append(world.signals_changed())
-            world.leave(restore_all=seen[-1] is not None)
-        report["seen"] = seen
-        """,
-        no_proc_masks=no_proc_masks,
-    )
+    report = _play(_calls(4, CHANGES[change]), no_proc_masks=no_proc_masks)
     seen = report["seen"]
     assert isinstance(seen, list)
     assert seen[:3] == [None, None, None]
@@ -155,15 +157,8 @@ def test_a_call_that_leaves_a_timer_or_a_wake_up_descriptor_is_seen_and_they_are
     """
     code, reason = LEFT_ARMED[left]
     report = _play(
-        f"""
-        seen = []
-        for number in range(3):
-            world.enter(request({{"A": "1"}}), call_fds())
-            if number == 2:
-                {code}
-            seen.append(world.signals_changed())
-            world.leave(restore_all=seen[-1] is not None)
-        report["seen"] = seen
+        _calls(3, code)
+        + """
         report["disarmed"] = signal.set_wakeup_fd(-1) == -1 and all(
             signal.getitimer(which) == (0.0, 0.0)
             for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
