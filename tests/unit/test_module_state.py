@@ -93,6 +93,7 @@ STATE: dict[str, str] = {
     "server.world:_IDLE_SIGNALS": "constant table, filled at import, never written",
     "server.world:_CALL_ONLY": "constant table (where the call's and the idle tables differ), filled at import, never written",
     "server.world:_IDLE_ONLY": "constant table (where the call's and the idle tables differ), filled at import, never written",
+    "settings:_loaded": "Settings keyed by the flags, every environment variable, the working directory and the umask (all they are made of; only of os.environ with an absolute HOME); frozen values; at most 8",
     "settings:_DURATION_UNITS": "constant table, filled at import, never written",
     "settings:_POWERS": "constant table, filled at import, never written",
     "sign.glob:_ALIASES": "constant table, filled at import, never written",

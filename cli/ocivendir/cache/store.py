@@ -118,6 +118,8 @@ class BlobStore:
         """
         try:
             for directory in (os.path.dirname(self.blobs), self.blobs, self.tmp, self.locks):
+                if _is_directory(directory):  # every call but a new cache's first: one lstat
+                    continue
                 if os.path.islink(directory):  # planted: ocivendir never makes one; replaced, never followed
                     _log.warning("cache: replacing the symbolic link %s with a directory", directory)
                     remove_file(directory)
@@ -144,6 +146,12 @@ class BlobStore:
 
     def _open(self, digest: Digest) -> IO[bytes]:
         """A blob opened for reading without following links; NotABlob (after unlinking it) if it is no file."""
+        fd = self._open_fd(digest)[0]
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+
+    def _open_fd(self, digest: Digest) -> tuple[int, int]:
+        """`_open`'s descriptor (still O_NONBLOCK, which a regular file's reads ignore) and the file's size then."""
         path = self.path(digest)
         try:
             fd = os.open(path, _READ_FLAGS)
@@ -152,12 +160,12 @@ class BlobStore:
                 raise
             self._unlink_planted(path)
             raise NotABlob(f"{path} is not a regular file") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             self._unlink_planted(path)
             raise NotABlob(f"{path} is not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return fd, info.st_size
 
     def _unlink_planted(self, path: str) -> None:
         """Remove what is at a blob's path and is no regular file: a link or FIFO, or a directory with its contents."""
@@ -334,8 +342,11 @@ class BlobStore:
     def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
         """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised."""
         try:
-            with self._open(digest) as handle:
-                data = handle.read()
+            fd, length = self._open_fd(digest)
+            try:
+                data = _read_all(fd, length)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
         except NotABlob:
@@ -430,6 +441,22 @@ def _named(exc: OSError, path: str) -> OSError:
     if exc.filename is not None or not exc.errno or type(exc).__module__ != "builtins":  # a library's own: as it is
         return exc
     return OSError(exc.errno, exc.strerror, path)  # OSError picks the subclass for the errno
+
+
+def _read_all(fd: int, length: int) -> bytes:
+    """Every byte of `fd`, `length` long when it was opened (read as `FileIO.readall` does, without a file object)."""
+    chunks: list[bytes] = []
+    while chunk := os.read(fd, max(length, _CHUNK) if chunks else length + 1):  # a file grown meanwhile: read on
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _is_directory(path: str) -> bool:
+    """A directory itself (not a link to one) is at `path`."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _empty(path: str) -> bool:

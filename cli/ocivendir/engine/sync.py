@@ -13,7 +13,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 
 from ocivendir.engine.content import Content
-from ocivendir.engine.placement import check_placement
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
 from ocivendir.errors import ConfigError, OcivendirError, SyncError, os_reason
 from ocivendir.fs.locks import target_lock
@@ -418,9 +417,12 @@ def _unsupported(config: Config, delegate: str | None) -> None:
 
 def sync(options: SyncOptions, config: Config, content: Content, lock_dir: str,
          tags: dict[tuple[str, str], str | None]) -> SyncOutcome:  # fmt: skip
-    """Stage every directory, then swap them all in; on any failure nothing on disk changes."""
+    """Stage every directory, then swap them all in; on any failure nothing on disk changes.
+
+    The caller has checked every path (`engine.placement.check_placement`) before it created anything, the cache
+    included: `run_sync` does, once.
+    """
     _unsupported(config, options.delegate_vendir)
-    check_placement(config, options.cwd, options.guards, partial=options.partial)
     targets = [os.path.join(options.cwd, d.path) for d in config.directories]
     syncer = _Syncer(options, content, lock_dir, tags)
     syncer.held = [pure(t) for t in targets]
