@@ -377,10 +377,10 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
     """Build Settings from flags and the environment (os.environ unless given), by `choose`'s rule.
 
     A reused worker builds the same Settings for every call of the same App, so they are kept, keyed by all that they
-    are made of: the flags, every variable of the environment, the working directory (relative paths are made
-    absolute) and the umask. Only Settings of os.environ are kept (the cache's default path is read from it even when
-    `environ` is given), and only with an absolute HOME (else that path comes from the passwd database, which is not
-    in the key). Settings are frozen, and a failure is never kept.
+    are made of: the flags, every variable of the environment, the working directory where a path given is relative
+    (it is made absolute) and the umask. Only Settings of os.environ are kept (the cache's default path is read from
+    it even when `environ` is given), and only with an absolute HOME (else that path comes from the passwd database,
+    which is not in the key). Settings are frozen, and a failure is never kept.
     """
     env = dict(os.environ if environ is None else environ)
     umask = _read_umask()
@@ -396,9 +396,17 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
     return settings
 
 
+_RELATIVE_ABLE = ("cache_dir", "registry_config", "policy", "trusted_root")  # the paths made absolute (`_path`)
+
+
 def _key(flags: Flags, env: dict[str, str], umask: int) -> tuple[object, ...] | None:
+    """What Settings are made of; the working directory only where a path is relative (kapp-controller's is new)."""
     try:
-        key = (flags, frozenset(env.items()), os.getcwd(), umask)
+        paths = [text for name in _RELATIVE_ABLE if (text := _text(name, getattr(flags, name), env))]
+        if any(text.startswith("~") and text != "~" and not text.startswith("~/") for text in paths):
+            return None  # `~user` is the passwd database's answer, not in the key
+        relative = any(not os.path.expanduser(text).startswith("/") for text in paths)
+        key = (flags, frozenset(env.items()), os.getcwd() if relative else None, umask)
         hash(key)
     except OSError:  # the working directory is gone: made anew (a relative path is refused then as before)
         return None

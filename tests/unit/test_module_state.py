@@ -39,6 +39,7 @@ STATE: dict[str, str] = {
     "cache.opened:_LOCK": "a lock: holds nothing",
     "cache.opened:_closed": "index paths closed before (a connection is kept from the second close on), at most 256: paths only, no content",
     "cache.opened:_kept": "open index connections keyed by the index file's path, reused only while the file's identity (st_dev, st_ino, size, mtime, directory owner) is the one kept with it; at most 8",
+    "fs.paths:_O_PATH": "constant: the platform's O_PATH flag (or None), read once at import",
     "fs.replay:_LOCK": "a lock: holds nothing",
     "fs.replay:_layers": "small layers' tar members keyed by the layer's digest, replayed only while the verified blob file's identity is the one kept, and only for a layer of a manifest this call was served (as the blob on disk would be); at most 1 MiB each, 16 MiB in all",
     "oci.lockmemo:_LOCK": "a lock: holds nothing",

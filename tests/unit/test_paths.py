@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ocivendir.fs.paths import Guard, UnsafePath, leaves, pure, replace_target, scoped_path, split, within
+from ocivendir.fs.paths import Guard, UnsafePath, leaves, pure, replace_target, resolved, scoped_path, split, within
 
 
 @pytest.fixture
@@ -123,7 +123,8 @@ def test_a_guard_is_checked_on_the_resolved_path_of_a_symlinked_parent(tmp_path:
     ("given", "spelled", "parent", "name"),
     [("a/b", "a/b", "a", "b"), ("a//b/", "a/b", "a", "b"), ("./a/./b/.", "a/b", "a", "b"), ("/", "/", "/", ""),
      ("a", "a", ".", "a"), ("", ".", ".", ""), (".", ".", ".", ""), ("a/../b", "a/../b", "a/..", "b"),
-     ("/x/", "/x", "/", "x")],
+     ("/x/", "/x", "/", "x"), ("a/.", "a", ".", "a"), ("./", ".", ".", ""), ("/.", "/", "/", ""), ("./a", "a", ".", "a"),
+     ("a/./b", "a/b", "a", "b"), ("..", "..", ".", ".."), ("/a/b", "/a/b", "/a", "b"), (".a/b.", ".a/b.", ".a", "b.")],
 )  # fmt: skip
 def test_pure_and_split_spell_paths_as_pathlib_does(given: str, spelled: str, parent: str, name: str) -> None:
     assert pure(given) == spelled == str(Path(given))
@@ -136,3 +137,25 @@ def test_a_leading_double_slash_is_the_root_where_pathlib_keeps_it_apart() -> No
     assert pure("//cache") == "/cache"
     assert within("//cache/x", "/cache")
     assert Guard("/cache", "the cache", inside=True).refusal(pure("//cache/x")) == "is inside the cache '/cache'"
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["self", "self/self/sub", "up/work/sub", "away", "away/", "sub/../file", "file", "dangling", "missing/x", "", ".",
+     "away/new/..", "sub//", "up"],
+)  # fmt: skip
+def test_resolved_is_realpath(tree: Path, given: str) -> None:
+    """The kernel's resolution (where the path exists) and realpath's own walk (elsewhere) give realpath's answer."""
+    assert resolved(given) == os.path.realpath(given)
+    assert resolved(tree / given) == os.path.realpath(tree / given)
+
+
+def test_an_existing_path_is_resolved_without_walking_it(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An existing path costs no lstat per name (realpath's walk): the kernel resolves it in one go."""
+    walked: list[str] = []
+    real_lstat = os.lstat
+    monkeypatch.setattr(os, "lstat", lambda path, *a, **k: walked.append(str(path)) or real_lstat(path, *a, **k))
+    assert resolved(tree / "up" / "work" / "away") == str(tree.parent / "elsewhere")
+    assert walked == []
+    assert resolved(tree / "missing" / "x") == str(tree / "missing" / "x")
+    assert walked  # a missing name: realpath's walk

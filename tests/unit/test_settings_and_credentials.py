@@ -212,6 +212,7 @@ def test_a_reused_worker_keeps_settings_only_for_the_very_same_inputs(
     assert load_settings(Flags()) is first
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
+    assert load_settings(Flags()) is first  # kapp-controller's working directory is new every time: no path uses it
     assert load_settings(Flags(cache_dir="rel")).cache_dir == str(tmp_path / "sub" / "rel")
     monkeypatch.chdir(tmp_path)
     assert load_settings(Flags(cache_dir="rel")).cache_dir == str(tmp_path / "rel")
@@ -220,6 +221,7 @@ def test_a_reused_worker_keeps_settings_only_for_the_very_same_inputs(
         assert load_settings(Flags()).umask == 0o077
     finally:
         os.umask(previous)
+    assert load_settings(Flags(cache_dir="~root/c")) is not load_settings(Flags(cache_dir="~root/c"))
     monkeypatch.setenv("HOME", "relative")
     assert load_settings(Flags()) is not load_settings(Flags())
     explicit = {"HOME": str(tmp_path)}

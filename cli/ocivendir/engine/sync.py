@@ -16,7 +16,7 @@ from ocivendir.engine.content import Content
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
 from ocivendir.errors import ConfigError, OcivendirError, SyncError, os_reason
 from ocivendir.fs.locks import target_lock
-from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
+from ocivendir.fs.paths import Guard, pure, resolved, scoped_path, split, within
 from ocivendir.fs.swap import STAGE, new_sibling, remove_tree
 from ocivendir.fs.swapping import recover, swap_set
 from ocivendir.oci.reference import parse_reference
@@ -154,10 +154,7 @@ def _filter(config: ContentConfig, root: str) -> None:
                 keep = True
             if not keep:
                 os.unlink(os.path.join(root, relative))
-    for base, _, _ in os.walk(root, topdown=False):
-        if pure(base) != pure(root) and not os.listdir(base):
-            os.rmdir(base)
-    if not os.listdir(root):
+    if not _prune_empty(root):
         raise SyncError(
             f"Filtering paths in directory '{config.path}': Expected to find at least one file within directory"
         )
@@ -205,17 +202,56 @@ def _keep_ignored(config: ContentConfig, existing: str, root: str) -> None:
             shutil.copy2(source, target)
 
 
+def _prune_empty(directory: str) -> bool:
+    """Remove each directory below `directory` left with no entry once its own empty ones are gone; True if any stays.
+
+    Bottom-up, as `os.walk(topdown=False)` visits them; a link to a directory is an entry, never entered. One scandir
+    per directory: its entries' types come with the listing.
+    """
+    kept = False
+    below = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                below.append(entry.path)
+            else:
+                kept = True
+    for path in below:
+        if _prune_empty(path):
+            kept = True
+        else:
+            os.rmdir(path)
+    return kept
+
+
 def _check_symlinks(root: str) -> None:
-    real_root = os.path.realpath(root)
-    for base, dirs, names in os.walk(root):
-        for name in names + dirs:
-            path = os.path.join(base, name)
-            if not os.path.islink(path):
-                continue
-            resolved = _resolve_strict(path)
-            if not within(resolved, real_root):
-                shown = os.path.normpath(os.path.join(base, os.readlink(path)))
-                raise SyncError(f'Invalid symlink found to outside parent directory: "{shown}"')
+    _check_links_below(root, resolved(root))
+
+
+def _check_links_below(base: str, real_root: str) -> None:
+    """Every link below `base` must resolve inside `real_root`, checked in `os.walk`'s order.
+
+    A directory's files and links, then its directories, top-down, links to directories not entered; the types come
+    with the listing (no lstat per entry).
+    """
+    names: list[os.DirEntry[str]] = []
+    dirs: list[os.DirEntry[str]] = []
+    with os.scandir(base) as entries:
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else names).append(entry)
+    for entry in names + dirs:
+        if not entry.is_symlink():
+            continue
+        if not within(_resolve_strict(entry.path), real_root):
+            shown = os.path.normpath(os.path.join(base, os.readlink(entry.path)))
+            raise SyncError(f'Invalid symlink found to outside parent directory: "{shown}"')
+    for entry in dirs:
+        if not entry.is_symlink():
+            _check_links_below(entry.path, real_root)
 
 
 def _resolve_strict(path: str) -> str:

@@ -36,13 +36,39 @@ __all__ = [
 ]
 
 
+_O_PATH: int | None = getattr(os, "O_PATH", None)  # Linux's: a descriptor that names a file without opening it
+
+
 class UnsafePath(Exception):
     """A path refused by a check; the text (`resolves to '…', which …`) says what it resolves to and why."""
 
 
 def resolved(path: str | os.PathLike[str]) -> str:
-    """`path` made absolute with `..`, `.`, repeated or trailing slashes and every symlink resolved."""
-    return os.path.realpath(path)
+    """`path` made absolute with `..`, `.`, repeated or trailing slashes and every symlink resolved.
+
+    `os.path.realpath`'s answer. Where the path exists and /proc is mounted, the kernel resolves it in one go (an
+    O_PATH descriptor, whose /proc/self/fd link names it), which is kept only when that name is the same object
+    (device and inode) as the descriptor: realpath walks the path itself, an lstat and often a readlink per name,
+    and a sync resolves five paths. Anything else — a missing name, no /proc, a path unreachable from this root, a
+    race — gets realpath's own walk.
+    """
+    text = os.fspath(path)
+    if _O_PATH is None:
+        return os.path.realpath(text)
+    try:
+        fd = os.open(text, _O_PATH | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return os.path.realpath(text)
+    try:
+        found = os.readlink(f"/proc/self/fd/{fd}")
+        held, named = os.fstat(fd), os.stat(found)
+    except OSError:
+        found = ""
+    finally:
+        os.close(fd)
+    if not found.startswith("/") or (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+        return os.path.realpath(text)
+    return found
 
 
 def pure(path: str | os.PathLike[str]) -> str:
@@ -51,6 +77,15 @@ def pure(path: str | os.PathLike[str]) -> str:
     Lexical only: `..` is kept, and `link/..` resolves through the link, as it would for a Path.
     """
     text = os.fspath(path)
+    if (
+        text
+        and "//" not in text
+        and "/./" not in text
+        and not text.endswith(("/", "/."))
+        and text[:2] != "./"
+        and (text != ".")
+    ):
+        return text  # already so spelled (the common case: a path this module returned)
     names = [name for name in text.split("/") if name and name != "."]
     return ("/" if text.startswith("/") else "") + "/".join(names) or "."
 

@@ -221,7 +221,7 @@ def vendir_tag(url: str) -> str | None:
     """
     if "\n" in url:  # `.` does not match a newline
         return None
-    for start in range(1, len(url)):
+    for start in _separators(url):  # the name can end only before a `:` or an `@`
         rest = url[start:]
         if rest.startswith("@") and _digest_suffix(rest[1:]):
             return None
@@ -230,6 +230,17 @@ def vendir_tag(url: str) -> str | None:
             if _only(tag, _TAG_CHARS) and (not at or _digest_suffix(digest)):
                 return tag
     return None
+
+
+def _separators(url: str) -> list[int]:
+    """The positions of `:` and `@` in `url` after its first character, in order."""
+    found = []
+    for mark in ":@":
+        at = url.find(mark, 1)
+        while at != -1:
+            found.append(at)
+            at = url.find(mark, at + 1)
+    return sorted(found)
 
 
 def _host_only(registry: str) -> str:
