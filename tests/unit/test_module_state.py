@@ -36,6 +36,7 @@ STATE: dict[str, str] = {
     "commands.runtime:_FLAG_FIELDS": "constant table, filled at import, never written",
     "commands.vendirargs:_SWITCHES": "constant table, filled at import, never written",
     "commands.vendirargs:_VALUES": "constant table, filled at import, never written",
+    "cache.memo:_BOOT": "constant: this boot's id, read once at import (it cannot change while a process lives)",
     "cache.opened:_LOCK": "a lock: holds nothing",
     "cache.opened:_closed": "index paths closed before (a connection is kept from the second close on), at most 256: paths only, no content",
     "cache.opened:_kept": "open index connections keyed by the index file's path, reused only while the file's identity (st_dev, st_ino, size, mtime, directory owner) is the one kept with it; at most 8",

@@ -83,6 +83,9 @@ class _Task:
     reuse: LockContent | None = None
 
 
+_LINKLESS = frozenset({"image", "imgpkgBundle"})  # sources whose trees only fs/extract.py lays down
+
+
 @dataclass
 class _Staged:
     """One target (a directory, or under -d one content) built in a sibling stage."""
@@ -91,6 +94,15 @@ class _Staged:
     stage: str
     chmods: list[tuple[str, int]] = field(default_factory=list)
     swapped: bool = False
+    tasks: list[_Task] = field(default_factory=list)
+
+    def may_hold_links(self) -> bool:
+        """Whether a link may be in the stage; no when every content was extracted from layers in this run.
+
+        `fs/extract.py` makes no link (it skips every symlink and hardlink); a lazy content copied from the old tree,
+        or any other source, may hold some.
+        """
+        return any(task.reuse is not None or task.config.source_type not in _LINKLESS for task in self.tasks)
 
 
 def apply_lock(config: Config, lock: LockConfig) -> tuple[Config, dict[tuple[str, str], str | None]]:
@@ -374,7 +386,9 @@ class _Syncer:
             permissions = config.permissions if config.permissions is not None else directory.permissions
             if permissions is not None:
                 own.chmods.insert(0, (dest, permissions))
-            tasks.append(_Task(directory=directory, config=config, dest=dest, existing=existing))
+            task = _Task(directory=directory, config=config, dest=dest, existing=existing)
+            own.tasks.append(task)
+            tasks.append(task)
         return tasks
 
     def run(self, tasks: list[_Task]) -> list[LockContent]:
@@ -416,7 +430,7 @@ class _Syncer:
     def finish(self) -> None:
         """Validate symlinks, apply permissions, then swap every target in, all or none (even across a kill)."""
         for staged in self.staged:
-            if not self.options.allow_all_symlinks:
+            if not self.options.allow_all_symlinks and staged.may_hold_links():
                 _check_symlinks(staged.stage)
             for path, mode in staged.chmods:
                 os.chmod(path, stat.S_IMODE(mode))
