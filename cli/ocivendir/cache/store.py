@@ -28,6 +28,7 @@ from ocivendir.cache.unwritable import NO_SPACE, unwritable
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure
+from ocivendir.fs.plainio import read_all
 from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.swap import atomic_write
 from ocivendir.oci.manifest import sha256_digest
@@ -344,7 +345,7 @@ class BlobStore:
         try:
             fd, length = self._open_fd(digest)
             try:
-                data = _read_all(fd, length)
+                data = read_all(fd, length)
             finally:
                 os.close(fd)
         except FileNotFoundError:
@@ -441,14 +442,6 @@ def _named(exc: OSError, path: str) -> OSError:
     if exc.filename is not None or not exc.errno or type(exc).__module__ != "builtins":  # a library's own: as it is
         return exc
     return OSError(exc.errno, exc.strerror, path)  # OSError picks the subclass for the errno
-
-
-def _read_all(fd: int, length: int) -> bytes:
-    """Every byte of `fd`, `length` long when it was opened (read as `FileIO.readall` does, without a file object)."""
-    chunks: list[bytes] = []
-    while chunk := os.read(fd, max(length, _CHUNK) if chunks else length + 1):  # a file grown meanwhile: read on
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _is_directory(path: str) -> bool:

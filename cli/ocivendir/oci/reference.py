@@ -8,6 +8,7 @@ Hub repository without `/` gets `library/`, and a `repo:tag@digest` reference ke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ocivendir.errors import BadReference
 
@@ -53,6 +54,7 @@ class Digest:
         return f"sha256-{self.hex}"
 
 
+@lru_cache(maxsize=256)  # a pure function of the text; its answer is frozen (errors are not kept)
 def parse_digest(text: str) -> Digest:
     """Parse `sha256:<64 lowercase hex>`; anything else raises BadReference."""
     algorithm, sep, hex_part = text.partition(":")
@@ -167,6 +169,7 @@ def _check_repository(repo: str, original: str) -> None:
         )
 
 
+@lru_cache(maxsize=256)  # a pure function of the text; its answer is frozen (errors are not kept)
 def parse_reference(text: str) -> Reference:
     """Parse a reference the way go-containerregistry's weak validation does, or raise BadReference."""
     original = without_credentials(text)  # what messages show: never a password someone wrote into it
