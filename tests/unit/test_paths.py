@@ -142,7 +142,7 @@ def test_a_leading_double_slash_is_the_root_where_pathlib_keeps_it_apart() -> No
 @pytest.mark.parametrize(
     "given",
     ["self", "self/self/sub", "up/work/sub", "away", "away/", "sub/../file", "file", "dangling", "missing/x", "", ".",
-     "away/new/..", "sub//", "up"],
+     "away/new/..", "sub//", "up", "new", "self/new", "up/work/new", "file/x", "dangling/x", "new/", "sub/new/.."],
 )  # fmt: skip
 def test_resolved_is_realpath(tree: Path, given: str) -> None:
     """The kernel's resolution (where the path exists) and realpath's own walk (elsewhere) give realpath's answer."""
@@ -157,5 +157,8 @@ def test_an_existing_path_is_resolved_without_walking_it(tree: Path, monkeypatch
     monkeypatch.setattr(os, "lstat", lambda path, *a, **k: walked.append(str(path)) or real_lstat(path, *a, **k))
     assert resolved(tree / "up" / "work" / "away") == str(tree.parent / "elsewhere")
     assert walked == []
+    assert resolved(tree / "up" / "work" / "new") == str(tree / "new")  # kapp-controller's target: not there yet
+    assert walked == [str(tree / "up" / "work" / "new")]  # one lstat: nothing there, not even a dangling link
+    walked.clear()
     assert resolved(tree / "missing" / "x") == str(tree / "missing" / "x")
-    assert walked  # a missing name: realpath's walk
+    assert len(walked) > 1  # a missing parent: realpath's walk

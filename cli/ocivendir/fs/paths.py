@@ -49,26 +49,51 @@ def resolved(path: str | os.PathLike[str]) -> str:
     `os.path.realpath`'s answer. Where the path exists and /proc is mounted, the kernel resolves it in one go (an
     O_PATH descriptor, whose /proc/self/fd link names it), which is kept only when that name is the same object
     (device and inode) as the descriptor: realpath walks the path itself, an lstat and often a readlink per name,
-    and a sync resolves five paths. Anything else — a missing name, no /proc, a path unreachable from this root, a
-    race — gets realpath's own walk.
+    and a sync resolves five paths. A last name with nothing at all there (not even a dangling link), under a parent
+    that exists, is that parent resolved and the name, as realpath makes it. Anything else — a dangling link, a
+    missing parent, no /proc, a path unreachable from this root, a race — gets realpath's own walk.
     """
     text = os.fspath(path)
     if _O_PATH is None:
         return os.path.realpath(text)
+    found = _kernel_resolved(text)
+    if found is None:
+        found = _missing_resolved(text)
+    return found if found is not None else os.path.realpath(text)
+
+
+def _kernel_resolved(text: str) -> str | None:
+    """The kernel's name for what `text` resolves to, when it exists and that name is the very same object."""
+    assert _O_PATH is not None  # noqa: S101 - checked by the caller
     try:
         fd = os.open(text, _O_PATH | os.O_CLOEXEC)
     except (OSError, ValueError):
-        return os.path.realpath(text)
+        return None
     try:
         found = os.readlink(f"/proc/self/fd/{fd}")
         held, named = os.fstat(fd), os.stat(found)
     except OSError:
-        found = ""
+        return None
     finally:
         os.close(fd)
     if not found.startswith("/") or (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
-        return os.path.realpath(text)
+        return None
     return found
+
+
+def _missing_resolved(text: str) -> str | None:
+    """The answer for a last name with nothing there under an existing parent (realpath's); None in any other case."""
+    parent, name = posixpath.split(text)
+    if name in {"", ".", ".."}:
+        return None
+    try:
+        os.lstat(text)
+    except FileNotFoundError:
+        base = _kernel_resolved(parent or ".")
+        return None if base is None else posixpath.join(base, name)
+    except OSError:
+        return None
+    return None  # something is there (a dangling link): realpath follows it
 
 
 def pure(path: str | os.PathLike[str]) -> str:
