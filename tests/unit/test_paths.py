@@ -162,3 +162,21 @@ def test_an_existing_path_is_resolved_without_walking_it(tree: Path, monkeypatch
     walked.clear()
     assert resolved(tree / "missing" / "x") == str(tree / "missing" / "x")
     assert len(walked) > 1  # a missing parent: realpath's walk
+
+
+def test_within_answers_as_commonpath_does_for_every_pair() -> None:
+    """Containment by whole names, for absolute, relative, `..`, `.`, doubled and trailing slashes alike."""
+    import posixpath  # noqa: PLC0415
+
+    cases = ["/", "/a", "/a/b", "/a/bc", "/ab", "a", "a/b", ".", "..", "../a", "a/..", "/a/../b", "//a", "/a/", "a/./b",
+             "./a", "", "/a/b/c", "b"]  # fmt: skip
+    for inner in cases:
+        for outer in cases:
+            spelled_inner, spelled_outer = pure(inner), pure(outer)
+            try:
+                expected = spelled_inner == spelled_outer or posixpath.commonpath((spelled_outer, spelled_inner)) == (
+                    spelled_outer
+                )
+            except ValueError:
+                expected = False
+            assert within(inner, outer) is expected, (inner, outer)

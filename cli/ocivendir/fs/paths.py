@@ -138,10 +138,9 @@ def within(inner: str, outer: str) -> bool:
     inner, outer = pure(inner), pure(outer)
     if inner == outer:
         return True
-    try:
-        return posixpath.commonpath((outer, inner)) == outer
-    except ValueError:  # one absolute, one relative
-        return False
+    if outer == "/":
+        return inner.startswith("/")
+    return outer != "." and inner.startswith(f"{outer}/")  # whole names: both are spelled alike (`pure`)
 
 
 def _placement(path: str | os.PathLike[str]) -> str:
