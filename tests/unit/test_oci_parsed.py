@@ -54,3 +54,19 @@ def test_at_most_size_are_kept() -> None:
     for number in range(parsed.SIZE + 5):
         parsed.manifest(manifest_bytes(annotations={"n": str(number)}))
     assert len(parsed._manifests) == parsed.SIZE
+
+
+def test_only_small_documents_are_kept_so_a_fellow_caller_cannot_pin_a_worker_s_memory() -> None:
+    """A parsed form takes about ten times its bytes (a 4 MiB manifest of annotations: ~35 MiB of objects).
+
+    Kept by count alone, SIZE of them would stay in a worker after the calls that read them; a document larger than
+    KEPT_BYTES is parsed for its call and not kept, so what stays is at most SIZE small ones.
+    """
+    many = {f"k{n}": "" for n in range(100_000)}  # a 1 MiB document
+    large = manifest_bytes(annotations=many)
+    assert parsed.manifest(large) is not parsed.manifest(large)
+    labels = json.dumps({"config": {"Labels": many}}).encode()
+    assert parsed.config(labels) is not parsed.config(labels)
+    small = manifest_bytes(annotations={"small": "yes"})
+    assert parsed.manifest(small) is parsed.manifest(small)
+    assert len(small) <= parsed.KEPT_BYTES < len(labels) < len(large)

@@ -180,3 +180,18 @@ def test_within_answers_as_commonpath_does_for_every_pair() -> None:
             except ValueError:
                 expected = False
             assert within(inner, outer) is expected, (inner, outer)
+
+
+@pytest.mark.parametrize("given", ["..", "../x", ".", "x"])
+def test_a_relative_path_in_a_removed_working_directory_is_an_error_as_for_realpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """The kernel still finds `..` of a removed directory; realpath has no working directory to join it to, nor here."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(FileNotFoundError):
+        os.path.realpath(given)
+    with pytest.raises(FileNotFoundError):
+        resolved(given)

@@ -43,3 +43,18 @@ def test_a_rewrite_keeps_the_inode_and_mode_and_cuts_the_rest(tmp_path: Path) ->
     assert (after.st_ino, stat.S_IMODE(after.st_mode)) == (before.st_ino, 0o640)
     with pytest.raises(FileNotFoundError):
         rewrite_file(str(tmp_path / "missing"), b"x")  # never creates one
+
+
+def test_a_directory_at_the_path_is_an_error_that_names_the_path_as_open_names_it(tmp_path: Path) -> None:
+    """A crafted bundle's `.imgpkg/images.yml` may be a directory: the error says which path, as `open()`'s did."""
+    path = tmp_path / "images.yml"
+    path.mkdir()
+    with pytest.raises(IsADirectoryError) as raised, path.open("rb"):
+        pass
+    assert raised.value.filename == str(path)
+    with pytest.raises(IsADirectoryError) as raised:
+        read_file(str(path))
+    assert raised.value.filename == str(path)
+    with pytest.raises(IsADirectoryError) as raised:
+        rewrite_file(str(path), b"x")
+    assert raised.value.filename == str(path)

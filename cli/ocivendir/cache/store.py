@@ -341,18 +341,22 @@ class BlobStore:
             return data, True
 
     def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
-        """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised."""
+        """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised.
+
+        One of another size than `size` is corrupt unread: a sparse file planted in a shared cache costs its planter
+        nothing, and read whole it would take its size in memory.
+        """
         try:
             fd, length = self._open_fd(digest)
             try:
-                data = read_all(fd, length)
+                data = read_all(fd, length) if size is None or length == size else None
             finally:
                 os.close(fd)
         except FileNotFoundError:
             raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
         except NotABlob:
             raise DigestMismatch(f"{what}: cached blob {digest} is not a regular file") from None
-        if sha256_digest(data) != digest or (size is not None and len(data) != size):
+        if data is None or sha256_digest(data) != digest or (size is not None and len(data) != size):
             self.delete(digest)
             raise DigestMismatch(f"{what}: cached blob {digest} is corrupt")
         return data

@@ -56,6 +56,8 @@ def resolved(path: str | os.PathLike[str]) -> str:
     text = os.fspath(path)
     if _O_PATH is None:
         return os.path.realpath(text)
+    if not text.startswith("/"):
+        os.getcwd()  # realpath's first step: a removed working directory is its error (the kernel still finds `..`)
     found = _kernel_resolved(text)
     if found is None:
         found = _missing_resolved(text)

@@ -23,10 +23,15 @@ def read_all(fd: int, length: int) -> bytes:
 
 
 def read_file(path: str) -> bytes:
-    """The bytes of the file at `path` (links followed, as `open(path, "rb")` follows them)."""
+    """The bytes of the file at `path` (links followed, as `open(path, "rb")` follows them).
+
+    A failure names `path`, as `open()`'s does: a directory opens, and only its read fails, naming nothing.
+    """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         return read_all(fd, os.fstat(fd).st_size)
+    except OSError as exc:
+        raise _named(exc, path) from None
     finally:
         os.close(fd)
 
@@ -39,5 +44,12 @@ def rewrite_file(path: str, data: bytes) -> None:
         while view:
             view = view[os.write(fd, view) :]
         os.ftruncate(fd, len(data))
+    except OSError as exc:  # a write through the descriptor names no path (a full filesystem)
+        raise _named(exc, path) from None
     finally:
         os.close(fd)
+
+
+def _named(exc: OSError, path: str) -> OSError:
+    """`exc` naming `path` when it names none (OSError picks the subclass for the errno)."""
+    return exc if exc.filename is not None else OSError(exc.errno, exc.strerror, path)
