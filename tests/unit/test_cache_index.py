@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from responses import RequestsMock
 
-from ocivendir.cache import index as index_module
-from ocivendir.cache.index import SCHEMA_VERSION, BlobRow, CacheIndex
+from ocivendir.cache import connection as connection_module
+from ocivendir.cache.connection import SCHEMA_VERSION
+from ocivendir.cache.index import BlobRow, CacheIndex
 from ocivendir.errors import CacheError, CacheUnwritable
 from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.registry.client import ClientOptions, RegistryClient
@@ -197,7 +198,7 @@ def test_an_index_at_the_current_schema_opens_without_running_the_schema_script(
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert db.execute("SELECT schema_version FROM meta").fetchall() == [(SCHEMA_VERSION,)]
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # the file keeps WAL mode
-    monkeypatch.setattr(index_module, "_SCHEMA", "SELECT no_such_column FROM no_such_table;")
+    monkeypatch.setattr(connection_module, "_SCHEMA", "SELECT no_such_column FROM no_such_table;")
     reopened = CacheIndex(path)  # the stamp matches: the (now broken) script is not run
     reopened.record_ref(REF, BlobRow(digest=Digest("a" * 64), size=1, media_type=MANIFEST_TYPE), "image", [])
     assert reopened.ref(REF) is not None
@@ -226,7 +227,7 @@ def test_a_new_index_is_made_in_one_transaction_and_its_commits_wait_for_no_sync
     checkpointed), where FULL syncs the WAL at every commit.
     """
     index = CacheIndex(tmp_path / "index.db")
-    db = index._connection()
+    db = index._sql.connection()
     pages, page_size = db.execute("PRAGMA page_count").fetchone()[0], db.execute("PRAGMA page_size").fetchone()[0]
     frames = ((tmp_path / "index.db-wal").stat().st_size - 32) // (24 + page_size)  # a header, then one per frame
     assert frames == pages

@@ -41,7 +41,7 @@ def index(tmp_path: Path, clock: _Clock) -> Iterator[CacheIndex]:
 
 
 def _changes(index: CacheIndex) -> int:
-    return int(index._connection().total_changes)
+    return int(index._sql.connection().total_changes)
 
 
 def test_a_scheme_already_remembered_is_not_written_again(index: CacheIndex) -> None:

@@ -78,7 +78,7 @@ def test_a_run_that_only_reads_leaves_answers_the_next_run_takes_without_opening
     assert len(list((cache / MEMO_DIR).glob("*.json"))) == 1  # one shard, for the repository
     second = CacheIndex(cache / "index.db")
     assert ask(second) == first
-    assert second._db is None  # never connected
+    assert not second._sql.connected  # never connected
     second.close()
 
 
@@ -107,11 +107,11 @@ def test_a_write_ends_the_answers_of_its_repository_and_no_others(cache: Path) -
     writer.close()
     reader = CacheIndex(cache / "index.db")
     assert reader.ref(other_ref) is not None
-    assert reader._db is None  # the other repository's answers still hold
+    assert not reader._sql.connected  # the other repository's answers still hold
     verdict = reader.verdict(REF)
     assert verdict is not None
     assert verdict.relocated  # the new verdict, from SQLite
-    assert reader._db is not None
+    assert reader._sql.connected
     reader.close()
 
 
@@ -164,7 +164,7 @@ def test_removing_refs_ends_every_answer(cache: Path) -> None:
     reader = CacheIndex(cache / "index.db")
     assert reader.ref(REF) is None
     assert reader.held(REPO, [MANIFEST, LAYER]) == frozenset()  # its orphaned blobs' possession went with it
-    assert reader._db is not None
+    assert reader._sql.connected
     reader.close()
 
 
@@ -206,7 +206,7 @@ def test_a_reader_elsewhere_does_not_stop_the_memo(cache: Path) -> None:
     try:
         index = CacheIndex(cache / "index.db")
         assert ask(index)[:4] == EXPECTED
-        assert index._db is None
+        assert not index._sql.connected
         index.close()
     finally:
         other.close()
@@ -219,11 +219,11 @@ def test_a_torn_or_missing_generation_token_starts_a_new_one_and_no_answer_is_ta
     path.write_bytes(b"")  # what a crash may leave of a token written without fsync
     index = CacheIndex(cache / "index.db")
     assert ask(index)[:4] == EXPECTED
-    assert index._db is not None
+    assert index._sql.connected
     index.close()
     again = CacheIndex(cache / "index.db")
     assert ask(again)[:4] == EXPECTED
-    assert again._db is None  # the run above started a new generation and saved its answers in it
+    assert not again._sql.connected  # the run above started a new generation and saved its answers in it
     again.close()
 
 
@@ -245,7 +245,7 @@ def test_a_damaged_or_foreign_shard_answers_nothing(cache: Path, damage: object)
     shard.write_bytes(damage(shard.read_bytes()))  # type: ignore[operator]
     index = CacheIndex(cache / "index.db")
     assert ask(index)[:4] == EXPECTED
-    assert index._db is not None
+    assert index._sql.connected
     index.close()
 
 
@@ -288,7 +288,7 @@ def test_a_removal_by_another_run_before_the_first_question_is_seen(cache: Path)
     reader.close()
     again = CacheIndex(cache / "index.db")  # the reader's answers, saved in the new generation
     assert (again.ref(REF), again.held(REPO, [MANIFEST, LAYER])) == (None, frozenset({MANIFEST}))
-    assert again._db is None
+    assert not again._sql.connected
     again.close()
 
 
@@ -382,7 +382,7 @@ def test_a_memo_answer_of_the_wrong_shape_is_asked_of_sqlite(cache: Path, key: s
     index = CacheIndex(cache / "index.db")
     assert ask(index)[:4] == EXPECTED
     assert index.tag(TAG) is not None
-    assert index._db is not None
+    assert index._sql.connected
     index.close()
 
 
@@ -454,7 +454,7 @@ def test_digests_of_a_memo_answer_are_the_ones_asked(cache: Path) -> None:
     held = index.held(REPO, [LAYER])
     assert held == frozenset({LAYER})
     assert all(isinstance(d, Digest) for d in held)
-    assert index._db is None
+    assert not index._sql.connected
     index.close()
 
 

@@ -1,8 +1,7 @@
 """Owns: reading an image archive into a staging directory — imgpkg's `--to-tar` tarball or an OCI image layout.
 
-Nothing here touches the cache's blobs or index. Every blob the archive carries is copied into a staging directory
-(beside the cache's blobs, on the same file system) while its sha256 is computed, and kept only under the digest it
-really has; a member whose bytes do not match the digest its name claims fails the whole read. Manifests and image
+Nothing here touches the cache's blobs or index. Every blob the archive carries is staged by `cache/staging.py`, which
+keeps it only under the digest it really has (beside the cache's blobs, on the same file system). Manifests and image
 configs are verified the same way, whether they come inline (imgpkg's `manifest.json` holds them as strings) or as
 blobs (an OCI layout). What the archive names is then walked from its top-level entries: each manifest's blobs must be
 staged with exactly the size the manifest gives, else the read fails naming the first one that is not.
@@ -18,16 +17,14 @@ are read whole only up to a limit; a member path that is absolute or climbs out 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 from dataclasses import dataclass, field, replace
 
 from ocivendir import jsondoc
-from ocivendir.errors import CacheError, DigestMismatch, OcivendirError, UnsafeArchive, UnsupportedMediaType
+from ocivendir.cache.staging import MAX_DOCUMENT, ArchiveInvalid, Stager, chunks, read_small, read_tar, take_file
+from ocivendir.errors import CacheError, DigestMismatch, OcivendirError, UnsupportedMediaType
 from ocivendir.fs.limits import DEFAULT_MAX_ENTRIES
 from ocivendir.fs.remove import remove_tree
-from ocivendir.fs.tarread import Member, TarFormatError, TarReader
 from ocivendir.oci.manifest import (
     Descriptor,
     Index,
@@ -41,11 +38,9 @@ from ocivendir.oci.reference import Digest, parse_digest
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from typing import IO
 
 __all__ = [
     "IMGPKG_TAR",
-    "MAX_DOCUMENT",
     "MAX_MANIFEST",
     "OCI_LAYOUT",
     "ROOT_BUNDLE_LABEL",
@@ -57,17 +52,10 @@ __all__ = [
 IMGPKG_TAR = "imgpkg-tar"
 OCI_LAYOUT = "oci-layout"
 ROOT_BUNDLE_LABEL = "dev.carvel.imgpkg.copy.root-bundle"
-MAX_DOCUMENT = (
-    128 << 20
-)  # manifest.json / index.json, read whole: 10,000 images of imgpkg's descriptors take tens of MiB
 MAX_MANIFEST = 4 << 20  # as the registry client reads a manifest
 MAX_CONFIG = 64 << 20
 MAX_DESCRIPTORS = DEFAULT_MAX_ENTRIES
 MAX_DEPTH = 8  # indexes inside indexes
-_CHUNK = 1 << 20
-_LAYER_PREFIX, _LAYER_SUFFIX = "sha256-", ".tar.gz"
-_HEX = "0123456789abcdef"
-_DOCUMENTS = frozenset({"manifest.json", "index.json", "oci-layout"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,158 +111,6 @@ class Archive:
         return found
 
 
-class _Bad(OcivendirError):
-    """A malformed archive (raised as CacheError with the archive's name by read_archive)."""
-
-    code = "archive-invalid"
-
-
-def _safe_name(name: str, where: str) -> str:
-    """A member path without `./`; an absolute one, or one with `..`, fails."""
-    text = name.replace("\\", "/")
-    if text.startswith("/") or ".." in text.split("/"):
-        raise UnsafeArchive(f"{where}: member '{name}' leaves the archive (absolute or '..' path); nothing imported")
-    parts = [p for p in text.split("/") if p not in ("", ".")]
-    return "/".join(parts)
-
-
-def _blob_name(name: str) -> Digest | None:
-    """The digest an archive member's name gives its bytes: `sha256-<hex>.tar.gz` or `blobs/sha256/<hex>`."""
-    if name.startswith(_LAYER_PREFIX) and name.endswith(_LAYER_SUFFIX):
-        hex_part = name[len(_LAYER_PREFIX) : -len(_LAYER_SUFFIX)]
-    elif name.startswith("blobs/sha256/") and name.count("/") == 2:  # noqa: PLR2004
-        hex_part = name.rpartition("/")[2]
-    else:
-        return None
-    if len(hex_part) != 64 or hex_part.strip(_HEX):  # noqa: PLR2004 - sha256
-        return None
-    return Digest(hex_part)
-
-
-class _Stager:
-    """Copies blobs into the stage while hashing them; a blob whose bytes do not match its name fails the read."""
-
-    def __init__(self, stage: str, where: str, progress: Callable[[int], None]) -> None:
-        self.stage = stage
-        self.where = where
-        self.progress = progress
-        self.counted_by_reader = False  # a tar's progress is its bytes read (`_Counting`), headers included
-        self.staged: dict[Digest, int] = {}
-        self.done = 0
-
-    def take(self, digest: Digest, size: int, read: Callable[[int], bytes], name: str) -> None:
-        if digest in self.staged:
-            raise _Bad(f"{self.where}: blob {digest} appears twice ('{name}')")
-        _room(self.stage, size, self.where)
-        hasher = hashlib.sha256()
-        path = os.path.join(self.stage, digest.hex)
-        got = 0
-        with open(
-            os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "wb"
-        ) as out:
-            while chunk := read(_CHUNK):
-                hasher.update(chunk)
-                got += len(chunk)
-                if got > size:
-                    break
-                out.write(chunk)
-                self.done += len(chunk)
-                if not self.counted_by_reader:
-                    self.progress(self.done)
-        if got != size or hasher.hexdigest() != digest.hex:
-            raise DigestMismatch(
-                f"{self.where}: '{name}' does not hold blob {digest} (sha256 or size differs); nothing imported"
-            )
-        self.staged[digest] = size
-
-
-def _room(stage: str, size: int, where: str) -> None:
-    """Fail before copying a blob that the cache's file system has no room for."""
-    try:
-        info = os.statvfs(stage)
-    except OSError:
-        return
-    if size > info.f_bavail * info.f_frsize:
-        raise CacheError(f"{where}: no room in the cache for a blob of {size} bytes; nothing imported",
-                         hint="free space on the cache's file system, or prune it") from None  # fmt: skip
-
-
-class _Counting:
-    """A file's reader that reports the bytes read so far (a tar's progress: its members, headers and padding)."""
-
-    def __init__(self, handle: IO[bytes], stager: _Stager) -> None:
-        self.handle = handle
-        self.stager = stager
-        self.read_so_far = 0
-        stager.counted_by_reader = True
-
-    def read(self, size: int = -1, /) -> bytes:
-        data = self.handle.read(size)
-        self.read_so_far += len(data)
-        self.stager.progress(self.read_so_far)
-        return data
-
-
-def _read_tar(path: str, stager: _Stager, limit: int) -> dict[str, bytes]:
-    """Stage every blob member of a tar; return its small documents (manifest.json, index.json, oci-layout)."""
-    documents: dict[str, bytes] = {}
-    try:
-        with open(path, "rb") as handle:
-            archive = TarReader(_Counting(handle, stager))
-            holds = os.fstat(handle.fileno()).st_size
-            for count, member in enumerate(archive, start=1):
-                if count > limit:
-                    raise _Bad(f"{stager.where}: more than {limit} members")
-                if member.size > holds:
-                    raise _Bad(f"{stager.where}: member '{member.name}' claims {member.size} bytes, more than the "
-                               f"archive's {holds}")  # fmt: skip
-                _member(archive, member, stager, documents)
-    except TarFormatError as exc:
-        raise _Bad(f"{stager.where}: not a readable tar archive: {exc}") from None
-    except OSError as exc:
-        raise _Bad(f"{stager.where}: {exc.strerror or exc}") from None
-    return documents
-
-
-def _member(archive: TarReader, member: Member, stager: _Stager, documents: dict[str, bytes]) -> None:
-    """One tar member: a blob staged, a document kept, a link or escaping path refused, anything else skipped."""
-    name = _safe_name(member.name, stager.where)
-    if member.type in (b"1", b"2"):
-        raise UnsafeArchive(f"{stager.where}: member '{member.name}' is a link; nothing imported")
-    if not member.isreg():
-        return
-    digest = _blob_name(name)
-    if digest is not None:
-        stager.take(digest, member.size, archive.read, name)
-    elif name in _DOCUMENTS:
-        if name in documents:
-            raise _Bad(f"{stager.where}: '{name}' appears twice")
-        if member.size > MAX_DOCUMENT:
-            raise _Bad(f"{stager.where}: '{name}' is larger than {MAX_DOCUMENT} bytes")
-        documents[name] = b"".join(iter(lambda: archive.read(_CHUNK), b""))
-
-
-def _open_file(path: str) -> int:
-    """A regular file opened without following a link at its last component."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path} is not a regular file")
-    os.set_blocking(fd, True)
-    return fd
-
-
-def _read_small(path: str, limit: int, where: str) -> bytes:
-    try:
-        with os.fdopen(_open_file(path), "rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError as exc:
-        raise _Bad(f"{where}: cannot read '{path}': {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise _Bad(f"{where}: '{path}' is larger than {limit} bytes")
-    return data
-
-
 class _Walker:
     """Builds the verified manifest tree from the top-level descriptors, with the count and depth bounds."""
 
@@ -287,27 +123,27 @@ class _Walker:
     def counted(self) -> None:
         self.count += 1
         if self.count > MAX_DESCRIPTORS:
-            raise _Bad(f"{self.where}: more than {MAX_DESCRIPTORS} descriptors")
+            raise ArchiveInvalid(f"{self.where}: more than {MAX_DESCRIPTORS} descriptors")
 
     def need(self, blob: Descriptor, what: str) -> None:
         """A blob a manifest names must be staged with the size the manifest gives."""
         self.counted()
         size = self.staged.get(blob.digest)
         if size is None:
-            raise _Bad(f"{self.where}: {what} names blob {blob.digest}, which the archive does not hold")
+            raise ArchiveInvalid(f"{self.where}: {what} names blob {blob.digest}, which the archive does not hold")
         if size != blob.size:
             raise DigestMismatch(f"{self.where}: {what} gives blob {blob.digest} {blob.size} bytes; the archive "
                                  f"holds {size}")  # fmt: skip
 
     def manifest(self, raw: bytes, digest: Digest, what: str) -> Manifest | Index:
         if len(raw) > MAX_MANIFEST:
-            raise _Bad(f"{self.where}: {what} is larger than {MAX_MANIFEST} bytes")
+            raise ArchiveInvalid(f"{self.where}: {what} is larger than {MAX_MANIFEST} bytes")
         if sha256_digest(raw) != digest:
             raise DigestMismatch(f"{self.where}: {what} does not match its digest {digest}; nothing imported")
         try:
             return parse_manifest(raw)
         except (UnsupportedMediaType, OcivendirError) as exc:
-            raise _Bad(f"{self.where}: {what}: {exc.message}") from None
+            raise ArchiveInvalid(f"{self.where}: {what}: {exc.message}") from None
 
     def bundle_label(self, config: bytes) -> bool:
         """Whether a verified config carries imgpkg's bundle label (an artifact's config that is none: not a bundle)."""
@@ -321,7 +157,7 @@ class _Walker:
         what = f"manifest {blob.digest}"
         self.need(blob, what)
         if depth > MAX_DEPTH:
-            raise _Bad(f"{self.where}: indexes nested deeper than {MAX_DEPTH}")
+            raise ArchiveInvalid(f"{self.where}: indexes nested deeper than {MAX_DEPTH}")
         raw = self.blob_bytes(blob.digest, blob.size, MAX_MANIFEST)
         parsed = self.manifest(raw, blob.digest, what)
         if isinstance(parsed, Index):
@@ -338,13 +174,13 @@ def _text(doc: dict[str, object], key: str, what: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise _Bad(f"{what}: '{key}' is not a string")
+        raise ArchiveInvalid(f"{what}: '{key}' is not a string")
     return value
 
 
 def _object(value: object, what: str) -> dict[str, object]:
     if not isinstance(value, dict):
-        raise _Bad(f"{what}: expected an object")
+        raise ArchiveInvalid(f"{what}: expected an object")
     return value
 
 
@@ -352,7 +188,7 @@ def _digest(text: str, what: str) -> Digest:
     try:
         return parse_digest(text)
     except OcivendirError as exc:
-        raise _Bad(f"{what}: {exc.message}") from None
+        raise ArchiveInvalid(f"{what}: {exc.message}") from None
 
 
 class _ImgpkgReader:
@@ -371,13 +207,13 @@ class _ImgpkgReader:
         raw = _text(manifest, "Raw", where).encode()
         parsed = self.walker.manifest(raw, digest, what)
         if not isinstance(parsed, Manifest):
-            raise _Bad(f"{where}: {what} is an index where an image is described")
+            raise ArchiveInvalid(f"{where}: {what} is an index where an image is described")
         config_raw = _text(config, "Raw", where).encode()
         if sha256_digest(config_raw) != parsed.config.digest or len(config_raw) != parsed.config.size:
             raise DigestMismatch(f"{where}: the config of {what} does not match {parsed.config.digest}; "
                                  "nothing imported")  # fmt: skip
         if len(config_raw) > MAX_CONFIG:
-            raise _Bad(f"{where}: the config of {what} is larger than {MAX_CONFIG} bytes")
+            raise ArchiveInvalid(f"{where}: the config of {what} is larger than {MAX_CONFIG} bytes")
         self.configs[parsed.config.digest] = config_raw
         self.walker.counted()
         for layer in parsed.layers:
@@ -388,13 +224,13 @@ class _ImgpkgReader:
     def index(self, doc: dict[str, object], top: dict[str, object] | None, depth: int) -> Node:
         where = self.walker.where
         if depth > MAX_DEPTH:
-            raise _Bad(f"{where}: indexes nested deeper than {MAX_DEPTH}")
+            raise ArchiveInvalid(f"{where}: indexes nested deeper than {MAX_DEPTH}")
         digest = _digest(_text(doc, "Digest", where), f"{where}: index descriptor")
         what = f"index {digest}"
         raw = _text(doc, "Raw", where).encode()
         parsed = self.walker.manifest(raw, digest, what)
         if not isinstance(parsed, Index):
-            raise _Bad(f"{where}: {what} is an image where an index is described")
+            raise ArchiveInvalid(f"{where}: {what} is an image where an index is described")
         described: dict[Digest, Node] = {}
         for item in _list(doc.get("Images"), where):
             node = self.image(_object(item, f"{where}: {what}"), None)
@@ -407,7 +243,7 @@ class _ImgpkgReader:
             self.walker.counted()
             child = described.get(entry.digest)
             if child is None or len(child.raw) != entry.size:
-                raise _Bad(f"{where}: {what} names manifest {entry.digest}, which the archive does not hold "
+                raise ArchiveInvalid(f"{where}: {what} names manifest {entry.digest}, which the archive does not hold "
                            "(with that size)")  # fmt: skip
             children.append(child)
         return _with_top(Node(digest=digest, raw=raw, parsed=parsed, children=tuple(children)), top, where)
@@ -417,7 +253,7 @@ class _ImgpkgReader:
         try:
             entries = jsondoc.loads(document)
         except ValueError as exc:
-            raise _Bad(f"{where}: manifest.json is not valid JSON: {exc}") from None
+            raise ArchiveInvalid(f"{where}: manifest.json is not valid JSON: {exc}") from None
         tops = []
         for item in _list(entries, where):
             entry = _object(item, f"{where}: manifest.json entry")
@@ -428,7 +264,7 @@ class _ImgpkgReader:
                 index = _object(entry["ImageIndex"], f"{where}: manifest.json entry")
                 tops.append(self.index(index, index, 0))
             else:
-                raise _Bad(f"{where}: a manifest.json entry is neither an image nor an index")
+                raise ArchiveInvalid(f"{where}: a manifest.json entry is neither an image nor an index")
         return tops
 
 
@@ -436,7 +272,7 @@ def _list(value: object, where: str) -> list[object]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _Bad(f"{where}: expected a list in manifest.json")
+        raise ArchiveInvalid(f"{where}: expected a list in manifest.json")
     return value
 
 
@@ -453,13 +289,13 @@ def _layout_tops(document: bytes, walker: _Walker) -> list[Node]:
     try:
         doc = jsondoc.loads(document)
     except ValueError as exc:
-        raise _Bad(f"{walker.where}: index.json is not valid JSON: {exc}") from None
+        raise ArchiveInvalid(f"{walker.where}: index.json is not valid JSON: {exc}") from None
     try:
         parsed = parse_manifest(document, "application/vnd.oci.image.index.v1+json")
     except OcivendirError as exc:
-        raise _Bad(f"{walker.where}: index.json: {exc.message}") from None
+        raise ArchiveInvalid(f"{walker.where}: index.json: {exc.message}") from None
     if not isinstance(parsed, Index) or not isinstance(doc, dict):
-        raise _Bad(f"{walker.where}: index.json is not an image index")
+        raise ArchiveInvalid(f"{walker.where}: index.json is not an image index")
     return [
         replace(walker.layout_node(entry, 0), tag=entry.annotations.get("org.opencontainers.image.ref.name", ""))
         for entry in parsed.manifests
@@ -481,7 +317,7 @@ def read_archive(
     os.mkdir(stage, 0o700)
     try:
         return _read(path, stage, where, progress)
-    except _Bad as exc:
+    except ArchiveInvalid as exc:
         remove_tree(stage)
         raise CacheError(exc.message, hint="the archive is damaged or not one imgpkg or an OCI layout wrote; nothing "
                          "was imported") from None  # fmt: skip
@@ -490,28 +326,30 @@ def read_archive(
         raise
 
 
-def _documents(path: str, stager: _Stager) -> tuple[str, dict[str, bytes]]:
+def _documents(path: str, stager: Stager) -> tuple[str, dict[str, bytes]]:
     """The archive's format and documents; a tar's blobs are staged on the way."""
     if os.path.isdir(path):
-        return OCI_LAYOUT, {"index.json": _read_small(os.path.join(path, "index.json"), MAX_DOCUMENT, stager.where)}
-    documents = _read_tar(path, stager, DEFAULT_MAX_ENTRIES)
+        return OCI_LAYOUT, {"index.json": read_small(os.path.join(path, "index.json"), MAX_DOCUMENT, stager.where)}
+    documents = read_tar(path, stager, DEFAULT_MAX_ENTRIES)
     if "manifest.json" in documents and "oci-layout" not in documents:  # `docker save` writes both: a layout
         return IMGPKG_TAR, documents
     if "index.json" in documents:
         return OCI_LAYOUT, documents
-    raise _Bad(f"{stager.where}: neither an imgpkg tarball (manifest.json) nor an OCI image layout (index.json)")
+    raise ArchiveInvalid(
+        f"{stager.where}: neither an imgpkg tarball (manifest.json) nor an OCI image layout (index.json)"
+    )
 
 
 def _read(path: str, stage: str, where: str, progress: Callable[[int], None]) -> Archive:
-    stager = _Stager(stage, where, progress)
+    stager = Stager(stage, where, progress)
     fmt, documents = _documents(path, stager)
 
     def staged_bytes(digest: Digest, size: int, limit: int) -> bytes:
         if size > limit:
-            raise _Bad(f"{where}: blob {digest} is larger than {limit} bytes")
+            raise ArchiveInvalid(f"{where}: blob {digest} is larger than {limit} bytes")
         if os.path.isdir(path) and digest not in stager.staged:
-            _take_file(path, digest, size, stager)
-        data = _read_small(os.path.join(stage, digest.hex), limit, where)
+            take_file(path, digest, size, stager)
+        data = read_small(os.path.join(stage, digest.hex), limit, where)
         if sha256_digest(data) != digest:
             raise DigestMismatch(f"{where}: blob {digest} changed while it was read; nothing imported")
         return data
@@ -531,39 +369,39 @@ def _read(path: str, stage: str, where: str, progress: Callable[[int], None]) ->
     return archive
 
 
-def _imgpkg_tops(document: bytes, walker: _Walker, stager: _Stager) -> list[Node]:
+def _imgpkg_tops(document: bytes, walker: _Walker, stager: Stager) -> list[Node]:
     """Imgpkg's descriptors, verified; their inline manifests and configs staged as blobs."""
     configs: dict[Digest, bytes] = {}
     tops = _ImgpkgReader(walker, configs).read(document)
     for digest, data in configs.items():
         if digest not in stager.staged:
-            stager.take(digest, len(data), _chunks(data), f"config {digest}")
+            stager.take(digest, len(data), chunks(data), f"config {digest}")
     for node in (n for top in tops for n in top.walk()):
         if node.digest not in stager.staged:
-            stager.take(node.digest, len(node.raw), _chunks(node.raw), f"manifest {node.digest}")
+            stager.take(node.digest, len(node.raw), chunks(node.raw), f"manifest {node.digest}")
     return tops
 
 
-def _stage_layout_dir(path: str, stager: _Stager, index: bytes, walker: _Walker) -> None:
+def _stage_layout_dir(path: str, stager: Stager, index: bytes, walker: _Walker) -> None:
     """An OCI layout directory: stage each blob the walk will need, found through index.json and the manifests."""
     # The walk itself stages manifests and configs on demand (staged_bytes); layers are staged here first.
     todo: list[tuple[Descriptor, int]] = []
     try:
         parsed = parse_manifest(index, "application/vnd.oci.image.index.v1+json")
     except OcivendirError as exc:
-        raise _Bad(f"{walker.where}: index.json: {exc.message}") from None
+        raise ArchiveInvalid(f"{walker.where}: index.json: {exc.message}") from None
     if isinstance(parsed, Index):
         todo.extend((entry, 0) for entry in parsed.manifests)
     while todo:
         entry, depth = todo.pop()
         if depth > MAX_DEPTH:
-            raise _Bad(f"{walker.where}: indexes nested deeper than {MAX_DEPTH}")
+            raise ArchiveInvalid(f"{walker.where}: indexes nested deeper than {MAX_DEPTH}")
         walker.counted()
         if entry.digest not in stager.staged:
-            _take_file(path, entry.digest, entry.size, stager)
+            take_file(path, entry.digest, entry.size, stager)
         if entry.size > MAX_MANIFEST:
-            raise _Bad(f"{walker.where}: manifest {entry.digest} is larger than {MAX_MANIFEST} bytes")
-        raw = _read_small(os.path.join(stager.stage, entry.digest.hex), MAX_MANIFEST, walker.where)
+            raise ArchiveInvalid(f"{walker.where}: manifest {entry.digest} is larger than {MAX_MANIFEST} bytes")
+        raw = read_small(os.path.join(stager.stage, entry.digest.hex), MAX_MANIFEST, walker.where)
         manifest = walker.manifest(raw, entry.digest, f"manifest {entry.digest}")
         if isinstance(manifest, Index):
             todo.extend((child, depth + 1) for child in manifest.manifests)
@@ -571,29 +409,4 @@ def _stage_layout_dir(path: str, stager: _Stager, index: bytes, walker: _Walker)
         for blob in manifest.blobs:
             walker.counted()
             if blob.digest not in stager.staged:
-                _take_file(path, blob.digest, blob.size, stager)
-
-
-def _take_file(layout: str, digest: Digest, size: int, stager: _Stager) -> None:
-    """Stage one blob of an OCI layout directory (a regular file, never a link)."""
-    blob_path = os.path.join(layout, "blobs", "sha256", digest.hex)
-    try:
-        fd = _open_file(blob_path)
-    except OSError as exc:
-        raise _Bad(f"{stager.where}: blob {digest} is not in the layout ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size != size:
-            raise DigestMismatch(f"{stager.where}: blob {digest} is not {size} bytes in the layout; nothing imported")
-        stager.take(digest, size, handle.read, f"blobs/sha256/{digest.hex}")
-
-
-def _chunks(data: bytes) -> Callable[[int], bytes]:
-    view = memoryview(data)
-    at = [0]
-
-    def read(size: int) -> bytes:
-        chunk = bytes(view[at[0] : at[0] + size])
-        at[0] += len(chunk)
-        return chunk
-
-    return read
+                take_file(path, blob.digest, blob.size, stager)

@@ -5,28 +5,18 @@ content a shared cache serves to a request naming that repository (`engine/conte
 table existed has no rows in it, so its content is fetched again once per repository (the old index cannot tell bytes
 fetched from a repository from bytes another repository's manifest was served from the cache).
 
-The index is in WAL mode with `synchronous = NORMAL`: a commit writes to the WAL without an fsync, and the WAL is
-synced when it is checkpointed into the file. A process killed at any moment loses nothing committed (it is in the
-kernel's page cache); a power loss or kernel crash may roll back the last commits, never tear the file. The index
-records only what the blobs on disk already are (a blob is synced and renamed into place before its row is written),
-so a rolled-back commit costs a fetch again, and a blob that a rolled-back removal still names is missing on disk,
-which every use checks before it trusts a row; the read memo's tokens carry the boot id, so no answer read before the
-crash is used after it.
-
-An index that cannot be written (a read-only mount, a full filesystem: `cache/unwritable.py`) is opened read-only, so
-warm calls are served; each write then fails with the reason it cannot be written.
+The connection to the file (opening it, read-only when it cannot be written, its schema, busy waits, what a power
+loss may roll back) is `cache/connection.py`'s.
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import time
 from contextlib import contextmanager
-from threading import RLock, local
+from threading import local
 
-from ocivendir.cache import opened
+from ocivendir.cache.connection import IndexConnection, repair_hint
 from ocivendir.cache.grants import is_principal
 from ocivendir.cache.memo import Memo, bump, generation, state
 from ocivendir.cache.rows import (
@@ -43,55 +33,27 @@ from ocivendir.cache.rows import (
     verdict_row,
 )
 from ocivendir.cache.store import LayoutEntry
-from ocivendir.cache.unwritable import low_on_space, mounted_read_only, unwritable
+from ocivendir.cache.unwritable import unwritable
 from ocivendir.errors import CacheError, CacheUnwritable, os_reason
-from ocivendir.fs.paths import pure, split
+from ocivendir.fs.paths import pure
 from ocivendir.oci.reference import Digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Iterable, Iterator
-    from types import ModuleType
-    from typing import Any, TypeVar
 
-    _T = TypeVar("_T")
     _Rows = list[tuple[object, ...]]
 
-__all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict", "repair_hint"]
+__all__ = ["BlobRow", "CacheIndex", "RefRow", "Verdict"]
 
-# 2: the file carries it as `PRAGMA user_version` too, so that opening a current index skips the schema script
-SCHEMA_VERSION = 3
 # a ref's last_used is written again only once it is this old: a warm run (kapp-controller syncs every App every
 # 30 s or more) writes nothing, and least-recently-used order keeps a ten-minute grain
 TOUCH_INTERVAL = 600.0
 # a tag's answer is written again only when it changed or is this old: a warm tag run writes nothing, and
 # --stale-if-error's age of an unchanged answer is at most this much more than the time of its last HEAD
 TAG_REFRESH = 60.0
-_BUSY_RETRIES = 20
-_SQLITE_FULL, _SQLITE_IOERR = 13, 10  # primary result codes: no space, and an I/O error (a -shm it cannot extend)
-_REFUSED = frozenset({8, 10, 14})  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN: what a read-only mount gives
 _BATCH = 500
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(schema_version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS blobs(digest TEXT PRIMARY KEY, size INTEGER NOT NULL, media_type TEXT NOT NULL,
-    created REAL NOT NULL, last_used REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS refs(ref TEXT PRIMARY KEY, manifest_digest TEXT NOT NULL, kind TEXT NOT NULL,
-    media_type TEXT NOT NULL DEFAULT '', size INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL,
-    last_used REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS edges(manifest_digest TEXT NOT NULL, blob_digest TEXT NOT NULL,
-    PRIMARY KEY(manifest_digest, blob_digest));
-CREATE INDEX IF NOT EXISTS edges_blob ON edges(blob_digest);
-CREATE TABLE IF NOT EXISTS verdicts(bundle_ref TEXT PRIMARY KEY, relocated INTEGER NOT NULL, method TEXT NOT NULL,
-    locations_digest TEXT, missing_json TEXT NOT NULL, checked_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS schemes(host TEXT PRIMARY KEY, scheme TEXT NOT NULL, checked_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS tags(ref TEXT PRIMARY KEY, digest TEXT NOT NULL, resolved_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS grants(manifest_digest TEXT NOT NULL, repository TEXT NOT NULL, principal TEXT NOT NULL,
-    granted_at REAL NOT NULL, PRIMARY KEY(manifest_digest, repository, principal));
-CREATE TABLE IF NOT EXISTS signatures(ref TEXT NOT NULL, policy TEXT NOT NULL, root TEXT NOT NULL,
-    verdict TEXT NOT NULL, checked_at REAL NOT NULL, PRIMARY KEY(ref, policy, root));
-CREATE TABLE IF NOT EXISTS possession(repository TEXT NOT NULL, digest TEXT NOT NULL, fetched_at REAL NOT NULL,
-    PRIMARY KEY(repository, digest));
-"""
 _UPSERT_BLOB = (
     "INSERT INTO blobs(digest, size, media_type, created, last_used) VALUES (?,?,?,?,?) "
     "ON CONFLICT(digest) DO UPDATE SET last_used = excluded.last_used"
@@ -115,16 +77,8 @@ _LISTING = (
 )
 
 
-def repair_hint(path: str | os.PathLike[str]) -> str:
-    """How to repair an unusable index: rebuild it from the blobs, which are the truth."""
-    return (
-        f"run 'ocivendir cache verify --repair --cache-dir {split(path)[0]}' to rebuild it from the cached blobs, "
-        "or remove the cache directory"
-    )
-
-
 class CacheIndex:
-    """One connection to `index.db`, shared by the run's threads under a lock; busy waits never reach users.
+    """The index's rows, read through the read memo when it can answer and else through SQLite (`cache/connection.py`).
 
     Every value read back is decoded by `cache/rows.py`; a row that does not decode counts as absent.
     """
@@ -136,15 +90,11 @@ class CacheIndex:
         """
         self.path = path = pure(path)
         self._clock = clock
-        self._lock = RLock()
+        self._sql = IndexConnection(path, fresh=lambda: self._bump(None))
+        self._lock = self._sql.lock  # the memo's answers are read and learned under the connection's lock
         self._batches = local()  # this thread's batch of writes (`batch`)
-        self._sqlite3: ModuleType | None = None
-        self._db: Any = None  # the sqlite3 Connection, once opened
         self._wrote = False
-        self._unwritable: CacheUnwritable | None = None  # why the index was opened read-only
-        if os.path.exists(path) and not os.path.isfile(path):
-            raise CacheError(f"Cannot use cache index '{path}': it is not a regular file", hint=repair_hint(path))
-        self._root = split(path)[0]
+        self._root = self._sql.root
         self._memo = Memo(path)
         if state(path) is None:  # no memo to read: open now (an unusable index fails here, as it always did)
             if not generation(self._root):
@@ -152,7 +102,7 @@ class CacheIndex:
                     self._bump(None)
                 except CacheUnwritable:  # unless it cannot be written: then the memo is not used
                     pass
-            self._connection()
+            self._sql.connection()
 
     def _bump(self, repository: str | None) -> None:
         """A new generation for a repository's memo answers (None: every repository's); see `cache/memo.py`."""
@@ -163,139 +113,11 @@ class CacheIndex:
                 f"Cannot write cache index '{self.path}': {os_reason(exc)}", hint=repair_hint(self.path)
             ) from None
 
-    def _connection(self) -> Any:  # noqa: ANN401 - a sqlite3.Connection (self._db stays Any: it is None until opened)
-        """The SQLite connection, opened (and the schema created or migrated) on first use."""
-        with self._lock:
-            if self._db is None:
-                import sqlite3  # noqa: PLC0415 - only when the read memo cannot answer
-
-                self._sqlite3 = sqlite3
-                self._db = opened.take(self.path)  # this process's connection from an earlier call, still valid
-                try:
-                    if self._db is None:
-                        self._open(self.path)
-                except CacheUnwritable as exc:
-                    self._unwritable = exc
-                    self._open_read_only()
-            return self._db
-
-    def _open(self, target: str, *, uri: bool = False) -> None:
-        """Connect to `target` and prepare it (`self._db`); an unusable index is a CacheError, with no connection."""
-        sqlite3 = self._sqlite3
-        assert sqlite3 is not None  # noqa: S101 - imported by _connection
-        try:
-            self._db = sqlite3.connect(target, timeout=5.0, check_same_thread=False, isolation_level=None, uri=uri)
-        except sqlite3.DatabaseError as exc:
-            raise self._unusable(exc) from None
-        try:
-            self._retry(self._prepare)
-        except BaseException:
-            self._db.close()
-            self._db = None
-            raise
-
-    def _open_read_only(self) -> None:
-        """An index that cannot be written, opened to be read: as SQLite's reader, else as an unchanging file.
-
-        A full filesystem may not let SQLite make the WAL's shared-memory file that a reader needs. Then the file is
-        read as immutable, but only when no WAL holds commits it lacks; otherwise the reason it cannot be written
-        stands.
-        """
-        from urllib.parse import quote  # noqa: PLC0415 - only for a cache that cannot be written
-
-        assert self._unwritable is not None  # noqa: S101 - set by _connection
-        name = f"file:{quote(os.path.abspath(self.path))}"
-        try:
-            self._open(f"{name}?mode=ro", uri=True)
-        except CacheError:
-            if _pending_commits(self.path):
-                raise self._unwritable from None
-            try:
-                self._open(f"{name}?immutable=1", uri=True)
-            except CacheError:
-                raise self._unwritable from None
-
-    def _reopen(self) -> None:
-        """Open an index opened read-only for writing again, or raise why it cannot be written.
-
-        Space may have been freed since it was opened (a prune removes partial downloads first); a read-only mount
-        stays read-only.
-        """
-        assert self._unwritable is not None  # noqa: S101 - called only then
-        if mounted_read_only(self._root):
-            raise self._unwritable
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
-            self._unwritable = None
-            self._connection()
-        if self._unwritable is not None:
-            raise self._unwritable
-
-    def _unusable(self, exc: Exception) -> CacheError:
-        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
-        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-        if code == _SQLITE_FULL or (code == _SQLITE_IOERR and low_on_space(self._root)):
-            full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
-            return unwritable(full, "Cannot write cache index", self._root) or CacheError(reason)
-        refused = "readonly" in reason.replace(" ", "") or "unable to open" in reason
-        if (refused or code in _REFUSED) and mounted_read_only(self._root):
-            read_only = OSError(errno.EROFS, os.strerror(errno.EROFS), self.path)
-            return unwritable(read_only, "Cannot write cache index", self._root) or CacheError(reason)
-        if refused:
-            hint = f"make '{self.path}' and its directory writable by this user"
-            return CacheUnwritable(f"Cannot write cache index '{self.path}': {reason}", hint=hint)
-        return CacheError(f"Cannot use cache index '{self.path}': {reason}", hint=repair_hint(self.path))
-
-    def _prepare(self) -> None:
-        """Create or migrate the tables, unless the file says it is already at this schema (one read on a warm run).
-
-        `PRAGMA user_version` is the file's own stamp: 0 for a new file and for an index written before the stamp
-        (whose `meta` says 1 and which may lack `possession`); the script is idempotent, so those run it once. WAL mode
-        is a property of the file, kept across connections; the busy timeout is the connection's (`timeout=`).
-        """
-        self._db.execute("PRAGMA synchronous = NORMAL")  # the connection's: a WAL commit is not synced
-        if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:  # self._db: set by _connection
-            return
-        self._bump(None)  # a new or migrated index: no memo answer read before holds
-        self._db.execute("PRAGMA journal_mode = WAL")
-        try:  # one transaction: a new index costs one commit, not one per table
-            self._db.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}"  # noqa: S608 - constants only
-                f"INSERT INTO meta(schema_version) SELECT {SCHEMA_VERSION:d} WHERE NOT EXISTS (SELECT 1 FROM meta);"
-                f"UPDATE meta SET schema_version = {SCHEMA_VERSION:d};"
-                f"PRAGMA user_version = {SCHEMA_VERSION:d};"
-                "COMMIT;"
-            )
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
-
     def close(self) -> None:
         """Leave the connection to `cache/opened.py`, then keep what this run read from SQLite in the memo."""
         with self._lock:
-            if self._db is not None:
-                opened.keep(self.path, self._db)  # open for this process's next call on the same file
-                self._db = None
+            self._sql.close()
             self._memo.save(wrote=self._wrote)
-
-    def _retry(self, action: Callable[[], _T]) -> _T:
-        """Run an action, waiting out busy locks; any other database error is a CacheError naming the file."""
-        for attempt in range(_BUSY_RETRIES + 1):
-            try:
-                with self._lock:
-                    return action()
-            except Exception as exc:
-                sqlite3 = self._sqlite3
-                if sqlite3 is None or not isinstance(exc, sqlite3.DatabaseError):
-                    raise
-                busy = isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
-                if not busy or attempt == _BUSY_RETRIES:
-                    raise self._unusable(exc) from None
-                time.sleep(min(0.05 * (attempt + 1), 0.5))
-        raise AssertionError  # pragma: no cover - the loop returns or raises
 
     @property
     def now(self) -> float:
@@ -342,31 +164,13 @@ class CacheIndex:
 
         `repository`: the one whose answers the transaction changes; None when it may change any repository's.
         """
-        if self._unwritable is not None:
-            self._reopen()
 
-        def run() -> None:
-            db = self._connection()
+        def begin() -> None:
             self._wrote = True
             self._memo.disable()  # from here on this run reads SQLite only
             self._bump(repository)
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    for sql, params in items:
-                        db.execute(sql, params)
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
-            finally:
-                self._bump(repository)
 
-        self._retry(run)
-
-    def _rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        return self._retry(lambda: self._connection().execute(sql, params).fetchall())
+        self._sql.commit(items, begin=begin, end=lambda: self._bump(repository))
 
     def _asked(self, repository: str, key: str, width: int, query: Callable[[], _Rows]) -> _Rows:
         """The rows of a question a warm run asks: from the memo when it holds them, else from SQLite (and learned).
@@ -406,13 +210,13 @@ class CacheIndex:
     def ref(self, ref: str) -> RefRow | None:
         """A cached ref, if recorded (and well-formed)."""
         rows = self._asked(
-            _repository(ref), f"ref {ref}", 7, lambda: self._rows(f"{_REF_COLUMNS} WHERE ref = ?", (ref,))
+            _repository(ref), f"ref {ref}", 7, lambda: self._sql.rows(f"{_REF_COLUMNS} WHERE ref = ?", (ref,))
         )
         return decoded("refs", ref, ref_row, rows[0]) if rows else None
 
     def refs(self) -> list[RefRow]:
         """Every well-formed cached ref, most recently used first."""
-        rows = self._rows(f"{_REF_COLUMNS} ORDER BY last_used DESC, ref")
+        rows = self._sql.rows(f"{_REF_COLUMNS} ORDER BY last_used DESC, ref")
         return [r for row in rows if (r := decoded("refs", row[0], ref_row, row))]
 
     def layout_entries(self) -> list[LayoutEntry]:
@@ -423,25 +227,25 @@ class CacheIndex:
 
     def blob(self, digest: Digest) -> BlobRow | None:
         """A recorded blob."""
-        rows = self._rows("SELECT digest, size, media_type FROM blobs WHERE digest = ?", (str(digest),))
+        rows = self._sql.rows("SELECT digest, size, media_type FROM blobs WHERE digest = ?", (str(digest),))
         return decoded("blobs", str(digest), blob_row, rows[0]) if rows else None
 
     def iter_blobs(self) -> Iterator[BlobRow]:
         """Every well-formed recorded blob."""
-        for row in self._rows("SELECT digest, size, media_type FROM blobs ORDER BY digest"):
+        for row in self._sql.rows("SELECT digest, size, media_type FROM blobs ORDER BY digest"):
             blob = decoded("blobs", row[0], blob_row, row)
             if blob is not None:
                 yield blob
 
     def edges(self, manifest_digest: Digest) -> list[Digest]:
         """The blobs a manifest needs (itself included)."""
-        rows = self._rows("SELECT blob_digest FROM edges WHERE manifest_digest = ?", (str(manifest_digest),))
+        rows = self._sql.rows("SELECT blob_digest FROM edges WHERE manifest_digest = ?", (str(manifest_digest),))
         return [d for r in rows if (d := decoded("edges", r[0], digest_value, r[0]))]
 
     def listing(self) -> list[tuple[RefRow, int, bool | None]]:
         """Every ref with the bytes of the blobs it needs and its verdict, in one query (fast for 10,000 refs)."""
         listed = []
-        for row in self._rows(_LISTING):
+        for row in self._sql.rows(_LISTING):
             ref = decoded("refs", row[0], ref_row, row[:7])
             size = decoded("blobs", row[0], size_value, row[7])
             if ref is not None and size is not None:
@@ -451,13 +255,13 @@ class CacheIndex:
     def graph(self) -> tuple[dict[str, set[str]], dict[str, int]]:
         """All edges (manifest digest → blob digests) and all blob sizes, for planning prunes in memory."""
         edges: dict[str, set[str]] = {}
-        for manifest, blob in self._rows("SELECT manifest_digest, blob_digest FROM edges"):
+        for manifest, blob in self._sql.rows("SELECT manifest_digest, blob_digest FROM edges"):
             edges.setdefault(str(manifest), set()).add(str(blob))
         return edges, self._sizes()
 
     def _sizes(self) -> dict[str, int]:
         sizes: dict[str, int] = {}
-        for row in self._rows("SELECT digest, size FROM blobs"):
+        for row in self._sql.rows("SELECT digest, size FROM blobs"):
             if (checked := decoded("blobs", row[0], _sized, row)) is not None:
                 sizes[str(checked[0])] = checked[1]
         return sizes
@@ -471,7 +275,7 @@ class CacheIndex:
         refs = list(refs)
         removals = [(sql, (r,)) for r in refs for sql in ("DELETE FROM refs WHERE ref = ?", _FORGET_SIGNATURES)]
         self._write(removals, repository=None)
-        orphans = self._rows(
+        orphans = self._sql.rows(
             "SELECT digest FROM blobs WHERE digest NOT IN ("
             " SELECT e.blob_digest FROM edges e JOIN refs r ON r.manifest_digest = e.manifest_digest)"
         )
@@ -488,11 +292,11 @@ class CacheIndex:
     def needed(self, digest: Digest) -> bool:
         """True if a ref or a repository's possession record needs the blob now (SQLite itself, never the memo)."""
         sql = "SELECT 1 FROM blobs WHERE digest = ? UNION ALL SELECT 1 FROM possession WHERE digest = ? LIMIT 1"
-        return bool(self._rows(sql, (str(digest), str(digest))))
+        return bool(self._sql.rows(sql, (str(digest), str(digest))))
 
     def forget_blob(self, digest: Digest) -> list[str]:
         """A blob is gone: drop its row and every ref that needs it; return those refs."""
-        rows = self._rows(
+        rows = self._sql.rows(
             "SELECT r.ref FROM refs r JOIN edges e ON e.manifest_digest = r.manifest_digest WHERE e.blob_digest = ?",
             (str(digest),),
         )
@@ -509,7 +313,9 @@ class CacheIndex:
     def verdict(self, bundle_ref: str) -> Verdict | None:
         """The last recorded relocation verdict for a fully qualified bundle ref (None if absent or malformed)."""
         sql = "SELECT relocated, method, missing_json, checked_at, locations_digest FROM verdicts WHERE bundle_ref = ?"
-        rows = self._asked(_repository(bundle_ref), f"verdict {bundle_ref}", 5, lambda: self._rows(sql, (bundle_ref,)))
+        rows = self._asked(
+            _repository(bundle_ref), f"verdict {bundle_ref}", 5, lambda: self._sql.rows(sql, (bundle_ref,))
+        )
         return decoded("verdicts", bundle_ref, lambda row: verdict_row(bundle_ref, row), rows[0]) if rows else None
 
     def put_verdict(self, bundle_ref: str, *, relocated: bool, method: str, missing: Iterable[str]) -> None:
@@ -538,14 +344,14 @@ class CacheIndex:
         """Every recorded, well-formed verdict by bundle ref."""
         return {
             ref: v
-            for ref in (str(r[0]) for r in self._rows("SELECT bundle_ref FROM verdicts"))
+            for ref in (str(r[0]) for r in self._sql.rows("SELECT bundle_ref FROM verdicts"))
             if (v := self.verdict(ref))
         }
 
     def scheme_for(self, host: str) -> str | None:
         """The scheme that last worked for a host: `https` or `http`, anything else is ignored (and overwritten)."""
         sql = "SELECT scheme FROM schemes WHERE host = ?"
-        rows = self._asked(host, f"scheme {host}", 1, lambda: self._rows(sql, (host,)))
+        rows = self._asked(host, f"scheme {host}", 1, lambda: self._sql.rows(sql, (host,)))
         return decoded("schemes", host, scheme_value, rows[0][0]) if rows else None
 
     def remember_scheme(self, host: str, scheme: str) -> None:
@@ -559,7 +365,7 @@ class CacheIndex:
         """The principals recorded as able to read a manifest in a repository (malformed rows are ignored)."""
         sql = "SELECT principal FROM grants WHERE manifest_digest = ? AND repository = ?"
         params = (str(manifest_digest), repository)
-        rows = self._asked(repository, f"grants {manifest_digest}", 1, lambda: self._rows(sql, params))
+        rows = self._asked(repository, f"grants {manifest_digest}", 1, lambda: self._sql.rows(sql, params))
         return frozenset(str(r[0]) for r in rows if is_principal(r[0]))
 
     def grant(self, manifest_digest: Digest, repository: str, principal: str) -> None:
@@ -588,7 +394,7 @@ class CacheIndex:
             batch = names[start : start + _BATCH]
             marks = ",".join("?" * len(batch))
             sql = f"SELECT digest FROM possession WHERE repository = ? AND digest IN ({marks})"  # noqa: S608 - marks
-            found.update(wanted[str(r[0])] for r in self._rows(sql, (repository, *batch)) if str(r[0]) in wanted)
+            found.update(wanted[str(r[0])] for r in self._sql.rows(sql, (repository, *batch)) if str(r[0]) in wanted)
         return frozenset(found)
 
     def possess(self, repository: str, digests: Iterable[Digest]) -> None:
@@ -616,13 +422,13 @@ class CacheIndex:
         """The signature verdict remembered for a digest ref under a policy digest and a trusted root's digest."""
         sql = "SELECT verdict FROM signatures WHERE ref = ? AND policy = ? AND root = ?"
         rows = self._asked(
-            _repository(ref), f"signature {ref} {policy} {root}", 1, lambda: self._rows(sql, (ref, policy, root))
+            _repository(ref), f"signature {ref} {policy} {root}", 1, lambda: self._sql.rows(sql, (ref, policy, root))
         )
         return str(rows[0][0]) if rows and isinstance(rows[0][0], str) else None
 
     def signature_verdicts(self) -> dict[str, str]:
         """The latest signature verdict remembered for each ref (for `cache ls`)."""
-        rows = self._rows("SELECT ref, verdict FROM signatures ORDER BY checked_at")
+        rows = self._sql.rows("SELECT ref, verdict FROM signatures ORDER BY checked_at")
         return {str(ref): str(verdict) for ref, verdict in rows}
 
     def put_signature_verdict(self, ref: str, policy: str, root: str, verdict: str) -> None:
@@ -633,7 +439,7 @@ class CacheIndex:
     def tag(self, ref: str) -> tuple[Digest, float] | None:
         """The last recorded answer for a tag and when it was given."""
         sql = "SELECT digest, resolved_at FROM tags WHERE ref = ?"
-        rows = self._asked(_repository(ref), f"tag {ref}", 2, lambda: self._rows(sql, (ref,)))
+        rows = self._asked(_repository(ref), f"tag {ref}", 2, lambda: self._sql.rows(sql, (ref,)))
         return decoded("tags", ref, _tag_row, rows[0]) if rows else None
 
 
@@ -651,18 +457,3 @@ def _tag_row(row: tuple[object, ...]) -> tuple[Digest, float]:
 
 def _sized(row: tuple[object, ...]) -> tuple[Digest, int]:
     return digest_value(row[0]), size_value(row[1])
-
-
-def _pending_commits(path: str) -> bool:
-    """Whether a WAL or rollback journal holds what the main file lacks: beside `path` and beside the file it links to.
-
-    SQLite keeps them beside the file a symlink names; a file read as immutable would be read without them.
-    """
-    for base in {path, os.path.realpath(path)}:
-        for suffix in ("-wal", "-journal"):
-            try:
-                if os.path.getsize(base + suffix) > 0:
-                    return True
-            except FileNotFoundError:
-                continue
-    return False

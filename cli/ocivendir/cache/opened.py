@@ -1,12 +1,12 @@
 """Owns: the index connections a process keeps open between calls — one per cache directory, checked on every use.
 
 A reused worker of the resident server serves call after call; opening SQLite for each would cost the connection's
-set-up, the schema stamp's read and the WAL's `-shm` mapping every time. So `CacheIndex.close` leaves its connection
-here, keyed by the index file's path, and the next `CacheIndex` on that path takes it back only while the file and
-its directory are the ones it was left on: the file's (st_dev, st_ino) — a cache removed, replaced or rebuilt by
-`cache verify --repair` is a new file —, its size and mtime (a file written over in place), its mode and the
-directory's owner and mode (a cache made read-only by chmod is opened anew, read-only: a connection opened for
-writing before must not write to it). Anything else closes it, and the caller opens the file anew. At most KEPT
+set-up, the schema stamp's read and the WAL's `-shm` mapping every time. So `IndexConnection.close` leaves its
+connection here (`cache/connection.py`), keyed by the index file's path, and the next one on that path takes it back
+only while the file and its directory are the ones it was left on: the file's (st_dev, st_ino) — a cache removed,
+replaced or rebuilt by `cache verify --repair` is a new file —, its size and mtime (a file written over in place), its
+mode and the directory's owner and mode (a cache made read-only by chmod is opened anew, read-only: a connection opened
+for writing before must not write to it). Anything else closes it, and the caller opens the file anew. At most KEPT
 connections stay open, the least recently used closed first (kapp-controller gives every App a cache of its own).
 
 A connection is kept only from the second close of an index on its path in this process: a process that makes one

@@ -1,11 +1,11 @@
 """Owns: telling a cache that cannot be written now from a broken one, and the error that says which and what to do.
 
-A cache cannot be written when its filesystem is mounted read-only, is full (or over quota), or does not let this
-user write. That is no damage: a warm call needs no write, so the index opens read-only (`cache/index.py`), locks are
+A cache cannot be written when its filesystem is mounted read-only, is full (or over quota), or does not let this user
+write. That is no damage: a warm call needs no write, so the index opens read-only (`cache/connection.py`), locks are
 taken on descriptors opened read-only (`fs/locks.py`) and the writes that only keep books (a ref's last use, the read
-memo) are skipped. A call that must write (new content, a prune, a repair) fails with `CacheUnwritable`, naming the
-path and the filesystem, and never with the advice to rebuild or remove the index: that would destroy verdicts and
-grants for nothing.
+memo) are skipped. A call that must write (new content, a prune, a repair) fails with `CacheUnwritable`, naming the path
+and the filesystem, and never with the advice to rebuild or remove the index: that would destroy verdicts and grants for
+nothing.
 """
 
 from __future__ import annotations
