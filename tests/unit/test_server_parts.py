@@ -115,6 +115,38 @@ def test_the_build_id_changes_with_the_installed_dependencies(tmp_path: Path, mo
     assert len(set(seen)) == len(seen)
 
 
+def test_the_build_id_changes_with_any_module_of_the_package_and_not_with_its_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editable install's modules are edited in place: each edit, new module or removal is a new build."""
+    from ocivendir.server import build  # noqa: PLC0415
+
+    package = tmp_path / "ocivendir"
+    (package / "server").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "server" / "build.py").write_text("")
+    (package / "server" / "daemon.py").write_text("a = 1\n")
+    monkeypatch.setattr(build, "__file__", str(package / "server" / "build.py"))
+    seen = [build.build_id()]
+    assert build.build_id() == seen[0]  # stable while nothing changes
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"")
+    (package / "server" / "notes.txt").write_text("not a module")
+    assert build.build_id() == seen[0]
+    (package / "server" / "daemon.py").write_text("a = 2\n")  # in place, the same size
+    os.utime(package / "server" / "daemon.py", ns=(1, 1))
+    seen.append(build.build_id())
+    (package / "server" / "daemon.py").write_text("a = 22\n")
+    os.utime(package / "server" / "daemon.py", ns=(1, 1))  # the same mtime, another size
+    seen.append(build.build_id())
+    (package / "server" / "worker.py").write_text("")
+    seen.append(build.build_id())
+    (package / "server" / "worker.py").rename(package / "server" / "pool.py")
+    seen.append(build.build_id())
+    assert len(set(seen)) == len(seen)
+    assert all(len(one) == 16 and set(one) <= set("0123456789abcdef") for one in seen)
+
+
 def test_bytecode_written_into_site_packages_leaves_the_build_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

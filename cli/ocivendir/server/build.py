@@ -3,23 +3,24 @@
 A client and a server of different builds never meet: the id is part of the socket's name. The self-contained build
 reads it from `BUILD_ID` next to its executable (written by `scripts/dist.sh`, which compiles the same id into the
 native client); an installed or editable package checksums its version, the interpreter, the size and mtime of each
-of its modules (about 150 stat calls, a millisecond) and what each site-packages directory on sys.path holds (its
-entries, and the mtime of each distribution's metadata: 0.2 ms more). An identity, not a secret (who may use a
-server is the socket directory's and SO_PEERCRED's business), so two CRC-32s do, from `zlib`: `hashlib` would load
-OpenSSL on every call of the Python client (4 ms, a third of an interpreter's start-up).
+of its modules (about 150 stat calls, half a millisecond) and what each site-packages directory on sys.path holds
+(its entries, and the mtime of each distribution's metadata: 0.2 ms more). An identity, not a secret (who may use a
+server is the socket directory's and SO_PEERCRED's business), so the description read as one big number, modulo the
+largest 64-bit prime, does: any change of one stretch of it changes the remainder. Every checksum module is an
+extension the Python client would load on every call (`zlib` 0.25 ms, `hashlib` with OpenSSL 4 ms).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import zlib
 
 from ocivendir import __version__
 
 __all__ = ["build_id"]
 
 _LENGTH = 16
+_PRIME = (1 << 64) - 59  # the largest prime below 2**64: the remainder is 16 hex digits
 _METADATA = (".dist-info", ".egg-info", ".egg-link", ".pth")  # what an install, upgrade or removal always rewrites
 
 
@@ -34,10 +35,10 @@ def build_id() -> str:
         if len(text) == _LENGTH and all(c in "0123456789abcdef" for c in text):
             return text
     parts = [f"{__version__}\0{sys.version}\0{sys.executable}\0"]
-    _describe_tree(parts, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+    parts += _describe_tree(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     _describe_site_packages(parts)
-    described = "".join(parts).encode()
-    return f"{zlib.crc32(described):08x}{zlib.adler32(described):08x}"
+    described = "".join(parts).encode(errors="surrogateescape")
+    return f"{int.from_bytes(described, 'big') % _PRIME:016x}"
 
 
 def _describe_site_packages(parts: list[str]) -> None:
@@ -69,14 +70,19 @@ def _describe_site_packages(parts: list[str]) -> None:
             parts.append(f"{entry.name}\0{stamp}\0")
 
 
-def _describe_tree(parts: list[str], top: str, relative: str) -> None:
-    with os.scandir(os.path.join(top, relative)) as entries:
-        found = sorted(entries, key=lambda entry: entry.name)
-    for entry in found:
-        name = os.path.join(relative, entry.name)
-        if entry.is_dir(follow_symlinks=False):
-            if entry.name != "__pycache__":
-                _describe_tree(parts, top, name)
-        elif entry.name.endswith(".py"):
-            info = entry.stat(follow_symlinks=False)
-            parts.append(f"{name}\0{info.st_size}\0{info.st_mtime_ns}\0")
+def _describe_tree(top: str) -> list[str]:
+    """Each module under `top` (bytecode directories aside): its path there, size and mtime, sorted by path."""
+    found = []
+    cut = len(top) + 1
+    directories = [top]
+    while directories:
+        with os.scandir(directories.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        directories.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    info = entry.stat(follow_symlinks=False)
+                    found.append(f"{entry.path[cut:]}\0{info.st_size}\0{info.st_mtime_ns}\0")
+    found.sort()
+    return found
