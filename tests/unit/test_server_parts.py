@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -145,6 +146,64 @@ def test_the_build_id_changes_with_any_module_of_the_package_and_not_with_its_by
     seen.append(build.build_id())
     assert len(set(seen)) == len(seen)
     assert all(len(one) == 16 and set(one) <= set("0123456789abcdef") for one in seen)
+
+
+def test_an_installed_package_is_named_by_its_metadata_which_every_install_writes_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with its metadata (pip, uv), the package is one build per install of it.
+
+    A reinstall of the same version or an upgrade writes the metadata anew and changes the id, bytecode does not, and
+    the modules are not walked (150 stat calls a served call saves). Copied into site-packages without its metadata,
+    its modules are walked.
+    """
+    from ocivendir.server import build  # noqa: PLC0415
+
+    site = tmp_path / "site-packages"
+    package = site / "ocivendir"
+    monkeypatch.setattr("sys.path", [*sys.path, str(site)])
+    monkeypatch.setattr(build, "__file__", str(package / "server" / "build.py"))
+    walked: list[str] = []
+    walk = build._describe_tree
+
+    def counted(top: str) -> list[str]:
+        walked.append(top)
+        return walk(top)
+
+    monkeypatch.setattr(build, "_describe_tree", counted)
+
+    def install(module: str) -> Path:
+        """As an installer does it: the old files and metadata removed, the new ones written."""
+        shutil.rmtree(package, ignore_errors=True)
+        for old in site.glob("ocivendir-*.dist-info"):
+            shutil.rmtree(old)
+        (package / "server").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "server" / "build.py").write_text("")
+        (package / "server" / "daemon.py").write_text(module)
+        metadata = site / f"ocivendir-{build.__version__}.dist-info"
+        metadata.mkdir()
+        (metadata / "RECORD").write_text(module)
+        return metadata
+
+    os.utime(install("a = 1\n"), ns=(1, 1))  # installed a while ago
+    seen = [build.build_id()]
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "daemon.cpython-311.pyc").write_bytes(b"")
+    assert build.build_id() == seen[0]
+    install("a = 2\n")  # the same version reinstalled with other files
+    seen.append(build.build_id())
+    monkeypatch.setattr(build, "__version__", "99.0")
+    install("a = 2\n")  # upgraded
+    seen.append(build.build_id())
+    assert walked == []
+    shutil.rmtree(site / "ocivendir-99.0.dist-info")  # a bare copy: walked, an edit in place is a new build
+    seen.append(build.build_id())
+    assert walked == [str(package)]
+    (package / "server" / "daemon.py").write_text("a = 3\n")
+    os.utime(package / "server" / "daemon.py", ns=(1, 1))
+    seen.append(build.build_id())
+    assert len(set(seen)) == len(seen)
 
 
 def test_bytecode_written_into_site_packages_leaves_the_build_id(

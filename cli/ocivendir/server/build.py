@@ -2,9 +2,11 @@
 
 A client and a server of different builds never meet: the id is part of the socket's name. The self-contained build
 reads it from `BUILD_ID` next to its executable (written by `scripts/dist.sh`, which compiles the same id into the
-native client); an installed or editable package checksums its version, the interpreter, the size and mtime of each
-of its modules (about 150 stat calls, half a millisecond) and what each site-packages directory on sys.path holds
-(its entries, and the mtime of each distribution's metadata: 0.2 ms more). An identity, not a secret (who may use a
+native client); an installed or editable package checksums its version, the interpreter and what each site-packages
+directory on sys.path holds (its entries, and the mtime of each distribution's metadata: 0.2 ms), and, unless it was
+installed there with its metadata, the size and mtime of each of its modules (about 150 stat calls, 0.75 ms more: an
+editable install's modules are edited in place, an installed one's are written by the installer, which writes the
+distribution's metadata anew each time, upgrade or reinstall). An identity, not a secret (who may use a
 server is the socket directory's and SO_PEERCRED's business), so the description read as one big number, modulo the
 largest 64-bit prime, does: any change of one stretch of it changes the remainder. Every checksum module is an
 extension the Python client would load on every call (`zlib` 0.25 ms, `hashlib` with OpenSSL 4 ms).
@@ -35,20 +37,25 @@ def build_id() -> str:
         if len(text) == _LENGTH and all(c in "0123456789abcdef" for c in text):
             return text
     parts = [f"{__version__}\0{sys.version}\0{sys.executable}\0"]
-    parts += _describe_tree(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    _describe_site_packages(parts)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.dirname(package) not in _describe_site_packages(parts):
+        parts += _describe_tree(package)
     described = "".join(parts).encode(errors="surrogateescape")
     return f"{int.from_bytes(described, 'big') % _PRIME:016x}"
 
 
-def _describe_site_packages(parts: list[str]) -> None:
+def _describe_site_packages(parts: list[str]) -> set[str]:
     """The dependencies: each site-packages directory's entries, and the mtime of its metadata and `.pth` files.
 
     It changes whenever a package is installed, upgraded, reinstalled or removed (each install writes a dist-info
     directory of its own), so a server never runs another click or PyYAML than its clients would. Bytecode is not
     named: an interpreter that writes it creates `__pycache__` there on its first import of a top-level module, and
     that changed the directory's own mtime (a server then retired for a build that had not changed).
+
+    Returned: the directories (absolute) that hold this version's own metadata, where ocivendir was installed.
     """
+    ours = (f"ocivendir-{__version__}.dist-info", f"ocivendir-{__version__}.egg-info")
+    installed = set()
     for directory in sys.path:
         if os.path.basename(directory) not in {"site-packages", "dist-packages"}:
             continue
@@ -67,7 +74,10 @@ def _describe_site_packages(parts: list[str]) -> None:
                     stamp = entry.stat(follow_symlinks=False).st_mtime_ns
                 except OSError:
                     continue
+                if entry.name in ours:
+                    installed.add(os.path.abspath(directory))
             parts.append(f"{entry.name}\0{stamp}\0")
+    return installed
 
 
 def _describe_tree(top: str) -> list[str]:
