@@ -65,7 +65,10 @@ def test_a_socket_path_too_long_for_sun_path_is_unusable() -> None:
         (["ocivendir", "sync"], None, False),
         (["imgpkg", "pull"], None, False),
         (["ocivendir", "sync"], "on", True),
+        (["ocivendir", "server", "status"], "on", False),
         (["ocivendir", "--json", "server", "status"], "on", False),
+        (["ocivendir", "--", "server", "status"], "on", False),
+        (["vendir"], None, True),
         (["ocivendir", "--cache-dir", "c", "server", "status"], "on", False),  # `c` is the flag's value
         (["ocivendir", "--cache-dir", "server", "sync"], "on", True),
         (["vendir", "sync"], "yes", False),  # a bad value runs in-process, where it is reported
