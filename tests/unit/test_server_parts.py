@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -64,7 +65,10 @@ def test_a_socket_path_too_long_for_sun_path_is_unusable() -> None:
         (["ocivendir", "sync"], None, False),
         (["imgpkg", "pull"], None, False),
         (["ocivendir", "sync"], "on", True),
+        (["ocivendir", "server", "status"], "on", False),
         (["ocivendir", "--json", "server", "status"], "on", False),
+        (["ocivendir", "--", "server", "status"], "on", False),
+        (["vendir"], None, True),
         (["ocivendir", "--cache-dir", "c", "server", "status"], "on", False),  # `c` is the flag's value
         (["ocivendir", "--cache-dir", "server", "sync"], "on", True),
         (["vendir", "sync"], "yes", False),  # a bad value runs in-process, where it is reported
@@ -112,6 +116,96 @@ def test_the_build_id_changes_with_the_installed_dependencies(tmp_path: Path, mo
     seen.append(build_id())
     (site / "extra.pth").write_text("/somewhere\n")  # a path added at start-up
     seen.append(build_id())
+    assert len(set(seen)) == len(seen)
+
+
+def test_the_build_id_changes_with_any_module_of_the_package_and_not_with_its_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editable install's modules are edited in place: each edit, new module or removal is a new build."""
+    from ocivendir.server import build  # noqa: PLC0415
+
+    package = tmp_path / "ocivendir"
+    (package / "server").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "server" / "build.py").write_text("")
+    (package / "server" / "daemon.py").write_text("a = 1\n")
+    monkeypatch.setattr(build, "__file__", str(package / "server" / "build.py"))
+    seen = [build.build_id()]
+    assert build.build_id() == seen[0]  # stable while nothing changes
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"")
+    (package / "server" / "notes.txt").write_text("not a module")
+    assert build.build_id() == seen[0]
+    (package / "server" / "daemon.py").write_text("a = 2\n")  # in place, the same size
+    os.utime(package / "server" / "daemon.py", ns=(1, 1))
+    seen.append(build.build_id())
+    (package / "server" / "daemon.py").write_text("a = 22\n")
+    os.utime(package / "server" / "daemon.py", ns=(1, 1))  # the same mtime, another size
+    seen.append(build.build_id())
+    (package / "server" / "worker.py").write_text("")
+    seen.append(build.build_id())
+    (package / "server" / "worker.py").rename(package / "server" / "pool.py")
+    seen.append(build.build_id())
+    assert len(set(seen)) == len(seen)
+    assert all(len(one) == 16 and set(one) <= set("0123456789abcdef") for one in seen)
+
+
+def test_an_installed_package_is_named_by_its_metadata_which_every_install_writes_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with its metadata (pip, uv), the package is one build per install of it.
+
+    A reinstall of the same version or an upgrade writes the metadata anew and changes the id, bytecode does not, and
+    the modules are not walked (150 stat calls a served call saves). Copied into site-packages without its metadata,
+    its modules are walked.
+    """
+    from ocivendir.server import build  # noqa: PLC0415
+
+    site = tmp_path / "site-packages"
+    package = site / "ocivendir"
+    monkeypatch.setattr("sys.path", [*sys.path, str(site)])
+    monkeypatch.setattr(build, "__file__", str(package / "server" / "build.py"))
+    walked: list[str] = []
+    walk = build._describe_tree
+
+    def counted(top: str) -> list[str]:
+        walked.append(top)
+        return walk(top)
+
+    monkeypatch.setattr(build, "_describe_tree", counted)
+
+    def install(module: str) -> Path:
+        """As an installer does it: the old files and metadata removed, the new ones written."""
+        shutil.rmtree(package, ignore_errors=True)
+        for old in site.glob("ocivendir-*.dist-info"):
+            shutil.rmtree(old)
+        (package / "server").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "server" / "build.py").write_text("")
+        (package / "server" / "daemon.py").write_text(module)
+        metadata = site / f"ocivendir-{build.__version__}.dist-info"
+        metadata.mkdir()
+        (metadata / "RECORD").write_text(module)
+        return metadata
+
+    os.utime(install("a = 1\n"), ns=(1, 1))  # installed a while ago
+    seen = [build.build_id()]
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "daemon.cpython-311.pyc").write_bytes(b"")
+    assert build.build_id() == seen[0]
+    install("a = 2\n")  # the same version reinstalled with other files
+    seen.append(build.build_id())
+    monkeypatch.setattr(build, "__version__", "99.0")
+    install("a = 2\n")  # upgraded
+    seen.append(build.build_id())
+    assert walked == []
+    shutil.rmtree(site / "ocivendir-99.0.dist-info")  # a bare copy: walked, an edit in place is a new build
+    seen.append(build.build_id())
+    assert walked == [str(package)]
+    (package / "server" / "daemon.py").write_text("a = 3\n")
+    os.utime(package / "server" / "daemon.py", ns=(1, 1))
+    seen.append(build.build_id())
     assert len(set(seen)) == len(seen)
 
 
