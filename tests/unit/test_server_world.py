@@ -284,3 +284,50 @@ def test_a_client_gone_mid_call_ends_the_worker_with_sigterm() -> None:
     done = subprocess.run([sys.executable, "-c", script], check=False, env={**os.environ, "PYTHONPATH": str(CLI)},
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == -15, done.stderr
+
+
+def test_what_is_written_between_calls_never_reaches_a_callers_stdout() -> None:
+    """Between calls the streams are the worker's own, over its own /dev/null: never over a caller's descriptor 1.
+
+    Text buffered between calls (nothing flushed it) is not carried into the next call's stdout when its streams
+    come in; the call's own text is, and the worker's streams are built once, not on every call.
+    """
+    report = _play(
+        """
+        import weakref
+        idle = [weakref.ref(stream) for stream in (sys.stdin, sys.stdout, sys.stderr)]  # not kept alive here
+        read, write = os.pipe()
+        fds = call_fds()
+        os.close(fds[1])
+        fds[1] = write
+        sys.stdout.write("between calls\\n")  # buffered in the worker's own stream, not flushed
+        world.enter(request({"A": "1"}), fds)
+        print("in the call")
+        sys.stdout.flush()
+        world.leave(restore_all=False)
+        sys.stdout.write("after the call\\n")
+        sys.stdout.flush()
+        os.set_blocking(read, False)
+        report["caller_saw"] = os.read(read, 1000).decode()
+        report["idle_fds"] = [stream.fileno() for stream in (sys.stdin, sys.stdout, sys.stderr)]
+        report["own_again"] = [ref() for ref in idle] == [sys.stdin, sys.stdout, sys.stderr] == [
+            sys.__stdin__, sys.__stdout__, sys.__stderr__]
+        report["null"] = world.null
+        """
+    )
+    assert report["caller_saw"] == "in the call\n"
+    assert report["idle_fds"] == [report["null"]] * 3
+    assert report["own_again"] is True
+
+
+def test_a_calls_streams_are_closed_when_it_ends() -> None:
+    """A closed stream never flushes again: what a call left buffered is dropped, never written to the next caller."""
+    report = _play(
+        """
+        world.enter(request({"A": "1"}), call_fds())
+        call_stdout = sys.stdout
+        world.leave(restore_all=False)
+        report["closed"] = call_stdout.closed
+        """
+    )
+    assert report["closed"] is True

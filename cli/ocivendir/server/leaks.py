@@ -19,6 +19,7 @@ import threading
 import time
 
 from ocivendir.cache import opened
+from ocivendir.server import ownstatus
 
 __all__ = ["MAX_RSS", "RESIDENT_THREADS", "Baseline", "resident_bytes"]
 
@@ -27,17 +28,14 @@ _SETTLE_TRIES = 25
 # threads that serve every call and keep nothing of one: the registry client's deadline watchdog (started on a call's
 # first alarm; an alarm holds only its socket, which the descriptor check sees if a call leaves one open)
 RESIDENT_THREADS = frozenset({"ocivendir-watchdog"})
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 _PROBE = 256
 
 
 def resident_bytes() -> int:
-    """This process's resident set size, from /proc/self/statm; without /proc (the sidecar's chroot), its peak."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * _PAGE
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """This process's resident set size, from its /proc status; without /proc (the sidecar's chroot), its peak."""
+    if (resident := ownstatus.field(b"VmRSS")) is not None:
+        return int(resident.split()[0]) << 10  # `12345 kB`
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _open_descriptors() -> list[int]:
@@ -88,10 +86,9 @@ def _shown(fd: int, identity: str) -> str:
 
 def _threads() -> int:
     """The threads of this process: the kernel's count where /proc shows it, else Python's."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
+    if (count := ownstatus.field(b"Threads")) is not None:
+        return int(count)
+    return threading.active_count()
 
 
 def _settled_threads(expected: int) -> int:
@@ -109,7 +106,8 @@ class Baseline:
     """The worker as it was born: what every call must leave as it found it."""
 
     def __init__(self) -> None:
-        """Take the worker's threads, descriptors and modules now."""
+        """Take the worker's threads, descriptors and modules now (its own /proc status opened first: it is one)."""
+        ownstatus.open_status()
         self.threads = _threads()
         self.descriptors = _descriptors()
         self.modules = frozenset(sys.modules)

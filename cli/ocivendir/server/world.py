@@ -5,7 +5,9 @@ working directory (the descriptor the client passed), its umask, its stdio on de
 streams rebuilt over them), its signal dispositions (as a fresh interpreter has them) and the root logger's handlers
 and levels. `World.enter` replaces the worker's own with the caller's; `World.leave` puts the worker's own back, so
 nothing of one call's inputs is left for the next: stdio is /dev/null again, the environment and directory are the
-worker's, the streams of the call are closed (a late flush can never reach the next caller's descriptors).
+worker's, the streams of the call are closed (a late flush can never reach the next caller's descriptors). Between
+calls sys.stdin/stdout/stderr are the worker's own streams, built once over its own descriptor of /dev/null (not 0-2:
+what they buffer between calls can never reach a caller's descriptor dup'ed there).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import signal
 import sys
 import time
 
-from ocivendir.output import rebind_stdio, release_stdio
+from ocivendir.output import rebind_stdio, release_stdio, stdio_streams
+from ocivendir.server import ownstatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,7 +79,8 @@ class World:
         self.blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the main thread's, which runs every call
         for target in (0, 1, 2):
             os.dup2(self.null, target)
-        rebind_stdio()
+        self.streams = stdio_streams((self.null, self.null, self.null))  # its own: never over a caller's 0-2
+        rebind_stdio(self.streams)
 
     def enter(self, request: Request, fds: list[int]) -> None:
         """The caller's world in place: fds are its stdin, stdout, stderr and working directory (all consumed).
@@ -107,7 +111,7 @@ class World:
         """
         for target in (0, 1, 2):
             os.dup2(self.null, target)
-        release_stdio()  # the call's streams closed: no late flush writes anywhere
+        release_stdio(self.streams)  # the call's streams closed: no late flush writes anywhere
         _install(_IDLE_SIGNALS if restore_all else _IDLE_ONLY)
         os.fchdir(self.home)
         os.umask(self.umask)
@@ -191,18 +195,11 @@ def _disarm() -> str | None:
 
 def _masks() -> tuple[str, str] | None:
     """The kernel's masks of this process's ignored and caught signals (hex), None without /proc."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            text = status.read()
-    except OSError:
+    got = ownstatus.fields(b"SigIgn", b"SigCgt")
+    if got is None:
         return None
-    ignored = caught = ""
-    for line in text.split(b"\n"):
-        if line.startswith(b"SigIgn:"):
-            ignored = line[7:].strip().decode()
-        elif line.startswith(b"SigCgt:"):
-            caught = line[7:].strip().decode()
-    return (ignored, caught) if ignored and caught else None
+    ignored, caught = got
+    return (ignored.decode(), caught.decode()) if ignored and caught else None
 
 
 def _members(mask: int) -> list[int]:
