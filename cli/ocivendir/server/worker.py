@@ -23,6 +23,7 @@ import signal
 import socket
 import struct
 import threading
+import time
 
 from ocivendir.server.identity import mismatch
 from ocivendir.server.leaks import Baseline
@@ -163,17 +164,7 @@ def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:
 
 def _receive(conn: socket.socket) -> tuple[Request, list[int]]:
     """The request, read within REQUEST_SECONDS in all (a per-read timeout would let a trickling client hold on)."""
-
-    def expired(_signo: int, _frame: object) -> None:
-        raise TimeoutError("no whole request in time")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, REQUEST_SECONDS)
-    try:
-        return receive_request(conn)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    return receive_request(conn, time.monotonic() + REQUEST_SECONDS)
 
 
 def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
