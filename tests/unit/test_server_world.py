@@ -331,3 +331,47 @@ def test_a_calls_streams_are_closed_when_it_ends() -> None:
         """
     )
     assert report["closed"] is True
+
+
+def test_a_clean_calls_environment_comes_and_goes_without_reading_os_environ() -> None:
+    """Entering, and leaving a call that left os.environ as it came in, touch only the names that differ.
+
+    Nothing of os.environ is read for it (each read decodes; each name it lacks raises KeyError inside): the worker
+    knows what it holds, its own before the call and the call's after it (checked before it leaves).
+    """
+    report = _play(
+        """
+        own = dict(os.environ)
+        reads = []
+        def profile(frame, event, arg):
+            if event == "call" and frame.f_globals.get("__name__") == "os":
+                reads.append(frame.f_code.co_name)
+        sys.setprofile(profile)
+        world.enter(request({**own, "A": "1", "TZ": "UTC+5"}), call_fds())
+        sys.setprofile(None)
+        report["in_call"] = dict(os.environ) == {**own, "A": "1", "TZ": "UTC+5"} and time.timezone == 5 * 3600
+        sys.setprofile(profile)
+        world.leave(restore_all=False)
+        sys.setprofile(None)
+        report["reads"] = sorted(set(reads) & {"__getitem__", "__iter__", "__contains__", "get"})
+        report["after"] = dict(os.environ) == own
+        report["changed"] = world.changed()
+        """
+    )
+    assert report == {"in_call": True, "reads": [], "after": True, "changed": None}
+
+
+def test_a_call_that_changed_os_environ_is_undone_in_full() -> None:
+    """A call that set and removed names (a reason to retire) still leaves the worker's own environment exactly."""
+    report = _play(
+        """
+        own = dict(os.environ)
+        world.enter(request({"A": "1", "B": "2"}), call_fds())
+        os.environ["PLANTED"] = "1"
+        del os.environ["A"]
+        world.leave(restore_all=True)
+        report["after"] = dict(os.environ) == own
+        report["changed"] = world.changed()
+        """
+    )
+    assert report == {"after": True, "changed": None}

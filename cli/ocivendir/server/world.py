@@ -67,6 +67,7 @@ class World:
         self.home = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         os.fchdir(self.home)
         self.environ = dict(os.environ)
+        self.call_environ: dict[str, str] = {}  # the running call's, as it was put in place
         self.umask = os.umask(0o022)
         os.umask(self.umask)
         self.argv = list(sys.argv)
@@ -96,7 +97,8 @@ class World:
             os.dup2(fd, target)
         _close(fds)
         os.umask(request.umask)
-        _adopt(request.env)
+        _switch(self.environ, request.env)  # os.environ is the worker's own here: changed() said so after each call
+        self.call_environ = request.env
         sys.argv = list(request.argv) or ["ocivendir"]
         _install(_CALL_ONLY)  # the others are the same between calls and in one (signals_changed() sees to it)
         if self.call_masks is None:
@@ -106,8 +108,10 @@ class World:
     def leave(self, *, restore_all: bool = True) -> None:
         """The worker's own world back: stdio on /dev/null, its directory, umask, environment, argv, signals, logs.
 
-        Without `restore_all` (the call changed no signal's disposition), only the dispositions that differ between
-        a call and the worker's idle state are set back.
+        Without `restore_all` (the call changed no signal's disposition and left os.environ exactly as it came in:
+        `signals_changed` and the worker's check of the environment said so), only the dispositions that differ
+        between a call and the worker's idle state are set back, and only the names that differ between the call's
+        environment and the worker's are, without reading os.environ back first.
         """
         for target in (0, 1, 2):
             os.dup2(self.null, target)
@@ -115,7 +119,10 @@ class World:
         _install(_IDLE_SIGNALS if restore_all else _IDLE_ONLY)
         os.fchdir(self.home)
         os.umask(self.umask)
-        _adopt(self.environ)
+        if restore_all:
+            _adopt(self.environ)
+        else:
+            _switch(self.call_environ, self.environ)
         sys.argv = list(self.argv)
         root = logging.getLogger()
         for handler in [h for h in root.handlers if h not in self.root_handlers]:
@@ -179,6 +186,21 @@ def _adopt(environ: dict[str, str]) -> None:
         if current.get(name) != value:
             current[name] = value
     if environ.get("TZ") != zone:
+        time.tzset()
+
+
+def _switch(known: dict[str, str], environ: dict[str, str]) -> None:
+    """From `known` (exactly what os.environ holds now) to `environ`, touching only what differs between the two.
+
+    Both are plain dicts: nothing of os.environ is read (each read decodes, and each name it lacks raises KeyError).
+    """
+    current = os.environ
+    for name in known.keys() - environ.keys():
+        del current[name]
+    for name, value in environ.items():
+        if known.get(name) != value:
+            current[name] = value
+    if known.get("TZ") != environ.get("TZ"):
         time.tzset()
 
 
