@@ -15,6 +15,7 @@ import os
 import select
 import socket
 import struct
+import sys
 import time
 
 __all__ = [
@@ -130,7 +131,8 @@ def decode_body(body: bytes) -> Request:
     """The request a body describes, or raise WireError."""
     if not body.endswith(b"\0"):
         raise WireError("the request body is not NUL-terminated")
-    parts = [os.fsdecode(part) for part in body[:-1].split(b"\0")]
+    # as os.fsdecode() of each part: a NUL byte is never part of another character in an ASCII-compatible encoding
+    parts = body[:-1].decode(sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()).split("\0")
     try:
         request = _parts(parts)
     except (ValueError, IndexError) as exc:
