@@ -80,18 +80,18 @@ def test_the_status_read_is_the_readers_own_after_a_fork() -> None:
         assert ownstatus.open_status()
         stop = threading.Event()
         threading.Thread(target=stop.wait, daemon=True).start()
-        report["parent"] = int(ownstatus.field(b"Threads"))
+        report["parent"] = int(ownstatus.read().get(b"Threads"))
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
-            os.write(write, ownstatus.field(b"Threads") + b" " + str(os.getpid()).encode())
+            os.write(write, ownstatus.read().get(b"Threads") + b" " + str(os.getpid()).encode())
             os._exit(0)
         os.close(write)
         os.waitpid(pid, 0)
         threads, child = os.read(read, 100).split()
         report["child"] = int(threads)
         report["child_pid_matches"] = int(child) == pid
-        report["parent_after"] = int(ownstatus.field(b"Threads"))
+        report["parent_after"] = int(ownstatus.read().get(b"Threads"))
         stop.set()
         """
     )
@@ -139,3 +139,32 @@ def test_without_proc_every_reading_falls_back() -> None:
         """
     )
     assert report == {"masks": None, "threads": True, "resident": True}
+
+
+def test_one_read_after_a_call_serves_every_check_that_needs_the_status() -> None:
+    """The masks, the thread count and the resident size of a clean call come from one pread(2), not three.
+
+    (The worker's first call also reads the masks it starts with, before it runs.)
+    """
+    report = _play(
+        """
+        world = World()
+        baseline = Baseline()
+        world.enter(request(), call_fds())  # the first call also takes the masks every call starts with
+        world.leave(restore_all=False)
+        reads = []
+        text = ownstatus._text
+        def counted():
+            reads.append(1)
+            return text()
+        ownstatus._text = counted
+        world.enter(request(), call_fds())
+        status = ownstatus.read()
+        reasons = [world.signals_changed(status)]
+        world.leave(restore_all=False)
+        reasons.append(baseline.left_behind(-1, status) or world.changed() or baseline.retire_reason(1, 10, status))
+        report["reads"] = len(reads)
+        report["reasons"] = reasons
+        """
+    )
+    assert report == {"reads": 1, "reasons": [None, None]}

@@ -41,7 +41,7 @@ world = World()
 def _play(body: str, *, no_proc_masks: bool = False) -> dict[str, object]:
     script = PRELUDE
     if no_proc_masks:
-        script += "world_module._masks = lambda: None\n"  # as in a chroot without /proc
+        script += "world_module._masks = lambda status=None: None\n"  # as in a chroot without /proc
     read, write = os.pipe()
     script += textwrap.dedent(body) + f"\nos.write({write}, json.dumps(report).encode())\n"
     try:

@@ -31,9 +31,9 @@ RESIDENT_THREADS = frozenset({"ocivendir-watchdog"})
 _PROBE = 256
 
 
-def resident_bytes() -> int:
+def resident_bytes(status: ownstatus.Status | None = None) -> int:
     """This process's resident set size, from its /proc status; without /proc (the sidecar's chroot), its peak."""
-    if (resident := ownstatus.field(b"VmRSS")) is not None:
+    if (resident := (status or ownstatus.read()).get(b"VmRSS")) is not None:
         return int(resident.split()[0]) << 10  # `12345 kB`
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -84,16 +84,20 @@ def _shown(fd: int, identity: str) -> str:
     return f"{fd} {identity} {target}"
 
 
-def _threads() -> int:
+def _threads(status: ownstatus.Status | None = None) -> int:
     """The threads of this process: the kernel's count where /proc shows it, else Python's."""
-    if (count := ownstatus.field(b"Threads")) is not None:
+    if (count := (status or ownstatus.read()).get(b"Threads")) is not None:
         return int(count)
     return threading.active_count()
 
 
-def _settled_threads(expected: int) -> int:
-    """The thread count, given a thread that has just returned a few moments to end (it is joined, not leaked)."""
-    count = _threads()
+def _settled_threads(expected: int, status: ownstatus.Status | None = None) -> int:
+    """The thread count, given a thread that has just returned a few moments to end (it is joined, not leaked).
+
+    The first count is `status`'s when given (taken after the call ended): a count that was the expected one then
+    stays so (nothing of the call is left to start a thread); any other is read again until it settles.
+    """
+    count = _threads(status)
     for _ in range(_SETTLE_TRIES):
         if count == expected:
             break
@@ -112,13 +116,14 @@ class Baseline:
         self.descriptors = _descriptors()
         self.modules = frozenset(sys.modules)
 
-    def left_behind(self, connection: int) -> str | None:
+    def left_behind(self, connection: int, status: ownstatus.Status | None = None) -> str | None:
         """The first thing a finished call left behind (with the worker's own world back in place), or None.
 
-        `connection` is the call's own connection, still open for its answer.
+        `connection` is the call's own connection, still open for its answer; `status` this process's /proc status
+        read after the call ended (else it is read here).
         """
         resident = sum(1 for thread in threading.enumerate() if thread.name in RESIDENT_THREADS)
-        if (count := _settled_threads(self.threads + resident)) != self.threads + resident:
+        if (count := _settled_threads(self.threads + resident, status)) != self.threads + resident:
             names = sorted(
                 t.name
                 for t in threading.enumerate()
@@ -143,10 +148,10 @@ class Baseline:
             if fd != connection and identity not in kept
         )
 
-    def retire_reason(self, calls: int, max_calls: int) -> str | None:
-        """Why a worker that served `calls` calls and left nothing behind must still end, or None."""
+    def retire_reason(self, calls: int, max_calls: int, status: ownstatus.Status | None = None) -> str | None:
+        """Why a worker that served `calls` calls and left nothing behind must still end, or None (`status`: above)."""
         if calls >= max_calls:
             return f"served {calls} calls (OCIVENDIR_SERVER_MAX_CALLS={max_calls})"
-        if (size := resident_bytes()) > MAX_RSS:
+        if (size := resident_bytes(status)) > MAX_RSS:
             return f"resident size {size >> 20} MiB passes {MAX_RSS >> 20} MiB"
         return None

@@ -8,14 +8,15 @@ its start): one system call where opening /proc/self/status, /proc/self/statm an
 /proc/self resolves when it is opened, so the descriptor describes the process that opened it: one inherited across a
 fork describes the parent. It is opened on first use in each process and let go in a child of a fork
 (`os.register_at_fork`), so a worker forked from the server opens its own. Where /proc is not mounted (the sidecar's
-chroot), `field` says None and each caller falls back to what it reads without /proc.
+chroot), a `Status` has no text and each caller falls back to what it reads without /proc. A worker reads it once
+after each call (`server/worker.py`) and hands that one read to every check that needs it.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["field", "fields", "forget", "open_status"]
+__all__ = ["Status", "forget", "open_status", "read"]
 
 _BUFFER = 8192  # the file is ~1.4 KB; its Groups line grows with the groups (at most 256 for a served caller)
 _UNOPENED = -2
@@ -59,30 +60,31 @@ def _text() -> bytes | None:
         size *= 4  # a longer file than the buffer: read it whole again, never a truncated one
 
 
-def fields(*names: bytes) -> list[bytes | None] | None:
-    """The values of `names` (`b"SigIgn"`…) from one read of this process's status; None without /proc.
+class Status:
+    """One read of this process's status; its `text` is None where /proc is not mounted."""
 
-    A name the status has no line for is None in the list.
-    """
-    text = _text()
-    if text is None:
-        return None
-    found: list[bytes | None] = []
-    for name in names:
+    __slots__ = ("text",)
+
+    def __init__(self, text: bytes | None) -> None:
+        """Keep one read's bytes."""
+        self.text = text
+
+    def get(self, name: bytes) -> bytes | None:
+        """The value of the line `name` (`b"Threads"`), stripped; None where there is none (or no /proc)."""
+        text = self.text
+        if text is None:
+            return None
         start = text.find(b"\n" + name + b":")
         if start < 0:
-            found.append(None)
-            continue
+            return None
         start += len(name) + 2
         end = text.find(b"\n", start)
-        found.append(text[start : end if end >= 0 else len(text)].strip())
-    return found
+        return text[start : end if end >= 0 else len(text)].strip()
 
 
-def field(name: bytes) -> bytes | None:
-    """One value of this process's status (`b"Threads"`), None where it has none or /proc is not mounted."""
-    got = fields(name)
-    return got[0] if got is not None else None
+def read() -> Status:
+    """This process's status as it is now: one pread(2)."""
+    return Status(_text())
 
 
 os.register_at_fork(after_in_child=forget)

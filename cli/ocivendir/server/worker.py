@@ -25,6 +25,7 @@ import struct
 import threading
 import time
 
+from ocivendir.server import ownstatus
 from ocivendir.server.identity import mismatch
 from ocivendir.server.leaks import Baseline
 from ocivendir.server.watch import Watcher
@@ -66,12 +67,12 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
                     os._exit(0)
                 continue
             calls += 1
-            code, reason = outcome
+            code, reason, status = outcome
             reason = (
                 reason
-                or baseline.left_behind(conn.fileno())
+                or baseline.left_behind(conn.fileno(), status)
                 or world.changed()
-                or baseline.retire_reason(calls, max_calls)
+                or baseline.retire_reason(calls, max_calls, status)
             )
             # the parent hears first: a caller that has its answer and calls again finds this worker ready; a parent
             # that is gone (stopped, killed) hands nothing more over, but this caller still gets its answer
@@ -112,10 +113,12 @@ def _tell(channel: socket.socket, message: bytes) -> bool:
 
 def _serve(
     conn: socket.socket, build: str, facts: Mapping[str, object], entry: Entry, world: World, watcher: Watcher
-) -> tuple[int, str | None] | None:
-    """One connection, up to its answer: None when no call ran, else its exit status and a reason to retire or None.
+) -> tuple[int, str | None, ownstatus.Status | None] | None:
+    """One connection, up to its answer: None when no call ran, else its exit status, reason to retire, /proc status.
 
-    The caller's stdio is let go and the worker's own world is back in place when it returns.
+    The reason is None when there is none; the status is the worker's own, read once after the call ended for every
+    check that needs it (None if the call did not end). The caller's stdio is let go and the worker's own world is
+    back in place when it returns.
     """
     try:
         request, fds = _receive(conn)
@@ -139,10 +142,12 @@ def _serve(
         return None
     code: int = 1
     reason: str | None = "the call did not end"
+    status = None
     try:
         watcher.watch(conn)
         code, reason = _run(_plant(request, entry))
-        reason = reason or world.signals_changed() or _environ_changed(request)
+        status = ownstatus.read()  # one read for the masks, the thread count and the resident size
+        reason = reason or world.signals_changed(status) or _environ_changed(request)
     finally:
         watcher.stop()
         code = _flush(code)
@@ -152,7 +157,7 @@ def _serve(
     except OSError:
         pass
     watcher.release()
-    return code, reason
+    return code, reason, status
 
 
 def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:

@@ -133,7 +133,7 @@ class World:
             if logger.level != (level := self.levels.get(name, logging.NOTSET)):
                 logger.setLevel(level)  # each setLevel clears every logger's cache: only where it differs
 
-    def signals_changed(self) -> str | None:
+    def signals_changed(self, status: ownstatus.Status | None = None) -> str | None:
         """Which signal's disposition the running call changed, or None (called before `leave`).
 
         Where /proc is mounted the kernel's masks of ignored and caught signals say it for every signal at once; only
@@ -141,14 +141,15 @@ class World:
         The kernel's masks also see what Python does not: a handler installed with sigaction(2) from C (faulthandler).
         A signal the call left blocked in the main thread is a change too: it would never reach the next call; so are
         an interval timer left armed (it would end a later call) and a wake-up descriptor (every caught signal would
-        write a byte to whatever a later call opens under its number), which are disarmed.
+        write a byte to whatever a later call opens under its number), which are disarmed. `status`: the process's
+        /proc status read after the call ended (else it is read here).
         """
         if (blocked := signal.pthread_sigmask(signal.SIG_BLOCK, ())) != self.blocked:
             changed = ", ".join(str(int(signo)) for signo in sorted(blocked ^ self.blocked))
             return f"the call changed the main thread's blocked signals: {changed}"
         if (armed := _disarm()) is not None:
             return armed
-        masks = _masks()
+        masks = _masks(status)
         if masks is not None and masks == self.call_masks:
             caught = int(masks[1], 16)
             return _differing({signo: self.call_signals.get(signo) for signo in _members(caught)})
@@ -215,12 +216,13 @@ def _disarm() -> str | None:
     return None
 
 
-def _masks() -> tuple[str, str] | None:
-    """The kernel's masks of this process's ignored and caught signals (hex), None without /proc."""
-    got = ownstatus.fields(b"SigIgn", b"SigCgt")
-    if got is None:
-        return None
-    ignored, caught = got
+def _masks(status: ownstatus.Status | None = None) -> tuple[str, str] | None:
+    """The kernel's masks of this process's ignored and caught signals (hex), None without /proc.
+
+    From `status` when given (one read of it, taken after the call ended), else read now.
+    """
+    status = status or ownstatus.read()
+    ignored, caught = status.get(b"SigIgn"), status.get(b"SigCgt")
     return (ignored.decode(), caught.decode()) if ignored and caught else None
 
 
