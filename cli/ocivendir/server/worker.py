@@ -34,7 +34,7 @@ from ocivendir.server.world import World
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from typing import NoReturn
 
 __all__ = ["REQUEST_SECONDS", "TEST_LEAK", "Entry", "work"]
@@ -88,8 +88,8 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
             os._exit(0)
 
 
-def _next(channel: socket.socket) -> tuple[socket.socket, dict[str, object]] | None:
-    """The next connection and the parent's facts; None when the parent closed the channel (or died)."""
+def _next(channel: socket.socket) -> tuple[socket.socket, bytes] | None:
+    """The next connection and the parent's facts (JSON, decoded only for `status`/`stop`); None when it is gone."""
     try:
         message, fds, _flags, _address = socket.recv_fds(channel, _CHANNEL_MESSAGE, 1)
     except OSError:
@@ -98,8 +98,7 @@ def _next(channel: socket.socket) -> tuple[socket.socket, dict[str, object]] | N
         for fd in fds:
             os.close(fd)
         return None
-    facts = json.loads(message)
-    return socket.socket(fileno=fds[0]), facts if isinstance(facts, dict) else {}
+    return socket.socket(fileno=fds[0]), message
 
 
 def _tell(channel: socket.socket, message: bytes) -> bool:
@@ -112,7 +111,7 @@ def _tell(channel: socket.socket, message: bytes) -> bool:
 
 
 def _serve(
-    conn: socket.socket, build: str, facts: Mapping[str, object], entry: Entry, world: World, watcher: Watcher
+    conn: socket.socket, build: str, facts: bytes, entry: Entry, world: World, watcher: Watcher
 ) -> tuple[int, str | None, ownstatus.Status | None] | None:
     """One connection, up to its answer: None when no call ran, else its exit status, reason to retire, /proc status.
 
@@ -182,14 +181,18 @@ def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
         pass
 
 
-def _answer(conn: socket.socket, fds: list[int], op: str, facts: Mapping[str, object]) -> None:
+def _answer(conn: socket.socket, fds: list[int], op: str, facts: bytes) -> None:
     """`status` and `stop`: the server's facts as the parent had them at the hand-over; `stop` retires the parent."""
     for fd in fds:
         os.close(fd)
     if op == "stop":
         os.kill(os.getppid(), signal.SIGTERM)
     try:
-        conn.sendall(frame(b"I", json.dumps(dict(facts), sort_keys=True).encode()))
+        decoded = json.loads(facts)
+    except ValueError:
+        decoded = {}
+    try:
+        conn.sendall(frame(b"I", json.dumps(decoded if isinstance(decoded, dict) else {}, sort_keys=True).encode()))
     except OSError:
         pass
 
