@@ -375,3 +375,66 @@ def test_a_call_that_changed_os_environ_is_undone_in_full() -> None:
         """
     )
     assert report == {"after": True, "changed": None}
+
+
+def test_the_listener_sleeps_through_calls_whose_client_says_nothing() -> None:
+    """A call begins and ends without waking the listener: it wakes only for a frame or a client gone.
+
+    Counted as the thread's voluntary context switches (each wake-up ends in one when it sleeps again): a hand-over
+    to the thread and back cost two per call. Once a call has ended, its connection may be closed at once.
+    """
+    report = _play(
+        """
+        from ocivendir.server.watch import THREAD_NAME
+        watcher = Watcher()
+        time.sleep(0.05)  # the thread has gone to sleep
+        tid = next(t.native_id for t in threading.enumerate() if t.name == THREAD_NAME)
+        def switches():
+            with open(f"/proc/self/task/{tid}/status") as status:
+                return int(next(l.split()[1] for l in status if l.startswith("voluntary_ctxt_switches")))
+        before = switches()
+        for _ in range(10):
+            ours, client = socket.socketpair()
+            watcher.watch(ours)
+            watcher.stop()
+            ours.close()
+            client.close()
+        time.sleep(0.05)
+        report["woken"] = switches() - before
+        got = []
+        signal.signal(signal.SIGHUP, lambda signo, frame: got.append(signo))
+        ours, client = socket.socketpair()
+        watcher.watch(ours)
+        client.sendall(frame(b"S", bytes([signal.SIGHUP])))
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.001)
+        watcher.stop()
+        report["got"] = got
+        """
+    )
+    assert report == {"woken": 0, "got": [1]}
+
+
+def test_a_frame_that_comes_in_pieces_is_raised_once_whole() -> None:
+    """The listener reads what is there without waiting: a frame's first bytes wait for the rest, then it is raised."""
+    report = _play(
+        """
+        got = []
+        signal.signal(signal.SIGHUP, lambda signo, frame: got.append(signo))
+        watcher = Watcher()
+        ours, client = socket.socketpair()
+        watcher.watch(ours)
+        whole = frame(b"S", bytes([signal.SIGHUP]))
+        client.sendall(whole[:3])
+        time.sleep(0.05)
+        report["early"] = list(got)
+        client.sendall(whole[3:])
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.001)
+        watcher.stop()
+        report["got"] = got
+        """
+    )
+    assert report == {"early": [], "got": [1]}

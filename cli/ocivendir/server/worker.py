@@ -151,11 +151,6 @@ def _serve(
         watcher.stop()
         code = _flush(code)
         world.leave(restore_all=reason is not None)
-    try:
-        conn.shutdown(socket.SHUT_RD)  # wakes the listener; the answer can still be sent
-    except OSError:
-        pass
-    watcher.release()
     return code, reason, status
 
 
