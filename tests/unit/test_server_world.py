@@ -173,28 +173,46 @@ def test_a_call_that_leaves_a_timer_or_a_wake_up_descriptor_is_seen_and_they_are
     assert report["disarmed"] is True
 
 
-def test_the_worlds_environment_is_exactly_the_callers_and_then_exactly_the_workers_own() -> None:
-    """Only what differs is touched; names the caller lacks are gone; the worker's own come back; TZ is re-read."""
+def test_each_calls_environment_is_exactly_its_own_whatever_came_before() -> None:
+    """Only what differs is touched; names a caller lacks are gone; TZ is re-read; a changed one is undone in full.
+
+    A clean call's environment stays until the next call's replaces it; a call that changed os.environ (a reason to
+    retire) is seen, and the worker's own comes back.
+    """
     report = _play(
         """
         own = dict(os.environ)
+        report["own_offset"] = time.timezone // 3600
         world.enter(request({"A": "1", "TZ": "UTC+5", "PATH": "/caller/bin"}), call_fds())
         report["in_call"] = dict(os.environ)
         report["hour_offset"] = time.timezone // 3600
         report["umask"] = os.umask(0o022)
+        report["clean"] = world.environ_changed()
         world.leave(restore_all=False)
-        report["after"] = dict(os.environ) == own
         report["changed"] = world.changed()
         report["argv"] = sys.argv
         report["sigint"] = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        world.enter(request({"B": "2", "PATH": "/caller/bin", **({"TZ": own["TZ"]} if "TZ" in own else {})}), call_fds())
+        report["second"] = dict(os.environ)
+        report["second_offset"] = time.timezone // 3600
+        os.environ["PLANTED"] = "1"
+        report["seen"] = world.environ_changed()
+        world.leave(restore_all=True)
+        report["after"] = dict(os.environ) == own
+        report["changed_after"] = world.changed()
         """
     )
     assert report["in_call"] == {"A": "1", "TZ": "UTC+5", "PATH": "/caller/bin"}
     assert report["hour_offset"] == 5  # the caller's zone, read when the call's TZ came in
     assert report["umask"] == 0o027
-    assert report["after"] is True
+    assert report["clean"] is None
     assert report["changed"] is None
     assert report["sigint"] is True  # SIG_IGN: the worker's own between calls
+    assert {k: v for k, v in report["second"].items() if k != "TZ"} == {"B": "2", "PATH": "/caller/bin"}
+    assert report["second_offset"] == report["own_offset"] != 5  # TZ gone: the zone read again
+    assert report["seen"] == "the call changed os.environ"
+    assert report["after"] is True
+    assert report["changed_after"] is None
 
 
 def test_one_listener_thread_serves_every_call_and_raises_only_while_the_call_runs() -> None:
@@ -333,32 +351,34 @@ def test_a_calls_streams_are_closed_when_it_ends() -> None:
     assert report["closed"] is True
 
 
-def test_a_clean_calls_environment_comes_and_goes_without_reading_os_environ() -> None:
-    """Entering, and leaving a call that left os.environ as it came in, touch only the names that differ.
+def test_a_callers_environment_called_with_again_is_not_set_again() -> None:
+    """Call after call with the same environment (a controller's): nothing of os.environ is set, unset or read.
 
-    Nothing of os.environ is read for it (each read decodes; each name it lacks raises KeyError inside): the worker
-    knows what it holds, its own before the call and the call's after it (checked before it leaves).
+    Each setenv/unsetenv and each read of os.environ is Python on both sides of libc; a worker that put its own
+    environment back after each call set every name twice a call.
     """
     report = _play(
         """
-        own = dict(os.environ)
-        reads = []
+        env = {**os.environ, "A": "1", "CALLER_ONLY": "x"}
+        world.enter(request(dict(env)), call_fds())
+        world.leave(restore_all=world.environ_changed() is not None)
+        touched = []
         def profile(frame, event, arg):
             if event == "call" and frame.f_globals.get("__name__") == "os":
-                reads.append(frame.f_code.co_name)
+                touched.append(frame.f_code.co_name)
         sys.setprofile(profile)
-        world.enter(request({**own, "A": "1", "TZ": "UTC+5"}), call_fds())
+        world.enter(request(dict(env)), call_fds())
         sys.setprofile(None)
-        report["in_call"] = dict(os.environ) == {**own, "A": "1", "TZ": "UTC+5"} and time.timezone == 5 * 3600
+        report["in_call"] = dict(os.environ) == env
+        report["clean"] = world.environ_changed()
         sys.setprofile(profile)
         world.leave(restore_all=False)
         sys.setprofile(None)
-        report["reads"] = sorted(set(reads) & {"__getitem__", "__iter__", "__contains__", "get"})
-        report["after"] = dict(os.environ) == own
+        report["touched"] = sorted(set(touched) & {"__getitem__", "__setitem__", "__delitem__", "__iter__", "get"})
         report["changed"] = world.changed()
         """
     )
-    assert report == {"in_call": True, "reads": [], "after": True, "changed": None}
+    assert report == {"in_call": True, "clean": None, "touched": [], "changed": None}
 
 
 def test_a_call_that_changed_os_environ_is_undone_in_full() -> None:

@@ -146,7 +146,7 @@ def _serve(
         watcher.watch(conn)
         code, reason = _run(_plant(request, entry))
         status = ownstatus.read()  # one read for the masks, the thread count and the resident size
-        reason = reason or world.signals_changed(status) or _environ_changed(request)
+        reason = reason or world.signals_changed(status) or world.environ_changed()
     finally:
         watcher.stop()
         code = _flush(code)
@@ -223,12 +223,6 @@ def _flush(code: int) -> int:
     if not flush_streams() and code == 0:
         return 120  # what the interpreter returns when flushing stdout fails at exit
     return code
-
-
-def _environ_changed(request: Request) -> str | None:
-    if dict(os.environ) != request.env:
-        return "the call changed os.environ"
-    return None
 
 
 def _plant(request: Request, entry: Entry) -> Entry:

@@ -4,8 +4,12 @@ A call's world is its argv (`sys.argv`), its exact environment (`os.environ`, an
 working directory (the descriptor the client passed), its umask, its stdio on descriptors 0-2 (and the output layer's
 streams rebuilt over them), its signal dispositions (as a fresh interpreter has them) and the root logger's handlers
 and levels. `World.enter` replaces the worker's own with the caller's; `World.leave` puts the worker's own back, so
-nothing of one call's inputs is left for the next: stdio is /dev/null again, the environment and directory are the
-worker's, the streams of the call are closed (a late flush can never reach the next caller's descriptors). Between
+nothing of one call's inputs is left for the next: stdio is /dev/null again, the directory is the worker's, the
+streams of the call are closed (a late flush can never reach the next caller's descriptors). The environment is the
+exception: a call that left os.environ exactly as it came in leaves it in place until the next call's replaces it,
+name by name where the two differ (a caller calls with the same environment call after call: putting the worker's
+own back and the next call's in again cost ~70 setenv/unsetenv a call). The next call's environment is still exactly
+its own, and between calls the worker reads none (what it compares is the request's). Between
 calls sys.stdin/stdout/stderr are the worker's own streams, built once over its own descriptor of /dev/null (not 0-2:
 what they buffer between calls can never reach a caller's descriptor dup'ed there).
 """
@@ -67,7 +71,7 @@ class World:
         self.home = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         os.fchdir(self.home)
         self.environ = dict(os.environ)
-        self.call_environ: dict[str, str] = {}  # the running call's, as it was put in place
+        self.current = self.environ  # what os.environ holds: the worker's own, or the last clean call's
         self.umask = os.umask(0o022)
         os.umask(self.umask)
         self.argv = list(sys.argv)
@@ -97,8 +101,8 @@ class World:
             os.dup2(fd, target)
         _close(fds)
         os.umask(request.umask)
-        _switch(self.environ, request.env)  # os.environ is the worker's own here: changed() said so after each call
-        self.call_environ = request.env
+        _switch(self.current, request.env)  # checked after every call: os.environ holds `current`
+        self.current = request.env
         sys.argv = list(request.argv) or ["ocivendir"]
         _install(_CALL_ONLY)  # the others are the same between calls and in one (signals_changed() sees to it)
         if self.call_masks is None:
@@ -109,9 +113,8 @@ class World:
         """The worker's own world back: stdio on /dev/null, its directory, umask, environment, argv, signals, logs.
 
         Without `restore_all` (the call changed no signal's disposition and left os.environ exactly as it came in:
-        `signals_changed` and the worker's check of the environment said so), only the dispositions that differ
-        between a call and the worker's idle state are set back, and only the names that differ between the call's
-        environment and the worker's are, without reading os.environ back first.
+        `signals_changed` and `environ_changed` said so), only the dispositions that differ between a call and the
+        worker's idle state are set back, and the call's environment stays until the next call's replaces it.
         """
         for target in (0, 1, 2):
             os.dup2(self.null, target)
@@ -120,9 +123,8 @@ class World:
         os.fchdir(self.home)
         os.umask(self.umask)
         if restore_all:
-            _adopt(self.environ)
-        else:
-            _switch(self.call_environ, self.environ)
+            _adopt(self.environ)  # read back in full: the call may have changed anything
+            self.current = self.environ
         sys.argv = list(self.argv)
         root = logging.getLogger()
         for handler in [h for h in root.handlers if h not in self.root_handlers]:
@@ -157,9 +159,19 @@ class World:
             return "the call changed a signal's disposition outside Python (the kernel's masks differ)"
         return found
 
+    def environ_changed(self) -> str | None:
+        """Whether the running call left os.environ other than it came in (called before `leave`), or None."""
+        if dict(os.environ) != self.current:
+            return "the call changed os.environ"
+        return None
+
     def changed(self) -> str | None:
-        """What of the worker's own world differs from when it was taken (after `leave`), or None."""
-        if dict(os.environ) != self.environ:
+        """What of the worker's own world differs from when it was taken (after `leave`), or None.
+
+        The environment is the worker's own after a call that changed it (read back in full); after a clean call it is
+        that call's, which `environ_changed` compared already.
+        """
+        if self.current is self.environ and dict(os.environ) != self.environ:
             return "os.environ differs after the call"
         here, home = os.stat("."), os.fstat(self.home)
         if (here.st_dev, here.st_ino) != (home.st_dev, home.st_ino):
