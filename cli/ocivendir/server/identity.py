@@ -6,7 +6,8 @@ has exactly the worker's, as the kernel reports them — never as the request as
   the pid SO_PEERCRED names; where /proc is not mounted, every resource limit (soft and hard) read with prlimit(2);
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
   no_new_privs, seccomp mode, every resource limit (soft and hard: the same the 16 prlimit(2) calls would read, in
-  one file), oom_score_adj, the security label, the control groups (a caller held to
+  one file), oom_score_adj, the security label (where a security module answers: which do is the kernel's, so where
+  none answers the server none answers any process), the control groups (a caller held to
   less memory, CPU or fewer processes by its cgroup must not be served outside it), the mount, network, user and
   cgroup namespaces and the root directory. A caller whose entry cannot be read there (another pid namespace, gone)
   is refused. The reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
