@@ -72,6 +72,7 @@ class Server:
         self.wake: tuple[int, int] = (-1, -1)
         self.owner = -1  # the process that listens: the only one that may close and remove the socket
         self._constant_json: str | None = None  # the facts that never change, encoded once
+        self.child_ended = True  # a SIGCHLD came since the last reaping (at first: reap once)
 
     def claim(self) -> None:
         """The directory checked (created if missing) and this build's lock taken; LockBusy if a server runs."""
@@ -132,7 +133,9 @@ class Server:
         self.last_call = self.last_check = time.monotonic()
         try:
             while True:
-                self._reap()
+                if self.child_ended:  # only after a SIGCHLD: no wait4 on every wake-up
+                    self.child_ended = False
+                    self._reap()
                 if self.retiring:
                     self.retire()  # again after a signal, and so for a worker forked while it came: each one ends
                 if self.retiring and not self.children:
@@ -155,7 +158,7 @@ class Server:
         signal.set_wakeup_fd(wake_w)
         for signo in _RETIRE_SIGNALS:
             signal.signal(signo, self._on_retire)
-        signal.signal(signal.SIGCHLD, _ignore)
+        signal.signal(signal.SIGCHLD, self._on_child)
         return wake_r, wake_w
 
     def _poll(self, wake_r: int, wait: float) -> None:
@@ -287,6 +290,10 @@ class Server:
                 if worker.pid == pid:
                     self.pool.drop(worker)
 
+    def _on_child(self, _signo: int, _frame: object) -> None:
+        """SIGCHLD: only the mark (the wake-up descriptor wakes the loop, which reaps at its top)."""
+        self.child_ended = True
+
     def _on_retire(self, _signo: int, _frame: object) -> None:
         """Only the mark: the loop, woken by the signal, retires at its top.
 
@@ -338,10 +345,6 @@ def _drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
-
-
-def _ignore(_signo: int, _frame: object) -> None:
-    """SIGCHLD only wakes the loop (through the wakeup descriptor); reaping happens there."""
 
 
 def run_server(directory: str, *, idle: float, workers: int, max_calls: int, preload: Callable[[], object],
