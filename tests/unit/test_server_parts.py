@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -86,6 +89,54 @@ def test_a_request_reads_back_as_sent() -> None:
     back = wire.decode_body(data[8:])
     assert (back.op, back.build, back.umask, back.cwd, back.argv, back.env) == (
         "call", "ab" * 8, 0o27, "/w", ["vendir", "sync", "", "ü"], {"A": "1", "B": "x=y", "EMPTY": ""})  # fmt: skip
+
+
+def _sent_request(client: socket.socket, *, whole: bool) -> list[int]:
+    """A request sent on `client` with four descriptors: whole, or its header and half its body only."""
+    data = wire.encode_request(wire.Request(op="call", build="b", umask=0o22, cwd="/", argv=["vendir"], env={"A": "1"}))
+    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(4)]
+    try:
+        socket.send_fds(client, [data[:8]], fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    client.sendall(data[8:] if whole else data[8 : 8 + (len(data) - 8) // 2])
+    return fds
+
+
+def test_a_whole_request_is_received_by_its_deadline_with_no_timer_nor_handler() -> None:
+    """What is there is taken without waiting: no SIGALRM handler installed, no interval timer armed per call."""
+    from ocivendir.server.worker import _receive  # noqa: PLC0415
+
+    asked: list[str] = []
+
+    def profile(_frame: object, event: str, arg: object) -> None:
+        if event == "c_call":
+            asked.append(getattr(arg, "__name__", ""))
+
+    ours, client = socket.socketpair()
+    with ours, client:
+        _sent_request(client, whole=True)
+        sys.setprofile(profile)
+        try:
+            request, fds = _receive(ours)
+        finally:
+            sys.setprofile(None)
+        for fd in fds:
+            os.close(fd)
+    assert (request.argv, request.env, len(fds)) == (["vendir"], {"A": "1"}, 4)
+    assert {"signal", "setitimer", "poll", "select"}.isdisjoint(asked)
+
+
+def test_a_request_that_does_not_come_whole_by_the_deadline_times_out_and_its_descriptors_are_closed() -> None:
+    """However it trickles, the request's deadline is one for all of it; the descriptors received are not kept."""
+    ours, client = socket.socketpair()
+    with ours, client:
+        _sent_request(client, whole=False)
+        before = set(Path("/proc/self/fd").iterdir())
+        with pytest.raises(TimeoutError):
+            wire.receive_request(ours, time.monotonic() + 0.2)
+        assert set(Path("/proc/self/fd").iterdir()) <= before
 
 
 @pytest.mark.parametrize(
@@ -224,3 +275,27 @@ def test_bytecode_written_into_site_packages_leaves_the_build_id(
     (site / "__pycache__").mkdir()
     (site / "__pycache__" / "dep.cpython-311.pyc").write_bytes(b"")
     assert build_id() == before
+
+
+def test_a_hand_over_decodes_no_facts_until_a_status_asks_for_them() -> None:
+    """The parent's facts travel with every connection; only `status` and `stop` need them, so a call decodes none."""
+    from ocivendir.server.worker import _next  # noqa: PLC0415
+
+    decoded: list[str] = []
+
+    def profile(frame: types.FrameType, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_globals.get("__name__", "").startswith("json"):
+            decoded.append(frame.f_code.co_name)
+
+    parent, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    conn, _peer = socket.socketpair()
+    with parent, worker, conn, _peer:
+        socket.send_fds(parent, [b'{"calls": 3}'], [conn.fileno()])
+        sys.setprofile(profile)
+        try:
+            handed = _next(worker)
+        finally:
+            sys.setprofile(None)
+        assert handed is not None
+        handed[0].close()
+    assert decoded == []
