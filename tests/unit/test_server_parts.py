@@ -299,3 +299,28 @@ def test_a_hand_over_decodes_no_facts_until_a_status_asks_for_them() -> None:
         assert handed is not None
         handed[0].close()
     assert decoded == []
+
+
+def test_a_start_after_an_earlier_start_listened_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that takes the start lock after the first server listened (and let it go) starts no second server.
+
+    It finds that server's own lock held (it used to start one that lost the lock and exited).
+    """
+    from ocivendir.fs.locks import hold_lock  # noqa: PLC0415
+    from ocivendir.server import spawn  # noqa: PLC0415
+    from ocivendir.server.place import lock_path  # noqa: PLC0415
+
+    directory = tmp_path / "srv"
+    directory.mkdir(mode=0o700)
+    spawned: list[list[str]] = []
+    monkeypatch.setattr(spawn, "spawn_detached", lambda argv, *_a, **_k: spawned.append(argv))
+    running = hold_lock(lock_path(str(directory), "b" * 16))  # a server of this build lives
+    try:
+        assert spawn.start_server(str(directory), "b" * 16) is False
+        assert spawned == []
+    finally:
+        os.close(running)
+    assert spawn.start_server(str(directory), "b" * 16) is True
+    assert len(spawned) == 1

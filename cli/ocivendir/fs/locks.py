@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LockBusy", "file_lock", "hold_lock", "removable_lock", "target_lock"]
+__all__ = ["LockBusy", "file_lock", "hold_lock", "is_held", "removable_lock", "target_lock"]
 
 _POLL_SECONDS = 0.02
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -115,6 +115,23 @@ def hold_lock(path: str) -> int:
         os.close(fd)
         raise LockBusy(path) from None
     return fd
+
+
+def is_held(path: str) -> bool:
+    """Whether a process holds an exclusive lock on `path` now (a shared one is asked for and let go at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file (or none that may be one): nobody holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # the shared lock goes with it
+    return False
 
 
 @contextmanager
