@@ -225,6 +225,20 @@ static int start_lock_path(char *buf, size_t size, const char *dir) {
     return w >= 0 && (size_t)w < size;
 }
 
+/* Whether this build's server holds its lock, D/server-<build>.lock (it does for its whole life): a shared lock on it
+ * is refused then (asked for without waiting, and let go at once). */
+static int server_runs(const char *dir) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s/server-%s.lock", dir, OCIVENDIR_BUILD) >= (int)sizeof(path))
+        return 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return held;
+}
+
 /* Starts `<install dir>/ocivendir server start --foreground` detached: its own session, stdio on /dev/null, the
  * build's start lock on descriptor 3 and no other inherited descriptor, a scrubbed environment, not our child (double
  * fork; the intermediate child is reaped here). The start lock (an flock on D/server-<build>.start, which the server
@@ -245,6 +259,10 @@ static int start_server(const char *dir) {
     if (lock < 0)
         return 0;
     if (flock(lock, LOCK_EX | LOCK_NB) != 0) { /* a start is under way */
+        close(lock);
+        return 1;
+    }
+    if (server_runs(dir)) { /* an earlier start's server listens now (and let the start lock go): start none */
         close(lock);
         return 1;
     }

@@ -11,6 +11,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from io import TextIOWrapper
     from typing import IO, Any
 
     from rich.console import Console
@@ -27,9 +28,13 @@ __all__ = [
     "rebind_stdio",
     "release_stdio",
     "stderr_is_tty",
+    "stdio_streams",
     "write_stderr",
     "write_stdout",
 ]
+
+if TYPE_CHECKING:
+    Stdio = tuple[TextIOWrapper, TextIOWrapper, TextIOWrapper]  # stdin, stdout, stderr
 
 _OPEN = "([{"
 _CLOSE = ")]}"
@@ -90,40 +95,53 @@ def pacify_streams() -> None:
     sys.stderr = _PacifiedStream(sys.stderr)
 
 
-def rebind_stdio() -> None:
-    """New sys.stdin/stdout/stderr over descriptors 0, 1 and 2, built as the interpreter builds them at start-up.
+def stdio_streams(fds: tuple[int, int, int] = (0, 1, 2)) -> Stdio:
+    """Streams for stdin, stdout and stderr over `fds`, built as the interpreter builds them at start-up.
 
-    A server's worker calls this once the caller's descriptors are in place: same encoding and error handlers as the
-    interpreter chose, newline `\n`, stdout line-buffered on a terminal, stderr always line-buffered.
+    Same encoding and error handlers as the interpreter chose, newline `\n`, stdout line-buffered on a terminal,
+    stderr always line-buffered. The descriptors stay open when the streams are closed.
     """
     import io  # noqa: PLC0415 - loaded at start-up already
     import os  # noqa: PLC0415 - loaded at start-up already
 
     streams = []
-    for fd, old in ((0, sys.__stdin__), (1, sys.__stdout__), (2, sys.__stderr__)):
+    for role, (fd, old) in enumerate(zip(fds, (sys.__stdin__, sys.__stdout__, sys.__stderr__), strict=True)):
         encoding = getattr(old, "encoding", None) or "utf-8"
-        errors = getattr(old, "errors", None) or ("backslashreplace" if fd == 2 else "strict")  # noqa: PLR2004
-        binary = open(fd, "rb" if fd == 0 else "wb", closefd=False)  # noqa: SIM115 - the process's own stream
-        line_buffering = fd == 2 or (fd == 1 and os.isatty(fd))  # noqa: PLR2004
+        errors = getattr(old, "errors", None) or ("backslashreplace" if role == 2 else "strict")  # noqa: PLR2004
+        binary = open(fd, "rb" if role == 0 else "wb", closefd=False)  # noqa: SIM115 - the process's own stream
+        line_buffering = role == 2 or (role == 1 and os.isatty(fd))  # noqa: PLR2004
         stream = io.TextIOWrapper(binary, encoding=encoding, errors=errors, newline="\n", line_buffering=line_buffering)
-        stream.mode = "r" if fd == 0 else "w"  # type: ignore[misc] # as the interpreter's own streams say
+        stream.mode = "r" if role == 0 else "w"  # type: ignore[misc] # as the interpreter's own streams say
         streams.append(stream)
+    stdin, stdout, stderr = streams
+    return stdin, stdout, stderr
+
+
+def rebind_stdio(streams: Stdio | None = None) -> None:
+    """`streams` (by default new ones over descriptors 0, 1 and 2) become sys.stdin/stdout/stderr and their originals.
+
+    A server's worker calls this once the caller's descriptors are in place, and with its own idle streams after.
+    """
+    streams = streams or stdio_streams()
     sys.stdin, sys.stdout, sys.stderr = streams
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc] # nothing of the server's stays
 
 
-def release_stdio() -> None:
-    """Close the streams of a served call (their descriptors already point elsewhere) and rebind over 0, 1 and 2.
+def release_stdio(idle: Stdio | None = None) -> None:
+    """Close the streams of a served call (their descriptors already point elsewhere) and put `idle` in their place.
 
     A reused worker calls this after each call: a closed stream never flushes again, so nothing the call left in a
-    buffer can reach the next caller's descriptors.
+    buffer can reach the next caller's descriptors. `idle` are the worker's own, built once over a descriptor of its
+    own (never 0-2, which the next call's are dup'ed onto); without them, new streams over 0, 1 and 2.
     """
     for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if idle is not None and stream in idle:
+            continue  # one of the worker's own (a call that ran nothing of its own): it stays open
         try:
             stream.close()
         except (OSError, ValueError):
             pass
-    rebind_stdio()
+    rebind_stdio(idle)
 
 
 def flush_streams() -> bool:

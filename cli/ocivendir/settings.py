@@ -369,9 +369,53 @@ def _credentials(flags: Flags, env: Mapping[str, str]) -> CredentialRules:
     return replace(rules, default=default)
 
 
+_SETTINGS_KEPT = 8
+_loaded: dict[tuple[object, ...], Settings] = {}  # see load_settings: keyed by everything it reads
+
+
 def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Settings:
-    """Build Settings from flags and the environment (os.environ unless given), by `choose`'s rule."""
+    """Build Settings from flags and the environment (os.environ unless given), by `choose`'s rule.
+
+    A reused worker builds the same Settings for every call of the same App, so they are kept, keyed by all that they
+    are made of: the flags, every variable of the environment, the working directory where a path given is relative
+    (it is made absolute) and the umask. Only Settings of os.environ are kept (the cache's default path is read from
+    it even when `environ` is given), and only with an absolute HOME (else that path comes from the passwd database,
+    which is not in the key). Settings are frozen, and a failure is never kept.
+    """
     env = dict(os.environ if environ is None else environ)
+    umask = _read_umask()
+    key = _key(flags, env, umask) if environ is None and env.get("HOME", "").startswith("/") else None
+    kept = _loaded.get(key) if key is not None else None
+    if kept is not None:
+        return kept
+    settings = _build(flags, env, umask)
+    if key is not None:
+        if len(_loaded) >= _SETTINGS_KEPT:
+            del _loaded[next(iter(_loaded))]
+        _loaded[key] = settings
+    return settings
+
+
+_RELATIVE_ABLE = ("cache_dir", "registry_config", "policy", "trusted_root")  # the paths made absolute (`_path`)
+
+
+def _key(flags: Flags, env: dict[str, str], umask: int) -> tuple[object, ...] | None:
+    """What Settings are made of; the working directory only where a path is relative (kapp-controller's is new)."""
+    try:
+        paths = [text for name in _RELATIVE_ABLE if (text := _text(name, getattr(flags, name), env))]
+        if any(text.startswith("~") and text != "~" and not text.startswith("~/") for text in paths):
+            return None  # `~user` is the passwd database's answer, not in the key
+        relative = any(not os.path.expanduser(text).startswith("/") for text in paths)
+        key = (flags, frozenset(env.items()), os.getcwd() if relative else None, umask)
+        hash(key)
+    except OSError:  # the working directory is gone: made anew (a relative path is refused then as before)
+        return None
+    except TypeError:  # a flag given as a list: made anew each time
+        return None
+    return key
+
+
+def _build(flags: Flags, env: dict[str, str], umask: int) -> Settings:
     _server_switch(env)
     cache_dir, explicit = _cache_dir(flags, env)
     size_text = _text("cache_max_size", flags.cache_max_size, env)
@@ -396,7 +440,7 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
         debug=flags.debug,
         tty=flags.tty,
         color=flags.color if flags.color is not None else choose("color", None, env) is None,
-        umask=_read_umask(),
+        umask=umask,
         proxy_vars=_proxy(env),
         credentials=_credentials(flags, env),
         docker_configs=_docker_configs(env),

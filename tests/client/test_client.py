@@ -576,3 +576,23 @@ def test_a_socket_that_leads_to_another_users_listener_is_handed_nothing(install
         done = install.run(["sync", "-f", "-"], env=install.env(IMGPKG_REGISTRY_PASSWORD="secret-of-the-caller"))
     assert done.stdout == b"in-process\n"
     assert theirs.received == b""
+
+
+def test_a_call_that_finds_a_server_holding_its_lock_starts_no_second_one(install: Install) -> None:
+    """A refused socket with this build's server holding its lock: the call starts no second server.
+
+    The server lives (a start would only lose that lock and exit); the call runs in-process once the start lock is free.
+    """
+    import fcntl  # noqa: PLC0415
+
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(install.server_dir / f"server-{BUILD}.sock"))
+    stale.close()
+    held = os.open(install.server_dir / f"server-{BUILD}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = install.run(["sync"])
+    finally:
+        os.close(held)
+    assert (done.returncode, done.stdout) == (3, b"in-process\n")
+    assert install.starts() == []

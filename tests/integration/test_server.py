@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ocivendir import version_line
 from ocivendir.server import wire
 from ocivendir.server.build import build_id
 from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
@@ -453,6 +454,43 @@ def test_a_frame_from_the_wire_is_bounded() -> None:
         left.sendall(struct.pack(">cI", b"X", wire.MAX_FRAME + 1))
         with pytest.raises(wire.WireError):
             wire.read_frame(right)
+
+
+def _imported(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[str, set[str]]:
+    """A run of this venv's interpreter with `-X importtime`: its stdout, and every module it imported."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=60, check=True)  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert len(lines) == len(done.stderr.splitlines()), done.stderr
+    return done.stdout, {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # the first line is the header
+
+
+def test_a_served_call_loads_only_what_handing_it_over_needs(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:
+    """The Python client's whole served path loads our client's modules and what `socket` and `signal` bring.
+
+    Nothing else (`-X importtime` sees its late imports too): no error types (only a call run in-process raises
+    them), no `struct` or `zlib` (each an extension module: a shared library loaded on every call).
+    """
+    vendir = program(bin_dir, "vendir")
+    place.start()
+    before = served_calls(place)
+    stdout, loaded = _imported(str(vendir), "version", env=place.env(), cwd=tmp_path)
+    assert stdout == f"{version_line('vendir')}\n"
+    assert served_calls(place) == before + 2  # served: the call, then this status query
+    _, interpreter = _imported("-c", "pass")
+    _, network = _imported("-c", "import socket, signal")
+    ours = sorted(name for name in loaded if name.startswith("ocivendir"))
+    assert ours == [
+        "ocivendir",
+        "ocivendir.commands",
+        "ocivendir.server",
+        "ocivendir.server.build",
+        "ocivendir.server.client",
+        "ocivendir.server.interpreter",
+        "ocivendir.server.place",
+        "ocivendir.server.wire",
+    ]  # flagscan only for a command line that starts with a flag
+    assert sorted(loaded - interpreter - network - set(ours)) == ["__future__"]
 
 
 _WARM_CALLS = """

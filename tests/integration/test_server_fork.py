@@ -160,3 +160,46 @@ def test_a_server_told_to_stop_ends_once_its_last_worker_has(place: ServerPlace)
         if not ended:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+
+
+def test_the_parent_waits_for_its_children_only_after_one_ended(place: ServerPlace) -> None:
+    """Wake-ups for connections and ready workers reap nothing: waitpid runs after a SIGCHLD, not on every wake-up.
+
+    Ten hand-overs wake the loop twenty times; the parent asks the kernel about its children once at the start and
+    once its worker has ended, not once a wake-up.
+    """
+    report_r, report_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the server, in a process of its own
+        try:
+            os.close(report_r)
+            asked = [0]
+            waitpid = os.waitpid
+
+            def counted(*args: int) -> tuple[int, int]:
+                asked[0] += 1
+                return waitpid(*args)
+
+            made = Server(str(place.dir), _BUILD, idle=0, workers=1, max_calls=1000, entry=lambda: None)
+            made.claim()
+            made.listen()
+            os.write(report_w, b"1")
+            os.waitpid = counted  # type: ignore[assignment] # counted in this process only
+            made.serve()
+            os.write(report_w, str(asked[0]).encode())
+        finally:
+            os._exit(0)
+    os.close(report_w)
+    try:
+        assert os.read(report_r, 1) == b"1"
+        for _ in range(10):
+            with _status(str(place.dir / f"server-{_BUILD}.sock")) as client:
+                client.settimeout(_GUARD_SECONDS)
+                assert (wire.read_frame(client) or (b"",))[0] == b"I"
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status)
+        asked = int(os.read(report_r, 100) or b"-1")
+    finally:
+        os.close(report_r)
+    assert 0 < asked < 10

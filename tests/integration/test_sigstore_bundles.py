@@ -194,17 +194,17 @@ def test_a_bundle_is_parsed_and_checked_once_whichever_authorities_ask(
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(module, name, counted)
-    from ocivendir.engine import content  # noqa: PLC0415
+    from ocivendir.oci import parsed as parsed_memo  # noqa: PLC0415 - where the engine's manifests are parsed
     from ocivendir.oci.manifest import Index  # noqa: PLC0415
 
-    parse_manifest = content.parse_manifest
+    parse_manifest = parsed_memo.parse_manifest
 
     def parsed(raw: bytes, media_type: str | None = None) -> object:
         found = parse_manifest(raw, media_type)
         calls["an index parsed as a manifest"] += isinstance(found, Index)
         return found
 
-    monkeypatch.setattr(content, "parse_manifest", parsed)
+    monkeypatch.setattr(parsed_memo, "parse_manifest", parsed)
     repo = f"{repo_prefix}/app"
     ref, digest = pushed_image(pusher, repo)
     attach_bundle(pusher, repo, digest, bundle(digest=digest, sigstore=sigstore))

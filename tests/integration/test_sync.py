@@ -453,6 +453,39 @@ def test_locked_needs_an_entry_for_every_content(work: Path, cache: Path) -> Non
     assert sync(work, config, "--locked").exit_code == 0
 
 
+def test_links_are_checked_wherever_they_may_be_and_only_there(
+    registry: Registry, pusher: Pusher, repo_prefix: str, work: Path, cache: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A tree laid down only from layers holds no link (the extractor makes none): no walk for links.
+
+    A directory content beside it, or a lazy content copied from the old tree (where a link may be planted), is walked.
+    """
+    from ocivendir.engine import sync as engine_sync  # noqa: PLC0415
+
+    walked: list[str] = []
+    real_check = engine_sync._check_symlinks
+    monkeypatch.setattr(engine_sync, "_check_symlinks", lambda root: walked.append(root) or real_check(root))
+    ref = pusher.image(f"{repo_prefix}/links", make_image({"app.yml": "a"}))
+    image_only = (
+        HEAD + f'directories:\n- path: v\n  contents:\n  - path: img\n    lazy: true\n    image: {{url: "{ref}"}}\n'
+    )
+    assert sync(work, image_only).exit_code == 0
+    assert walked == []
+    (work / "v/img/escape").symlink_to(tmp_path)  # planted in the synced tree; the lazy content is copied from it
+    lazy = sync(work, image_only)
+    assert lazy.exit_code == 1
+    assert f'Invalid symlink found to outside parent directory: "{tmp_path}"' in lazy.stderr
+    assert len(walked) == 1
+    (work / "v/img/escape").unlink()
+    (work / "local").mkdir()
+    (work / "local/escape").symlink_to(tmp_path)
+    mixed = image_only + "  - path: dir\n    directory: {path: local}\n"
+    refused = sync(work, mixed, "--no-lazy")
+    assert refused.exit_code == 1
+    assert f'Invalid symlink found to outside parent directory: "{tmp_path}"' in refused.stderr
+
+
 def test_symlinks_leaving_the_directory_are_refused_before_the_swap(work: Path, cache: Path, tmp_path: Path) -> None:
     (work / "local").mkdir()
     (work / "local/inside.txt").write_text("x")

@@ -372,3 +372,20 @@ def test_verify_keeps_a_recent_partial_download_for_the_next_pull_and_repair_rem
     repaired = verify(store, index, repair=True, exclusive=True)
     assert f"removed {old}: stale partial download (not written for 8.0 days)" in repaired.repairs
     assert sorted(_partials(store)) == [recent.name[:64]]
+
+
+def test_an_existing_layout_is_checked_with_one_lstat_per_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every call opens the cache: a layout already there costs no mkdir; a directory removed since is made again."""
+    store = BlobStore(tmp_path / "cache")
+    store.ensure_layout()
+    made: list[str] = []
+    real_mkdir = os.mkdir
+    monkeypatch.setattr(os, "mkdir", lambda path, *a, **k: made.append(str(path)) or real_mkdir(path, *a, **k))
+    store.ensure_layout()
+    assert made == []
+    Path(store.tmp).rmdir()
+    store.ensure_layout()
+    assert made == [store.tmp]
+    assert Path(store.tmp).is_dir()

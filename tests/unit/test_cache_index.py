@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from responses import RequestsMock
@@ -233,6 +237,77 @@ def test_a_new_index_is_made_in_one_transaction_and_its_commits_wait_for_no_sync
     assert frames == pages
     assert db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
     index.close()
+
+
+def _statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement the index's connections run from now on (PRAGMAs too), as SQLite's trace callback sees them."""
+    seen: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)
+        db.set_trace_callback(seen.append)
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    return seen
+
+
+def test_only_an_empty_file_is_made_an_index_without_syncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new index: `synchronous = OFF` while it is made, NORMAL again before anything else is written to it.
+
+    An index with content (here one of schema 1, migrated) is never written unsynced: a power loss could tear it.
+    """
+    seen = _statements(monkeypatch)
+    index = CacheIndex(tmp_path / "index.db")
+    db = index._sql.connection()
+    pragmas = [s for s in seen if s.startswith("PRAGMA synchronous")]
+    assert pragmas == ["PRAGMA synchronous = NORMAL", "PRAGMA synchronous = OFF", "PRAGMA synchronous = NORMAL"]
+    assert seen.index("PRAGMA synchronous = OFF") < seen.index("PRAGMA journal_mode = WAL")
+    assert seen[-2:] == ["COMMIT;", "PRAGMA synchronous = NORMAL"]  # back as soon as the schema is committed
+    assert db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL for every later commit
+    index.close()
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as made:  # schema 1: meta says 1, no user_version
+        made.executescript("CREATE TABLE meta(schema_version INTEGER NOT NULL); INSERT INTO meta VALUES (1);")
+    seen.clear()
+    migrated = CacheIndex(old)
+    migrated._sql.connection()
+    migrated.close()
+    assert "PRAGMA synchronous = OFF" not in seen
+    assert "PRAGMA journal_mode = WAL" in seen  # the script did run
+
+
+STRACE = shutil.which("strace")
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace counts the syncs")
+def test_a_new_index_is_made_with_no_sync_and_its_first_commit_adds_none(tmp_path: Path) -> None:
+    """No sync while a new index is made, nor at its first commit (strace counts every kind of sync call).
+
+    With NORMAL throughout, making it cost five (journal, directory, file, WAL header, directory) before a cold call's
+    first request, each waiting for the file system's journal: 1-8 ms apiece on a busy disk.
+    """
+    script = (
+        "import sys\n"
+        "from ocivendir.cache.index import BlobRow, CacheIndex\n"
+        "from ocivendir.oci.reference import Digest\n"
+        "index = CacheIndex(sys.argv[1])\n"
+        "index._sql.connection()\n"
+        "sys.stderr.write('made\\n')\n"
+        "index.record_ref('r.io/team/app@sha256:' + 'a' * 64, "
+        "BlobRow(digest=Digest('a' * 64), size=1, media_type='m'), 'image', [])\n"
+        "sys.stderr.write('recorded\\n')\n"
+        "import os; os._exit(0)\n"  # as a served call ends: the connection is kept, not closed (no checkpoint)
+    )
+    done = subprocess.run(
+        [str(STRACE), "-f", "-qq", "-e", "trace=fsync,fdatasync,sync_file_range,syncfs",
+         sys.executable, "-c", script, str(tmp_path / "index.db")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines[-2:] == ["made", "recorded"], done.stderr
+    assert lines == ["made", "recorded"]  # no sync before, between or after
 
 
 @pytest.mark.parametrize("fault", ["read-only", "full"])

@@ -158,3 +158,24 @@ def test_a_download_is_never_written_through_a_link_put_where_its_temp_file_was(
     assert len(rsps.calls) == 0
     assert outside.read_bytes() == b"a file of the user running ocivendir"  # not truncated, not overwritten
     assert not Path(store.path(DIGEST)).exists()
+
+
+def test_a_huge_file_planted_where_a_small_blob_belongs_is_refused_by_its_size_and_never_read(
+    store: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sparse file of a TiB costs its planter nothing; read whole (to be hashed) it would take a TiB of memory."""
+    with Path(store.path(DIGEST)).open("wb") as planted:
+        planted.truncate(1 << 40)
+    asked: list[int] = []
+    real_read = os.read
+
+    def read(fd: int, length: int) -> bytes:
+        asked.append(length)
+        assert length <= 1 << 20, "a read of the planted file's whole size"
+        return real_read(fd, length)
+
+    monkeypatch.setattr(os, "read", read)
+    with pytest.raises(DigestMismatch, match="is corrupt"):
+        store.read_verified(DIGEST, len(DATA), "reading")
+    assert asked == []
+    assert not Path(store.path(DIGEST)).exists()  # removed, as any corrupt blob is

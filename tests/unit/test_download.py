@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_a_failure_on_the_writing_thread_is_raised_and_the_file_stays_a_prefix(t
             raise OSError(28, "No space left on device")
 
     def fill() -> None:
-        with BlobFile(str(path), digest_of(LARGE), len(LARGE), fail_on_third) as blob:
+        with BlobFile(str(path), digest_of(LARGE), len(LARGE), progress=lambda done: fail_on_third(done, b"")) as blob:
             blob.prepare()
             for start in range(0, len(LARGE), 1 << 20):
                 blob.append(LARGE[start : start + (1 << 20)])
@@ -81,7 +82,39 @@ def test_a_failure_on_the_writing_thread_is_raised_and_the_file_stays_a_prefix(t
     with pytest.raises(OSError, match="No space left"):
         fill()
     kept = path.read_bytes()
-    assert len(kept) == 3 << 20  # the third chunk was written before its callback failed; nothing after it
+    assert len(kept) == 3 << 20  # the third chunk was written before its progress callback failed; nothing after it
+    assert LARGE.startswith(kept)
+
+
+def test_a_large_blobs_chunks_reach_the_chunk_callback_from_the_appending_thread_in_order(tmp_path: Path) -> None:
+    """The tee's extractor gets each chunk as it is received, not once the blob's thread has written and hashed it.
+
+    So inflating the layer overlaps hashing it instead of following it, one hand-over fewer per chunk. A callback that
+    fails stops the download there: the chunk it refused is not queued, and the file holds a prefix of the blob.
+    """
+    seen: list[tuple[int, int]] = []
+    threads: set[int] = set()
+
+    def shown(offset: int, chunk: bytes) -> None:
+        threads.add(threading.get_ident())
+        seen.append((offset, len(chunk)))
+        if offset >= 5 << 20:
+            raise OSError(28, "No space left on device")
+
+    path = tmp_path / "blob.partial"
+
+    def fill() -> None:
+        with BlobFile(str(path), digest_of(LARGE), len(LARGE), shown) as blob:
+            blob.prepare()
+            for start in range(0, len(LARGE), 1 << 20):
+                blob.append(LARGE[start : start + (1 << 20)])
+
+    with pytest.raises(OSError, match="No space left"):
+        fill()
+    assert threads == {threading.get_ident()}
+    assert seen == [(n << 20, 1 << 20) for n in range(6)]
+    kept = path.read_bytes()
+    assert len(kept) == 5 << 20  # the five chunks before the refused one, all written
     assert LARGE.startswith(kept)
 
 

@@ -66,3 +66,24 @@ def test_locks_on_a_read_only_filesystem_are_taken_read_only_and_an_absent_one_i
 def _busy(path: Path) -> None:
     with pytest.raises(LockBusy), file_lock(path, timeout=0):
         pass
+
+
+def test_a_lock_makes_its_directory_only_when_it_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock's directory is there on every call but the first: then the lock costs no mkdir (nor makedirs' stats)."""
+    import os  # noqa: PLC0415
+
+    made: list[str] = []
+    real_mkdir = os.mkdir
+
+    def counting_mkdir(path: str, *args: object, **kwargs: object) -> None:
+        made.append(str(path))
+        real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "mkdir", counting_mkdir)
+    with file_lock(tmp_path / "a" / "b" / "lock", shared=True), target_lock(tmp_path / "locks", tmp_path / "out"):
+        pass
+    assert made == [str(tmp_path / "a"), str(tmp_path / "a" / "b"), str(tmp_path / "locks")]
+    made.clear()
+    with file_lock(tmp_path / "a" / "b" / "lock"), target_lock(tmp_path / "locks", tmp_path / "out"):
+        pass
+    assert made == []

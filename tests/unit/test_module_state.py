@@ -1,7 +1,8 @@
 """No module-level state carries one call's inputs or outcomes into the next (a server's worker serves many calls).
 
 Every module-level binding of `cli/ocivendir` whose value is mutable — a dict, list, set or bytearray display, a
-comprehension, or a call other than a known-immutable constructor — must be listed in `STATE` below, saying what keys
+comprehension, or a call other than a known-immutable constructor — and every module-level function or method whose
+results are remembered (`functools.lru_cache` or `cache`) must be listed in `STATE` below, saying what keys
 it (a memo by the digest of everything it depends on; transport state by what would have made it) or why it holds
 nothing of a call (filled once at import, a constant table, a lock). A new one fails this test until it is listed.
 """
@@ -36,11 +37,21 @@ STATE: dict[str, str] = {
     "commands.runtime:_FLAG_FIELDS": "constant table, filled at import, never written",
     "commands.vendirargs:_SWITCHES": "constant table, filled at import, never written",
     "commands.vendirargs:_VALUES": "constant table, filled at import, never written",
+    "cache.memo:_BOOT": "constant: this boot's id, read once at import (it cannot change while a process lives)",
     "cache.opened:_LOCK": "a lock: holds nothing",
     "cache.opened:_closed": "index paths closed before (a connection is kept from the second close on), at most 256: paths only, no content",
     "cache.opened:_kept": "open index connections keyed by the index file's path, reused only while the file's identity (st_dev, st_ino, size, mtime, directory owner) is the one kept with it; at most 8",
+    "fs.swap:_renameat2": "libc's renameat2 looked up once (functools.cache): keyed by nothing a call gives",
+    "oci.reference:parse_digest": "parsed digests keyed by the whole text (lru_cache: a pure function, frozen values, errors not kept); at most 256",
+    "oci.reference:parse_reference": "parsed references keyed by the whole text (lru_cache: a pure function, frozen values, errors not kept; a text with credentials is refused, never kept); at most 256",
+    "vendir.globs:_alternatives": "a glob's brace alternatives keyed by the pattern (lru_cache: a pure function, tuples); at most 256",
+    "vendir.globs:_segment": "compiled glob segments keyed by the segment's pattern (lru_cache: a pure function, compiled expressions); at most 1024",
+    "fs.paths:_O_PATH": "constant: the platform's O_PATH flag (or None), read once at import",
     "fs.replay:_LOCK": "a lock: holds nothing",
     "fs.replay:_layers": "small layers' tar members keyed by the layer's digest, replayed only while the verified blob file's identity is the one kept, and only for a layer of a manifest this call was served (as the blob on disk would be); at most 1 MiB each, 16 MiB in all",
+    "oci.parsed:_LOCK": "a lock: holds nothing",
+    "oci.parsed:_manifests": "parsed manifests keyed by sha256 of their bytes and the media type served (frozen, read-only mappings: handed out as they are); only those of at most 64 KiB, LRU of 32",
+    "oci.parsed:_configs": "parsed image configs keyed by sha256 of their bytes (frozen, labels read-only); only those of at most 64 KiB, LRU of 32",
     "oci.lockmemo:_LOCK": "a lock: holds nothing",
     "oci.lockmemo:_parsed": "parsed images.yml keyed by sha256 of its bytes (copies handed out); LRU of 16",
     "oci.lockmemo:_rewritten": "rewritten images.yml bytes keyed by sha256 of the repository and every entry; LRU of 16",
@@ -50,6 +61,7 @@ STATE: dict[str, str] = {
     "registry.authmemo:_tokens": "bearer tokens keyed by (host, realm, service, scope, HMAC fingerprint of the credential), until their expires_in (default 60 s); a refused one is forgotten; LRU of 64",
     "registry.ggcrtext:_STATUS_TEXT": "constant table, filled at import, never written",
     "server.identity:_OWN": "the server's own credentials and limits, read once before its first fork: what every caller is compared with",
+    "server.identity:_NO_LABELS": "whether no security module answers attr/current, read once before the first fork: the kernel's, the same for every process",
     "server.identity:_SERVER_LOCALE": "the server's own locale encodings, read once at import before any call adopts an environment",
     "server.identity:_SO_PEERPIDFD": "constant: the platform's socket option number",
     "server.identity:_SO_PEERGROUPS": "constant: the platform's socket option number",
@@ -93,6 +105,7 @@ STATE: dict[str, str] = {
     "server.world:_IDLE_SIGNALS": "constant table, filled at import, never written",
     "server.world:_CALL_ONLY": "constant table (where the call's and the idle tables differ), filled at import, never written",
     "server.world:_IDLE_ONLY": "constant table (where the call's and the idle tables differ), filled at import, never written",
+    "settings:_loaded": "Settings keyed by the flags, every environment variable, the working directory and the umask (all they are made of; only of os.environ with an absolute HOME); frozen values; at most 8",
     "settings:_DURATION_UNITS": "constant table, filled at import, never written",
     "settings:_POWERS": "constant table, filled at import, never written",
     "sign.glob:_ALIASES": "constant table, filled at import, never written",
@@ -128,12 +141,29 @@ def _mutable(value: ast.expr | None) -> bool:
     return False
 
 
+_MEMO_DECORATORS = frozenset({"lru_cache", "cache", "functools.lru_cache", "functools.cache"})
+
+
+def _memoised(node: ast.stmt) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions defined by `node` (a module-level def, or a class's methods) whose results are remembered."""
+    defs = [node] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    if isinstance(node, ast.ClassDef):
+        defs = [item for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [
+        function
+        for function in defs
+        if any(_name(d.func if isinstance(d, ast.Call) else d) in _MEMO_DECORATORS for d in function.decorator_list)
+    ]
+
+
 def module_state() -> dict[str, int]:
-    """Every module-level mutable binding, `module:name` → its line."""
+    """Every module-level mutable binding and memoised function, `module:name` → its line."""
     found: dict[str, int] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         module = ".".join(path.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
         for node in ast.parse(path.read_text()).body:
+            for function in _memoised(node):
+                found[f"{module}:{function.name}"] = function.lineno
             targets: list[ast.expr] = []
             if isinstance(node, ast.Assign) and _mutable(node.value):
                 targets = node.targets
@@ -172,3 +202,13 @@ def test_the_audit_sees_a_planted_memo() -> None:
         if _mutable(node.value) and isinstance(target, ast.Name):
             flagged.append(target.id)
     assert flagged == ["A", "B", "C"]
+
+
+def test_the_audit_sees_a_memoised_function() -> None:
+    """A module-level function or a method remembered by lru_cache or cache is state too; a plain one is not."""
+    source = (
+        "@lru_cache(maxsize=8)\ndef a(x): ...\n@functools.cache\ndef b(x): ...\ndef c(x): ...\n"
+        "class D:\n    @functools.lru_cache\n    def e(self): ...\n    def f(self): ...\n"
+    )
+    flagged = [function.name for node in ast.parse(source).body for function in _memoised(node)]
+    assert flagged == ["a", "b", "e"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ocivendir.fs.paths import Guard, UnsafePath, leaves, pure, replace_target, scoped_path, split, within
+from ocivendir.fs.paths import Guard, UnsafePath, leaves, pure, replace_target, resolved, scoped_path, split, within
 
 
 @pytest.fixture
@@ -123,7 +123,8 @@ def test_a_guard_is_checked_on_the_resolved_path_of_a_symlinked_parent(tmp_path:
     ("given", "spelled", "parent", "name"),
     [("a/b", "a/b", "a", "b"), ("a//b/", "a/b", "a", "b"), ("./a/./b/.", "a/b", "a", "b"), ("/", "/", "/", ""),
      ("a", "a", ".", "a"), ("", ".", ".", ""), (".", ".", ".", ""), ("a/../b", "a/../b", "a/..", "b"),
-     ("/x/", "/x", "/", "x")],
+     ("/x/", "/x", "/", "x"), ("a/.", "a", ".", "a"), ("./", ".", ".", ""), ("/.", "/", "/", ""), ("./a", "a", ".", "a"),
+     ("a/./b", "a/b", "a", "b"), ("..", "..", ".", ".."), ("/a/b", "/a/b", "/a", "b"), (".a/b.", ".a/b.", ".a", "b.")],
 )  # fmt: skip
 def test_pure_and_split_spell_paths_as_pathlib_does(given: str, spelled: str, parent: str, name: str) -> None:
     assert pure(given) == spelled == str(Path(given))
@@ -136,3 +137,61 @@ def test_a_leading_double_slash_is_the_root_where_pathlib_keeps_it_apart() -> No
     assert pure("//cache") == "/cache"
     assert within("//cache/x", "/cache")
     assert Guard("/cache", "the cache", inside=True).refusal(pure("//cache/x")) == "is inside the cache '/cache'"
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["self", "self/self/sub", "up/work/sub", "away", "away/", "sub/../file", "file", "dangling", "missing/x", "", ".",
+     "away/new/..", "sub//", "up", "new", "self/new", "up/work/new", "file/x", "dangling/x", "new/", "sub/new/.."],
+)  # fmt: skip
+def test_resolved_is_realpath(tree: Path, given: str) -> None:
+    """The kernel's resolution (where the path exists) and realpath's own walk (elsewhere) give realpath's answer."""
+    assert resolved(given) == os.path.realpath(given)
+    assert resolved(tree / given) == os.path.realpath(tree / given)
+
+
+def test_an_existing_path_is_resolved_without_walking_it(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An existing path costs no lstat per name (realpath's walk): the kernel resolves it in one go."""
+    walked: list[str] = []
+    real_lstat = os.lstat
+    monkeypatch.setattr(os, "lstat", lambda path, *a, **k: walked.append(str(path)) or real_lstat(path, *a, **k))
+    assert resolved(tree / "up" / "work" / "away") == str(tree.parent / "elsewhere")
+    assert walked == []
+    assert resolved(tree / "up" / "work" / "new") == str(tree / "new")  # kapp-controller's target: not there yet
+    assert walked == [str(tree / "up" / "work" / "new")]  # one lstat: nothing there, not even a dangling link
+    walked.clear()
+    assert resolved(tree / "missing" / "x") == str(tree / "missing" / "x")
+    assert len(walked) > 1  # a missing parent: realpath's walk
+
+
+def test_within_answers_as_commonpath_does_for_every_pair() -> None:
+    """Containment by whole names, for absolute, relative, `..`, `.`, doubled and trailing slashes alike."""
+    import posixpath  # noqa: PLC0415
+
+    cases = ["/", "/a", "/a/b", "/a/bc", "/ab", "a", "a/b", ".", "..", "../a", "a/..", "/a/../b", "//a", "/a/", "a/./b",
+             "./a", "", "/a/b/c", "b"]  # fmt: skip
+    for inner in cases:
+        for outer in cases:
+            spelled_inner, spelled_outer = pure(inner), pure(outer)
+            try:
+                expected = spelled_inner == spelled_outer or posixpath.commonpath((spelled_outer, spelled_inner)) == (
+                    spelled_outer
+                )
+            except ValueError:
+                expected = False
+            assert within(inner, outer) is expected, (inner, outer)
+
+
+@pytest.mark.parametrize("given", ["..", "../x", ".", "x"])
+def test_a_relative_path_in_a_removed_working_directory_is_an_error_as_for_realpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """The kernel still finds `..` of a removed directory; realpath has no working directory to join it to, nor here."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(FileNotFoundError):
+        os.path.realpath(given)
+    with pytest.raises(FileNotFoundError):
+        resolved(given)

@@ -241,3 +241,13 @@ def test_a_loopback_ipv4_registry_is_judged_without_importing_ipaddress() -> Non
     )
     done = fresh_python(code)
     assert done.stdout == "True False False\n"
+
+
+def test_a_parsed_reference_is_kept_and_a_refused_one_refused_every_time() -> None:
+    """A worker parses the same references call after call: the frozen answer is kept, never a failure."""
+    text = "registry.example:5000/team/app@sha256:" + "a" * 64
+    assert parse_reference(text) is parse_reference(text)
+    assert parse_digest("sha256:" + "b" * 64) is parse_digest("sha256:" + "b" * 64)
+    for _ in range(2):
+        with pytest.raises(BadReference):
+            parse_reference("user:secret@registry.example/app@sha256:" + "a" * 64)

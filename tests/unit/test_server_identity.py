@@ -6,6 +6,7 @@ them) to a socket of this process, which plays the worker.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -222,3 +223,45 @@ def test_where_proc_is_another_pid_namespaces_the_callers_limits_are_still_its_o
         "the caller's resource limits are not the server's",
         "/proc here is another pid namespace's: the caller's entry there is not the caller's",
     ]
+
+
+LABEL_READS = """
+import errno, json, os, socket, subprocess, sys
+from ocivendir.server import identity
+opened = []
+sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
+left, right = socket.socketpair()
+env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "LC_CTYPE")}
+reason = identity.mismatch(left, env)
+child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+try:
+    with open(f"/proc/{child.pid}/attr/current", "rb") as label:
+        label.read()
+    childs = "answered"
+except OSError as exc:
+    childs = "EINVAL" if exc.errno == errno.EINVAL else "other"
+child.stdin.close()
+child.wait()
+print(json.dumps({"reason": reason, "no_labels": identity._NO_LABELS, "label_reads": opened.count("attr/current"),
+                  "own": identity._OWN["security label"], "childs": childs}))
+"""
+
+
+def test_the_security_label_is_read_per_caller_only_where_a_security_module_answers() -> None:
+    """Which modules answer attr/current is the kernel's: where none answers the server, none answers any process.
+
+    Then a caller's label is "none" as the server's is, without reading it (a failed read and its exception per
+    call); where one answers, it is read and compared as before.
+    """
+    done = subprocess.run([sys.executable, "-c", LABEL_READS], check=False, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(CLI)}, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["reason"] is None
+    if report["no_labels"]:
+        assert report["childs"] == "EINVAL"  # another process's read fails the same way
+        assert report["own"] == "none"
+        assert report["label_reads"] == 0
+    else:
+        assert report["childs"] in ("answered", "other")
+        assert report["label_reads"] == 1

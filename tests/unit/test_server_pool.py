@@ -41,7 +41,7 @@ def test_a_handed_connection_arrives_with_the_facts_and_the_worker_is_busy() -> 
     worker, child = _worker(pool, 1, 0.0)
     left, right = socket.socketpair()
     with left, right, child:
-        assert pool.hand(worker, left, {"calls": 3})
+        assert pool.hand(worker, left, b'{"calls": 3}')
         message, fds, _flags, _address = socket.recv_fds(child, 1024, 1)
         assert json.loads(message) == {"calls": 3}
         assert len(fds) == 1
@@ -132,3 +132,20 @@ def test_the_desk_closes_what_is_not_a_request_and_what_never_finishes() -> None
     assert desk.waiting == {}
     garbage.close()
     silent.close()
+
+
+def test_the_facts_a_hand_over_carries_are_the_servers_facts() -> None:
+    """Formatted around the constant ones encoded once, they decode to what `server status` reports.
+
+    But the uptime, read a moment apart; a reason with quotes and non-ASCII stays one JSON string.
+    """
+    from ocivendir.server.daemon import Server  # noqa: PLC0415
+
+    server = Server("/nonexistent", "ab" * 8, idle=600.0, workers=4, max_calls=1000, entry=lambda: None)
+    server.calls = 7
+    server.pool.retired, server.pool.last_retired = 2, 'served "1000" calls — ü\\'
+    for _ in range(2):  # the constant part encoded on the first, reused on the second
+        carried = json.loads(server.facts_json())
+        expected = server.facts()
+        assert abs(carried.pop("uptime") - expected.pop("uptime")) < 1  # type: ignore[operator]
+        assert carried == expected

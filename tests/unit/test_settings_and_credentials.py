@@ -190,3 +190,50 @@ def test_a_warm_run_reads_its_default_cache_dir_without_importing_platformdirs(m
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg/cache")
     assert load_settings(Flags(), {}).cache_dir == "/xdg/cache/ocivendir"
     assert "platformdirs" not in sys.modules
+
+
+def test_a_reused_worker_keeps_settings_only_for_the_very_same_inputs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Settings of os.environ are kept per (flags, environment, working directory, umask).
+
+    Any of them changed, or a HOME that is not absolute (the passwd database decides then), and they are made anew.
+    """
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    first = load_settings(Flags())
+    assert load_settings(Flags()) is first
+    assert load_settings(Flags(timeout="9s")) is not first
+    monkeypatch.setenv("OCIVENDIR_TIMEOUT", "7s")
+    assert load_settings(Flags()).timeout == 7
+    monkeypatch.delenv("OCIVENDIR_TIMEOUT")
+    assert load_settings(Flags()) is first
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert load_settings(Flags()) is first  # kapp-controller's working directory is new every time: no path uses it
+    assert load_settings(Flags(cache_dir="rel")).cache_dir == str(tmp_path / "sub" / "rel")
+    monkeypatch.chdir(tmp_path)
+    assert load_settings(Flags(cache_dir="rel")).cache_dir == str(tmp_path / "rel")
+    previous = os.umask(0o077)
+    try:
+        assert load_settings(Flags()).umask == 0o077
+    finally:
+        os.umask(previous)
+    assert load_settings(Flags(cache_dir="~root/c")) is not load_settings(Flags(cache_dir="~root/c"))
+    monkeypatch.setenv("HOME", "relative")
+    assert load_settings(Flags()) is not load_settings(Flags())
+    explicit = {"HOME": str(tmp_path)}
+    assert load_settings(Flags(), explicit) is not load_settings(Flags(), explicit)
+
+
+def test_kept_settings_survive_a_removed_working_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A caller whose working directory is gone still gets settings (nothing is kept for it)."""
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert load_settings(Flags()).cache_dir == str(tmp_path / ".cache" / "ocivendir")

@@ -81,7 +81,10 @@ def state(db: str) -> str | None:
     token = generation(os.path.dirname(db))
     if not token or _read_regular(db, 16) != _SQLITE:
         return None
-    return f"{token} {_token(_BOOT_ID).strip()}"
+    return f"{token} {_BOOT}"
+
+
+_BOOT = _token(_BOOT_ID).strip()  # this boot's id: it cannot change while a process lives
 
 
 def bump(root: str, repository: str | None = None) -> None:

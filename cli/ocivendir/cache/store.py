@@ -28,6 +28,7 @@ from ocivendir.cache.unwritable import NO_SPACE, unwritable
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure
+from ocivendir.fs.plainio import read_all
 from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.swap import atomic_write
 from ocivendir.oci.manifest import sha256_digest
@@ -118,6 +119,8 @@ class BlobStore:
         """
         try:
             for directory in (os.path.dirname(self.blobs), self.blobs, self.tmp, self.locks):
+                if _is_directory(directory):  # every call but a new cache's first: one lstat
+                    continue
                 if os.path.islink(directory):  # planted: ocivendir never makes one; replaced, never followed
                     _log.warning("cache: replacing the symbolic link %s with a directory", directory)
                     remove_file(directory)
@@ -144,6 +147,12 @@ class BlobStore:
 
     def _open(self, digest: Digest) -> IO[bytes]:
         """A blob opened for reading without following links; NotABlob (after unlinking it) if it is no file."""
+        fd = self._open_fd(digest)[0]
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+
+    def _open_fd(self, digest: Digest) -> tuple[int, int]:
+        """`_open`'s descriptor (still O_NONBLOCK, which a regular file's reads ignore) and the file's size then."""
         path = self.path(digest)
         try:
             fd = os.open(path, _READ_FLAGS)
@@ -152,12 +161,12 @@ class BlobStore:
                 raise
             self._unlink_planted(path)
             raise NotABlob(f"{path} is not a regular file") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             self._unlink_planted(path)
             raise NotABlob(f"{path} is not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return fd, info.st_size
 
     def _unlink_planted(self, path: str) -> None:
         """Remove what is at a blob's path and is no regular file: a link or FIFO, or a directory with its contents."""
@@ -332,15 +341,22 @@ class BlobStore:
             return data, True
 
     def read_verified(self, digest: Digest, size: int | None, what: str) -> bytes:
-        """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised."""
+        """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised.
+
+        One of another size than `size` is corrupt unread: a sparse file planted in a shared cache costs its planter
+        nothing, and read whole it would take its size in memory.
+        """
         try:
-            with self._open(digest) as handle:
-                data = handle.read()
+            fd, length = self._open_fd(digest)
+            try:
+                data = read_all(fd, length) if size is None or length == size else None
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
         except NotABlob:
             raise DigestMismatch(f"{what}: cached blob {digest} is not a regular file") from None
-        if sha256_digest(data) != digest or (size is not None and len(data) != size):
+        if data is None or sha256_digest(data) != digest or (size is not None and len(data) != size):
             self.delete(digest)
             raise DigestMismatch(f"{what}: cached blob {digest} is corrupt")
         return data
@@ -430,6 +446,14 @@ def _named(exc: OSError, path: str) -> OSError:
     if exc.filename is not None or not exc.errno or type(exc).__module__ != "builtins":  # a library's own: as it is
         return exc
     return OSError(exc.errno, exc.strerror, path)  # OSError picks the subclass for the errno
+
+
+def _is_directory(path: str) -> bool:
+    """A directory itself (not a link to one) is at `path`."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _empty(path: str) -> bool:

@@ -4,7 +4,8 @@ The single place where exceptions become `<prog>: Error: …` and exit codes (wo
 `version`, vendir mode's `sync` (`commands/vendirargs.py`) and `pull` in ocivendir and imgpkg modes
 (`commands/pullargs.py`) run without click when their parsers read the command line exactly as click would, and end
 as click ends a command; everything else goes through the click tree in `commands/root.py`. This module imports
-nothing beyond the standard library's start-up set at import time.
+nothing beyond the standard library's start-up set at import time, and the error types only once `main()` runs: a
+call the server takes (`run()`) never loads them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import sys
 
 from ocivendir import version_line
-from ocivendir.errors import OcivendirError, os_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,6 +104,7 @@ def _run(args: list[str], state: dict[str, Any]) -> int:
 def main(argv: list[str] | None = None, prog: str | None = None) -> NoReturn:
     """Run the CLI and exit with ocivendir's codes (vendir and imgpkg modes: 0 or 1)."""
     from ocivendir.commands.goflags import normalize  # noqa: PLC0415 - avoids an import cycle
+    from ocivendir.errors import OcivendirError, os_reason  # noqa: PLC0415 - not on a served call's path
 
     args = normalize(sys.argv[1:] if argv is None else list(argv))
     name = (prog or sys.argv[0]).rpartition("/")[2]

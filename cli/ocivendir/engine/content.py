@@ -25,13 +25,12 @@ from ocivendir.engine.access import Grants
 from ocivendir.errors import CacheUnwritable, DigestMismatch, RegistryError, Transient, UnsupportedMediaType
 from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
+from ocivendir.oci import parsed
 from ocivendir.oci.manifest import (
     Descriptor,
     ImageConfig,
     Index,
     Manifest,
-    parse_config,
-    parse_manifest,
     sha256_digest,
 )
 from ocivendir.oci.reference import Digest, Reference, Repository
@@ -340,7 +339,7 @@ class Content:
         """A manifest's bytes and parsed form."""
         raw = self.manifest_bytes(repo, digest)
         try:
-            return raw, parse_manifest(raw)
+            return raw, parsed.manifest(raw)
         except UnsupportedMediaType as exc:  # what the registry served, named: it verified, it is theirs
             raise UnsupportedMediaType(f"Reading manifest '{repo.at(digest)}': {exc.message}", hint=exc.hint) from None
         except RegistryError as exc:  # a malformed digest in it
@@ -352,7 +351,7 @@ class Content:
         for attempt in range(2):
             self.ensure_blobs(repo, (manifest.config,))
             try:
-                return parse_config(self.store.read_verified(manifest.config.digest, manifest.config.size, what))
+                return parsed.config(self.store.read_verified(manifest.config.digest, manifest.config.size, what))
             except DigestMismatch as exc:
                 if attempt:
                     raise

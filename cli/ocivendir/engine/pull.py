@@ -17,6 +17,7 @@ from ocivendir.errors import ImagesLockError, IndexNotSupported, IsABundle, NotA
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import absolute, pure, split
+from ocivendir.fs.plainio import read_file, rewrite_file
 from ocivendir.fs.swap import STAGE, new_sibling, remove_tree
 from ocivendir.fs.swapping import recover, swap_set
 from ocivendir.fs.tarread import TarReader
@@ -97,8 +98,7 @@ def read_images_lock(root: str | os.PathLike[str]) -> tuple[ImagesLock, str]:
     """Parse `<root>/.imgpkg/images.yml` strictly, with imgpkg's message when it is missing."""
     path = os.path.join(pure(root), ".imgpkg", "images.yml")
     try:
-        with open(path, "rb") as handle:
-            return images_lock(handle.read()), path
+        return images_lock(read_file(path)), path
     except FileNotFoundError:
         raise ImagesLockError(f"Reading path {path}: open {path}: no such file or directory") from None
 
@@ -108,10 +108,7 @@ def settle_bundle(content: Content, image: FetchedImage, root: str, *, recheck: 
     lock, path = read_images_lock(root)
     decision = decide(content, image.repo, image.digest, lock, recheck_seconds=recheck)
     if decision.relocated:
-        data = rewritten(lock, image.repo)
-        with open(path, "r+b") as handle:  # in place, like imgpkg's WriteFile: the extracted mode stays
-            handle.write(data)
-            handle.truncate()
+        rewrite_file(path, rewritten(lock, image.repo))  # in place, like imgpkg's WriteFile: the extracted mode stays
     return lock, decision
 
 

@@ -13,11 +13,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 
 from ocivendir.engine.content import Content
-from ocivendir.engine.placement import check_placement
 from ocivendir.engine.sources import FRAME_TYPES, FetchContext, lock_entry, log_fetch, source_for
 from ocivendir.errors import ConfigError, OcivendirError, SyncError, os_reason
 from ocivendir.fs.locks import target_lock
-from ocivendir.fs.paths import Guard, pure, scoped_path, split, within
+from ocivendir.fs.paths import Guard, pure, resolved, scoped_path, split, within
 from ocivendir.fs.swap import STAGE, new_sibling, remove_tree
 from ocivendir.fs.swapping import recover, swap_set
 from ocivendir.oci.reference import parse_reference
@@ -84,6 +83,9 @@ class _Task:
     reuse: LockContent | None = None
 
 
+_LINKLESS = frozenset({"image", "imgpkgBundle"})  # sources whose trees only fs/extract.py lays down
+
+
 @dataclass
 class _Staged:
     """One target (a directory, or under -d one content) built in a sibling stage."""
@@ -92,6 +94,15 @@ class _Staged:
     stage: str
     chmods: list[tuple[str, int]] = field(default_factory=list)
     swapped: bool = False
+    tasks: list[_Task] = field(default_factory=list)
+
+    def may_hold_links(self) -> bool:
+        """Whether a link may be in the stage; no when every content was extracted from layers in this run.
+
+        `fs/extract.py` makes no link (it skips every symlink and hardlink); a lazy content copied from the old tree,
+        or any other source, may hold some.
+        """
+        return any(task.reuse is not None or task.config.source_type not in _LINKLESS for task in self.tasks)
 
 
 def apply_lock(config: Config, lock: LockConfig) -> tuple[Config, dict[tuple[str, str], str | None]]:
@@ -155,10 +166,7 @@ def _filter(config: ContentConfig, root: str) -> None:
                 keep = True
             if not keep:
                 os.unlink(os.path.join(root, relative))
-    for base, _, _ in os.walk(root, topdown=False):
-        if pure(base) != pure(root) and not os.listdir(base):
-            os.rmdir(base)
-    if not os.listdir(root):
+    if not _prune_empty(root):
         raise SyncError(
             f"Filtering paths in directory '{config.path}': Expected to find at least one file within directory"
         )
@@ -206,17 +214,56 @@ def _keep_ignored(config: ContentConfig, existing: str, root: str) -> None:
             shutil.copy2(source, target)
 
 
+def _prune_empty(directory: str) -> bool:
+    """Remove each directory below `directory` left with no entry once its own empty ones are gone; True if any stays.
+
+    Bottom-up, as `os.walk(topdown=False)` visits them; a link to a directory is an entry, never entered. One scandir
+    per directory: its entries' types come with the listing.
+    """
+    kept = False
+    below = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                below.append(entry.path)
+            else:
+                kept = True
+    for path in below:
+        if _prune_empty(path):
+            kept = True
+        else:
+            os.rmdir(path)
+    return kept
+
+
 def _check_symlinks(root: str) -> None:
-    real_root = os.path.realpath(root)
-    for base, dirs, names in os.walk(root):
-        for name in names + dirs:
-            path = os.path.join(base, name)
-            if not os.path.islink(path):
-                continue
-            resolved = _resolve_strict(path)
-            if not within(resolved, real_root):
-                shown = os.path.normpath(os.path.join(base, os.readlink(path)))
-                raise SyncError(f'Invalid symlink found to outside parent directory: "{shown}"')
+    _check_links_below(root, resolved(root))
+
+
+def _check_links_below(base: str, real_root: str) -> None:
+    """Every link below `base` must resolve inside `real_root`, checked in `os.walk`'s order.
+
+    A directory's files and links, then its directories, top-down, links to directories not entered; the types come
+    with the listing (no lstat per entry).
+    """
+    names: list[os.DirEntry[str]] = []
+    dirs: list[os.DirEntry[str]] = []
+    with os.scandir(base) as entries:
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else names).append(entry)
+    for entry in names + dirs:
+        if not entry.is_symlink():
+            continue
+        if not within(_resolve_strict(entry.path), real_root):
+            shown = os.path.normpath(os.path.join(base, os.readlink(entry.path)))
+            raise SyncError(f'Invalid symlink found to outside parent directory: "{shown}"')
+    for entry in dirs:
+        if not entry.is_symlink():
+            _check_links_below(entry.path, real_root)
 
 
 def _resolve_strict(path: str) -> str:
@@ -339,7 +386,9 @@ class _Syncer:
             permissions = config.permissions if config.permissions is not None else directory.permissions
             if permissions is not None:
                 own.chmods.insert(0, (dest, permissions))
-            tasks.append(_Task(directory=directory, config=config, dest=dest, existing=existing))
+            task = _Task(directory=directory, config=config, dest=dest, existing=existing)
+            own.tasks.append(task)
+            tasks.append(task)
         return tasks
 
     def run(self, tasks: list[_Task]) -> list[LockContent]:
@@ -381,7 +430,7 @@ class _Syncer:
     def finish(self) -> None:
         """Validate symlinks, apply permissions, then swap every target in, all or none (even across a kill)."""
         for staged in self.staged:
-            if not self.options.allow_all_symlinks:
+            if not self.options.allow_all_symlinks and staged.may_hold_links():
                 _check_symlinks(staged.stage)
             for path, mode in staged.chmods:
                 os.chmod(path, stat.S_IMODE(mode))
@@ -418,9 +467,12 @@ def _unsupported(config: Config, delegate: str | None) -> None:
 
 def sync(options: SyncOptions, config: Config, content: Content, lock_dir: str,
          tags: dict[tuple[str, str], str | None]) -> SyncOutcome:  # fmt: skip
-    """Stage every directory, then swap them all in; on any failure nothing on disk changes."""
+    """Stage every directory, then swap them all in; on any failure nothing on disk changes.
+
+    The caller has checked every path (`engine.placement.check_placement`) before it created anything, the cache
+    included: `run_sync` does, once.
+    """
     _unsupported(config, options.delegate_vendir)
-    check_placement(config, options.cwd, options.guards, partial=options.partial)
     targets = [os.path.join(options.cwd, d.path) for d in config.directories]
     syncer = _Syncer(options, content, lock_dir, tags)
     syncer.held = [pure(t) for t in targets]

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LockBusy", "file_lock", "hold_lock", "removable_lock", "target_lock"]
+__all__ = ["LockBusy", "file_lock", "hold_lock", "is_held", "removable_lock", "target_lock"]
 
 _POLL_SECONDS = 0.02
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -31,13 +31,20 @@ _UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, e
 _NOTHING = -1  # no lock file, and none needed (a read-only filesystem)
 
 
-def _open(path: str) -> int:
+def _open(path: str, *, make_directory: bool = False) -> int:
     """Open (or create) a lock file; a symlink planted in its place is removed, never followed.
 
-    One that cannot be written is opened read-only; `_NOTHING` when it is absent from a read-only filesystem.
+    With `make_directory`, a missing directory is made first (only then: a lock's directory is there on every call
+    but the first). One that cannot be written is opened read-only; `_NOTHING` when it is absent from a read-only
+    filesystem.
     """
     try:
         return os.open(path, _FLAGS, 0o600)
+    except FileNotFoundError:
+        if not make_directory:
+            raise
+        os.makedirs(split(path)[0], exist_ok=True)
+        return _open(path)
     except OSError as exc:
         if exc.errno in _UNWRITABLE:
             return _open_read_only(path, exc)
@@ -58,13 +65,6 @@ def _open_read_only(path: str, refused: OSError) -> int:
     raise refused
 
 
-def _in_directory(path: str | os.PathLike[str]) -> str:
-    """`path` as a `str`, once its directory exists."""
-    path = os.fspath(path)
-    os.makedirs(split(path)[0], exist_ok=True)
-    return path
-
-
 class LockBusy(Exception):
     """The lock is held elsewhere and the timeout passed."""
 
@@ -76,8 +76,8 @@ def file_lock(path: str | os.PathLike[str], *, shared: bool = False, timeout: fl
     `timeout=None` waits as long as it takes; `0` tries once; otherwise it polls until the timeout and raises
     LockBusy.
     """
-    path = _in_directory(path)
-    fd = _open(path)
+    path = os.fspath(path)
+    fd = _open(path, make_directory=True)
     if fd == _NOTHING:
         yield
         return
@@ -117,6 +117,23 @@ def hold_lock(path: str) -> int:
     return fd
 
 
+def is_held(path: str) -> bool:
+    """Whether a process holds an exclusive lock on `path` now (a shared one is asked for and let go at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file (or none that may be one): nobody holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # the shared lock goes with it
+    return False
+
+
 @contextmanager
 def removable_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive flock on `path` and remove the file on release, so one-off lock names do not pile up.
@@ -125,9 +142,9 @@ def removable_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     lock on a file no longer at `path`, while a newcomer creates and locks a new one. So the lock counts only once the
     locked file is still the one at `path` (same device and inode); otherwise it is let go and taken again.
     """
-    path = _in_directory(path)
+    path = os.fspath(path)
     while True:
-        fd = _open(path)
+        fd = _open(path, make_directory=True)
         if fd == _NOTHING:
             yield
             return

@@ -58,6 +58,8 @@ def recover(
         return
     if any(JOURNAL_MARK in name for name in names):
         names = _recover_journals(parent, names, {pure(target), *map(pure, held)})
+    if not any(".ocivendir-" in name for name in names):
+        return  # nothing a run of ours leaves beside a target (a fresh directory's, every reconcile)
     kept = None if keep is None else pure(keep)
     for kind in (OLD, STAGE, BLOBS, JOURNAL_TMP):
         prefix = sibling_prefix(target, kind)

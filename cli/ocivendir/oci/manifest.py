@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from ocivendir import jsondoc
 from ocivendir.errors import BadReference, RegistryError, UnsupportedMediaType
@@ -12,6 +13,7 @@ from ocivendir.oci.reference import Digest, parse_digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 __all__ = [
@@ -69,6 +71,9 @@ def sha256_digest(data: bytes) -> Digest:
     return Digest(hashlib.sha256(data).hexdigest())
 
 
+_NOTHING: Mapping[str, str] = MappingProxyType({})
+
+
 @dataclass(frozen=True, kw_only=True)
 class Descriptor:
     """A content descriptor: media type, digest and size."""
@@ -76,7 +81,7 @@ class Descriptor:
     media_type: str
     digest: Digest
     size: int
-    annotations: dict[str, str] = field(default_factory=dict, compare=False)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _NOTHING, compare=False)  # read-only
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +110,7 @@ class Index:
 class ImageConfig:
     """The parts of an image config ocivendir reads: its labels."""
 
-    labels: dict[str, str]
+    labels: Mapping[str, str]  # read-only: a parsed config may serve many calls (`oci/parsed.py`)
 
     @property
     def is_bundle(self) -> bool:
@@ -135,7 +140,8 @@ def _descriptor(raw: Any, where: str) -> Descriptor:  # noqa: ANN401 - raw JSON
     if not isinstance(digest_text, str) or not all(isinstance(value, str) for value in annotations.values()):
         raise UnsupportedMediaType(f"{where}: descriptor has a digest or an annotation that is not a string")
     digest = served_digest(digest_text, where)
-    return Descriptor(media_type=media_type, digest=digest, size=size, annotations=dict(annotations))
+    return Descriptor(media_type=media_type, digest=digest, size=size,
+                      annotations=MappingProxyType(dict(annotations)) if annotations else _NOTHING)  # fmt: skip
 
 
 def _typed(doc: dict[str, Any], key: str, kind: type, default: Any, where: str) -> Any:  # noqa: ANN401 - raw JSON
@@ -201,7 +207,7 @@ def parse_config(raw: bytes) -> ImageConfig:
     labels = config.get("Labels") if isinstance(config, dict) else None
     if not isinstance(labels, dict):
         labels = {}
-    return ImageConfig(labels={str(k): str(v) for k, v in labels.items()})
+    return ImageConfig(labels=MappingProxyType({str(k): str(v) for k, v in labels.items()}))
 
 
 _MAGIC = ((b"\x1f\x8b", LAYER_GZIP), (b"\x28\xb5\x2f\xfd", LAYER_ZSTD))

@@ -8,6 +8,7 @@ Hub repository without `/` gets `library/`, and a `repo:tag@digest` reference ke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ocivendir.errors import BadReference
 
@@ -53,6 +54,7 @@ class Digest:
         return f"sha256-{self.hex}"
 
 
+@lru_cache(maxsize=256)  # a pure function of the text; its answer is frozen (errors are not kept)
 def parse_digest(text: str) -> Digest:
     """Parse `sha256:<64 lowercase hex>`; anything else raises BadReference."""
     algorithm, sep, hex_part = text.partition(":")
@@ -167,6 +169,7 @@ def _check_repository(repo: str, original: str) -> None:
         )
 
 
+@lru_cache(maxsize=256)  # a pure function of the text; its answer is frozen (errors are not kept)
 def parse_reference(text: str) -> Reference:
     """Parse a reference the way go-containerregistry's weak validation does, or raise BadReference."""
     original = without_credentials(text)  # what messages show: never a password someone wrote into it
@@ -221,7 +224,7 @@ def vendir_tag(url: str) -> str | None:
     """
     if "\n" in url:  # `.` does not match a newline
         return None
-    for start in range(1, len(url)):
+    for start in _separators(url):  # the name can end only before a `:` or an `@`
         rest = url[start:]
         if rest.startswith("@") and _digest_suffix(rest[1:]):
             return None
@@ -230,6 +233,17 @@ def vendir_tag(url: str) -> str | None:
             if _only(tag, _TAG_CHARS) and (not at or _digest_suffix(digest)):
                 return tag
     return None
+
+
+def _separators(url: str) -> list[int]:
+    """The positions of `:` and `@` in `url` after its first character, in order."""
+    found = []
+    for mark in ":@":
+        at = url.find(mark, 1)
+        while at != -1:
+            found.append(at)
+            at = url.find(mark, at + 1)
+    return sorted(found)
 
 
 def _host_only(registry: str) -> str:

@@ -13,9 +13,8 @@ The native client (`client/`) does the same for the sidecar.
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import struct
+import sys
 
 from ocivendir.server.build import build_id
 from ocivendir.server.interpreter import startup_variable
@@ -24,7 +23,7 @@ from ocivendir.server.wire import Request, WireError, encode_request, frame, rea
 
 __all__ = ["call_server", "query"]
 
-_FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PEERCRED = 12  # struct ucred: pid, uid and gid, three native ints
 
 
 def call_server(argv: list[str]) -> int | None:
@@ -74,7 +73,7 @@ def _call(sock: socket.socket, path: str, request: Request) -> int | None:
         reason = got[1].decode(errors="replace") if got and got[0] == b"R" else "the server did not take the call"
         _fallback(argv, reason)
         return None
-    return _wait(sock, argv, struct.unpack(">I", got[1])[0])
+    return _wait(sock, argv, int.from_bytes(got[1], "big"))
 
 
 def _connect(sock: socket.socket, path: str) -> None:
@@ -84,7 +83,7 @@ def _connect(sock: socket.socket, path: str) -> None:
     another user's listener, which would be handed the call's environment, stdio and working directory.
     """
     sock.connect(path)
-    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    uid = int.from_bytes(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED)[4:8], sys.byteorder)
     if uid != os.geteuid():
         raise Unusable(f"{path} is listened on by uid {uid}, not {os.geteuid()}")
 
@@ -98,12 +97,18 @@ def _place() -> tuple[str, str]:
 
 
 def _hand_over(sock: socket.socket, request: Request) -> tuple[bytes, bytes] | None:
-    """Send the request with the caller's descriptors over a connected socket; the worker's first frame."""
+    """Send the request with the caller's descriptors over a connected socket; the worker's first frame.
+
+    `signal` (half a millisecond, even with `enum` loaded for `socket`) is imported only once the request is sent,
+    while the server hands the call to a worker; `_wait` sets its handlers once the worker has started the call.
+    """
     fds = _caller_fds()
     try:
         send_request(sock, encode_request(request), fds)
     finally:
         os.close(fds[3])
+    import signal  # noqa: F401, PLC0415 - see above
+
     return read_frame(sock)
 
 
@@ -139,6 +144,8 @@ def _cwd() -> str:
 
 def _wait(sock: socket.socket, argv: list[str], pid: int) -> int:
     """Forward signals until the worker reports its status; a worker that ends without one fails the call."""
+    import signal  # noqa: PLC0415 - loaded while the request went out (_hand_over)
+
     forwarded: list[int] = []
 
     def forward(signo: int, _frame: object) -> None:
@@ -148,13 +155,13 @@ def _wait(sock: socket.socket, argv: list[str], pid: int) -> int:
         except OSError:
             pass
 
-    for signo in _FORWARD:
+    for signo in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signo, forward)
     try:
         while (got := read_frame(sock)) is not None:
             kind, payload = got
             if kind == b"X" and len(payload) == 4:  # noqa: PLR2004 - a u32 status
-                return int(struct.unpack(">I", payload)[0]) & 0xFF
+                return int.from_bytes(payload, "big") & 0xFF
     except (OSError, WireError):
         pass
     if forwarded:

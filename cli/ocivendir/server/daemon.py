@@ -19,6 +19,7 @@ process that listens can retire the server and remove its socket.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import select
@@ -70,6 +71,8 @@ class Server:
         self.last_call = self.last_check = 0.0
         self.wake: tuple[int, int] = (-1, -1)
         self.owner = -1  # the process that listens: the only one that may close and remove the socket
+        self._constant_json: str | None = None  # the facts that never change, encoded once
+        self.child_ended = True  # a SIGCHLD came since the last reaping (at first: reap once)
 
     def claim(self) -> None:
         """The directory checked (created if missing) and this build's lock taken; LockBusy if a server runs."""
@@ -96,22 +99,33 @@ class Server:
         """What `server status` reports."""
         busy, idle = self.pool.counts()
         return {
-            "build": self.build,
+            **self._constant_facts(),
             "calls": self.calls,
-            "idle_timeout": self.idle,
-            "pid": os.getpid(),
-            "socket": self.path,
-            "started": self.started,
             "uptime": round(time.time() - self.started, 3),
-            "version": __version__,
             "workers": busy + idle,
             "busy": busy,
             "idle": idle,
             "retired": self.pool.retired,
             "last_retired": self.pool.last_retired,
-            "max_workers": self.pool.limit,
-            "max_calls": self.max_calls,
         }
+
+    def _constant_facts(self) -> dict[str, object]:
+        return {"build": self.build, "idle_timeout": self.idle, "pid": os.getpid(), "socket": self.path,
+                "started": self.started, "version": __version__, "max_workers": self.pool.limit,
+                "max_calls": self.max_calls}  # fmt: skip
+
+    def facts_json(self) -> bytes:
+        """`facts()` as JSON, as every hand-over carries it: the constant ones encoded once, the rest formatted.
+
+        Only `status` and `stop` read them (a worker decodes them for those alone): a dict and json.dumps on every
+        call cost the parent more than the rest of a hand-over's Python.
+        """
+        if self._constant_json is None:
+            self._constant_json = json.dumps(self._constant_facts())[:-1]
+        busy, idle = self.pool.counts()
+        return (f'{self._constant_json}, "calls": {self.calls}, "uptime": {round(time.time() - self.started, 3)!r}, '
+                f'"workers": {busy + idle}, "busy": {busy}, "idle": {idle}, "retired": {self.pool.retired}, '
+                f'"last_retired": {json.dumps(self.pool.last_retired)}}}').encode()  # fmt: skip
 
     def serve(self) -> None:
         """The accept loop, until retired and every worker has ended."""
@@ -119,7 +133,9 @@ class Server:
         self.last_call = self.last_check = time.monotonic()
         try:
             while True:
-                self._reap()
+                if self.child_ended:  # only after a SIGCHLD: no wait4 on every wake-up
+                    self.child_ended = False
+                    self._reap()
                 if self.retiring:
                     self.retire()  # again after a signal, and so for a worker forked while it came: each one ends
                 if self.retiring and not self.children:
@@ -142,7 +158,7 @@ class Server:
         signal.set_wakeup_fd(wake_w)
         for signo in _RETIRE_SIGNALS:
             signal.signal(signo, self._on_retire)
-        signal.signal(signal.SIGCHLD, _ignore)
+        signal.signal(signal.SIGCHLD, self._on_child)
         return wake_r, wake_w
 
     def _poll(self, wake_r: int, wait: float) -> None:
@@ -205,7 +221,7 @@ class Server:
             _log.warning("refused a connection from uid %d", uid)
             conn.close()
             return
-        facts = self.facts()  # as they were before this connection: a status query does not count itself
+        facts = self.facts_json()  # as they were before this connection: a status query does not count itself
         self.calls += 1
         self.last_call = now
         worker = self.pool.idle()
@@ -274,6 +290,10 @@ class Server:
                 if worker.pid == pid:
                     self.pool.drop(worker)
 
+    def _on_child(self, _signo: int, _frame: object) -> None:
+        """SIGCHLD: only the mark (the wake-up descriptor wakes the loop, which reaps at its top)."""
+        self.child_ended = True
+
     def _on_retire(self, _signo: int, _frame: object) -> None:
         """Only the mark: the loop, woken by the signal, retires at its top.
 
@@ -325,10 +345,6 @@ def _drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
-
-
-def _ignore(_signo: int, _frame: object) -> None:
-    """SIGCHLD only wakes the loop (through the wakeup descriptor); reaping happens there."""
 
 
 def run_server(directory: str, *, idle: float, workers: int, max_calls: int, preload: Callable[[], object],

@@ -6,7 +6,8 @@ has exactly the worker's, as the kernel reports them — never as the request as
   the pid SO_PEERCRED names; where /proc is not mounted, every resource limit (soft and hard) read with prlimit(2);
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
   no_new_privs, seccomp mode, every resource limit (soft and hard: the same the 16 prlimit(2) calls would read, in
-  one file), oom_score_adj, the security label, the control groups (a caller held to
+  one file), oom_score_adj, the security label (where a security module answers: which do is the kernel's, so where
+  none answers the server none answers any process), the control groups (a caller held to
   less memory, CPU or fewer processes by its cgroup must not be served outside it), the mount, network, user and
   cgroup namespaces and the root directory. A caller whose entry cannot be read there (another pid namespace, gone)
   is refused. The reading goes through one directory descriptor of /proc/<pid>, so every file read is of one process.
@@ -42,6 +43,9 @@ _SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5's: a pidfd of t
 _GROUPS_BUFFER = 1024  # Python's getsockopt() bound: 256 groups (more: ERANGE, a refusal)
 _STATUS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
            "Seccomp_filters")  # fmt: skip
+_STATUS_KEYS = tuple((f"\n{name}:".encode(), name) for name in _STATUS)  # a line's start, as found in the file
+_BUFFER = 8192  # a status is ~1.4 KB (its Groups line: at most 256 groups for a caller SO_PEERGROUPS answered for)
+_NONE = "none"
 _NAMESPACES = ("mnt", "net", "user", "cgroup")
 _PLURAL = frozenset({"resource limits"})
 _LIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
@@ -61,8 +65,9 @@ def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
         if exc.errno not in (errno.ENOPROTOOPT, errno.EINVAL):  # a kernel before 6.5 has none: the pid is all there is
             return "the caller's process is gone"
         pidfd = -1
+    pid, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     try:
-        return _kernel_mismatch(conn) or _proc_mismatch(conn) or _gone(pidfd)
+        return _kernel_mismatch(conn, pid, uid, gid) or _proc_mismatch(pid) or _gone(pidfd)
     finally:
         if pidfd >= 0:
             os.close(pidfd)
@@ -79,9 +84,8 @@ def _gone(pidfd: int) -> str | None:
     return None
 
 
-def _kernel_mismatch(conn: socket.socket) -> str | None:
-    """What the kernel answers without /proc: SO_PEERCRED, SO_PEERGROUPS, priority; prlimit(2) unless /proc is ours."""
-    pid, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+def _kernel_mismatch(conn: socket.socket, pid: int, uid: int, gid: int) -> str | None:
+    """What the kernel answers without /proc: SO_PEERCRED (read once), SO_PEERGROUPS, priority; prlimit(2) if needed."""
     if (uid, gid) != (os.geteuid(), os.getegid()):
         return "the caller's uid or gid is not the server's"
     if pid <= 0:
@@ -107,14 +111,13 @@ def _peer_groups(conn: socket.socket) -> list[int]:
     return sorted(struct.unpack(f"{len(raw) // 4}I", raw[: len(raw) // 4 * 4]))
 
 
-def _proc_mismatch(conn: socket.socket) -> str | None:
+def _proc_mismatch(pid: int) -> str | None:
     """Where /proc is mounted: what only /proc says (capabilities, namespaces, …) and all of it again."""
     own = _OWN
     if own is None:
         return None  # no /proc here (a chroot): the kernel's answers above decided
     if not _PROC_OURS:
         return "/proc here is another pid namespace's: the caller's entry there is not the caller's"
-    pid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))[0]
     try:
         theirs = describe(str(pid))
     except OSError as exc:
@@ -127,18 +130,19 @@ def describe(pid: str) -> dict[str, str]:
     """What decides a process's rights, by name: /proc/<pid>/status lines, limits, cgroups, label, namespaces, root."""
     proc = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        status = _read(proc, "status")
         found: dict[str, str] = {}
-        for line in _read(proc, "status").splitlines():
-            name, _sep, value = line.partition(":")
-            if name in _STATUS:
-                found[name] = " ".join(value.split())
-        found["resource limits"] = _read(proc, "limits")
-        found["control group list"] = _read(proc, "cgroup")
-        found["oom_score_adj"] = _read(proc, "oom_score_adj").strip()
-        try:
-            found["security label"] = _read(proc, "attr/current").strip("\0\n")
-        except OSError:
-            found["security label"] = "none"  # no security module answers: the same for every process here
+        for key, name in _STATUS_KEYS:
+            if (start := status.find(key)) >= 0:  # only the lines compared: no split of the whole file
+                start += len(key)
+                end = status.find(b"\n", start)
+                found[name] = " ".join(
+                    status[start : end if end >= 0 else len(status)].decode("utf-8", "replace").split()
+                )
+        found["resource limits"] = _read(proc, "limits").decode("utf-8", "replace")
+        found["control group list"] = _read(proc, "cgroup").decode("utf-8", "replace")
+        found["oom_score_adj"] = _read(proc, "oom_score_adj").strip().decode("utf-8", "replace")
+        found["security label"] = _label(proc)
         for kind in _NAMESPACES:
             found[f"{kind} namespace"] = os.readlink(f"ns/{kind}", dir_fd=proc)
         root = os.stat("root", dir_fd=proc)
@@ -148,12 +152,45 @@ def describe(pid: str) -> dict[str, str]:
         os.close(proc)
 
 
-def _read(directory: int, name: str) -> str:
+def _label(proc: int) -> str:
+    """The process's security label: "none" where no security module answers.
+
+    Which modules answer is the kernel's, the same for every process: where the server's own read found none
+    (EINVAL), no caller's would find one either, and it is not read again (a read that fails costs an exception).
+    """
+    if _NO_LABELS:
+        return _NONE
+    try:
+        return _read(proc, "attr/current").strip(b"\0\n").decode("utf-8", "replace")
+    except OSError:
+        return _NONE  # no security module answers: the same for every process here
+
+
+def _read(directory: int, name: str) -> bytes:
+    """A whole /proc file of one process (read again from its start when longer than one read's buffer)."""
     fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=directory)
     try:
-        return os.read(fd, 1 << 16).decode("utf-8", "replace")
+        size = _BUFFER
+        while len(data := os.pread(fd, size, 0)) == size:
+            size *= 4
+        return data
     finally:
         os.close(fd)
+
+
+def _no_labels() -> bool:
+    """Whether no security module answers for the server's own process (attr/current: EINVAL): then none does."""
+    try:
+        proc = os.open("/proc/self", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        _read(proc, "attr/current")
+    except OSError as exc:
+        return exc.errno == errno.EINVAL
+    finally:
+        os.close(proc)
+    return False
 
 
 def _own_description() -> dict[str, str] | None:
@@ -174,5 +211,6 @@ def _proc_is_ours() -> bool:
         return False
 
 
+_NO_LABELS = _no_labels()  # no security module answers here: every process's label is "none", not read per call
 _OWN = _own_description()  # read once, in the server before its first fork: a worker has the server's credentials
 _PROC_OURS = _OWN is not None and _proc_is_ours()  # else the limits are read with prlimit(2), not in /proc

@@ -19,6 +19,7 @@ import threading
 import time
 
 from ocivendir.cache import opened
+from ocivendir.server import ownstatus
 
 __all__ = ["MAX_RSS", "RESIDENT_THREADS", "Baseline", "resident_bytes"]
 
@@ -27,17 +28,14 @@ _SETTLE_TRIES = 25
 # threads that serve every call and keep nothing of one: the registry client's deadline watchdog (started on a call's
 # first alarm; an alarm holds only its socket, which the descriptor check sees if a call leaves one open)
 RESIDENT_THREADS = frozenset({"ocivendir-watchdog"})
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 _PROBE = 256
 
 
-def resident_bytes() -> int:
-    """This process's resident set size, from /proc/self/statm; without /proc (the sidecar's chroot), its peak."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * _PAGE
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def resident_bytes(status: ownstatus.Status | None = None) -> int:
+    """This process's resident set size, from its /proc status; without /proc (the sidecar's chroot), its peak."""
+    if (resident := (status or ownstatus.read()).get(b"VmRSS")) is not None:
+        return int(resident.split()[0]) << 10  # `12345 kB`
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _open_descriptors() -> list[int]:
@@ -86,17 +84,20 @@ def _shown(fd: int, identity: str) -> str:
     return f"{fd} {identity} {target}"
 
 
-def _threads() -> int:
+def _threads(status: ownstatus.Status | None = None) -> int:
     """The threads of this process: the kernel's count where /proc shows it, else Python's."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
+    if (count := (status or ownstatus.read()).get(b"Threads")) is not None:
+        return int(count)
+    return threading.active_count()
 
 
-def _settled_threads(expected: int) -> int:
-    """The thread count, given a thread that has just returned a few moments to end (it is joined, not leaked)."""
-    count = _threads()
+def _settled_threads(expected: int, status: ownstatus.Status | None = None) -> int:
+    """The thread count, given a thread that has just returned a few moments to end (it is joined, not leaked).
+
+    The first count is `status`'s when given (taken after the call ended): a count that was the expected one then
+    stays so (nothing of the call is left to start a thread); any other is read again until it settles.
+    """
+    count = _threads(status)
     for _ in range(_SETTLE_TRIES):
         if count == expected:
             break
@@ -109,18 +110,20 @@ class Baseline:
     """The worker as it was born: what every call must leave as it found it."""
 
     def __init__(self) -> None:
-        """Take the worker's threads, descriptors and modules now."""
+        """Take the worker's threads, descriptors and modules now (its own /proc status opened first: it is one)."""
+        ownstatus.open_status()
         self.threads = _threads()
         self.descriptors = _descriptors()
         self.modules = frozenset(sys.modules)
 
-    def left_behind(self, connection: int) -> str | None:
+    def left_behind(self, connection: int, status: ownstatus.Status | None = None) -> str | None:
         """The first thing a finished call left behind (with the worker's own world back in place), or None.
 
-        `connection` is the call's own connection, still open for its answer.
+        `connection` is the call's own connection, still open for its answer; `status` this process's /proc status
+        read after the call ended (else it is read here).
         """
         resident = sum(1 for thread in threading.enumerate() if thread.name in RESIDENT_THREADS)
-        if (count := _settled_threads(self.threads + resident)) != self.threads + resident:
+        if (count := _settled_threads(self.threads + resident, status)) != self.threads + resident:
             names = sorted(
                 t.name
                 for t in threading.enumerate()
@@ -145,10 +148,10 @@ class Baseline:
             if fd != connection and identity not in kept
         )
 
-    def retire_reason(self, calls: int, max_calls: int) -> str | None:
-        """Why a worker that served `calls` calls and left nothing behind must still end, or None."""
+    def retire_reason(self, calls: int, max_calls: int, status: ownstatus.Status | None = None) -> str | None:
+        """Why a worker that served `calls` calls and left nothing behind must still end, or None (`status`: above)."""
         if calls >= max_calls:
             return f"served {calls} calls (OCIVENDIR_SERVER_MAX_CALLS={max_calls})"
-        if (size := resident_bytes()) > MAX_RSS:
+        if (size := resident_bytes(status)) > MAX_RSS:
             return f"resident size {size >> 20} MiB passes {MAX_RSS >> 20} MiB"
         return None

@@ -46,7 +46,9 @@ def wanted(argv: list[str], environ: Mapping[str, str] | None = None) -> bool:
         return False
     if not argv or not (mode == "on" or os.path.basename(argv[0]) == "vendir"):
         return False
-    from ocivendir.flagscan import command_of  # noqa: PLC0415 - tables and one function, no click
+    if len(argv) > 1 and not argv[1].startswith("-"):  # the command itself (`sync`), as click reads it
+        return argv[1] != "server"
+    from ocivendir.flagscan import command_of  # noqa: PLC0415 - tables and one function, for a leading flag
 
     return command_of(argv[1:]) != "server"
 

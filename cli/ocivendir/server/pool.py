@@ -9,13 +9,8 @@ a fork; idle workers beyond that one end after `IDLE_SECONDS` (the parent closes
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 __all__ = ["IDLE_SECONDS", "Pool", "Worker"]
 
@@ -61,10 +56,10 @@ class Pool:
         """Whether to fork a worker now: none is idle and the limit allows one more."""
         return self.counts()[1] == 0 and len(self.workers) < self.limit
 
-    def hand(self, worker: Worker, conn: socket.socket, facts: Mapping[str, object]) -> bool:
-        """Pass `conn` to `worker`; False (and the worker dropped) when its channel is gone."""
+    def hand(self, worker: Worker, conn: socket.socket, facts: bytes) -> bool:
+        """Pass `conn` to `worker` with the server's facts (JSON); False (and the worker dropped) when it is gone."""
         try:
-            socket.send_fds(worker.channel, [json.dumps(dict(facts)).encode()], [conn.fileno()])
+            socket.send_fds(worker.channel, [facts], [conn.fileno()])
         except OSError:
             self.drop(worker)
             return False

@@ -1,8 +1,10 @@
 """Owns: starting a server detached from the caller — once for a burst of first calls, in a clean environment.
 
 A start takes the build's start lock (`server-<build>.start` in the socket directory, an flock) before it forks: the
-calls of a burst that find it taken know a server is starting and start none. The daemon inherits the lock as
-descriptor 3 and lets it go once it listens (`release_start`), or when it ends: a start that failed frees it at once.
+calls of a burst that find it taken know a server is starting and start none; one that takes it after the server of
+an earlier start listened (and let it go) finds that server's own lock held, and starts none either. The daemon
+inherits the lock as descriptor 3 and lets it go once it listens (`release_start`), or when it ends: a start that
+failed frees it at once.
 
 The daemon gets a new session, stdio on /dev/null (stderr on the starter's pipe until it listens, for `server start`
 to report why it could not), no other inherited descriptor (or kapp-controller's pipes would never reach EOF while
@@ -18,7 +20,7 @@ import os
 import sys
 
 from ocivendir.server.interpreter import server_environment
-from ocivendir.server.place import ensure_dir, start_path
+from ocivendir.server.place import ensure_dir, lock_path, start_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +42,7 @@ def server_argv() -> list[str]:
 
 def start_server(directory: str, build: str, *, stderr: int = -1) -> bool:
     """Start this build's server detached unless a start is under way (False then); OSError or Unusable if it can't."""
-    from ocivendir.fs.locks import LockBusy, hold_lock  # noqa: PLC0415 - only when no server runs
+    from ocivendir.fs.locks import LockBusy, hold_lock, is_held  # noqa: PLC0415 - only when no server runs
 
     ensure_dir(directory)
     try:
@@ -48,6 +50,8 @@ def start_server(directory: str, build: str, *, stderr: int = -1) -> bool:
     except LockBusy:
         return False
     try:
+        if is_held(lock_path(directory, build)):
+            return False  # a server runs: it listened (and let the start lock go) since this call looked for it
         spawn_detached(server_argv(), server_environment(os.environ), keep=lock, stderr=stderr)
     finally:
         os.close(lock)

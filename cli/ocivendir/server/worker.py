@@ -23,7 +23,9 @@ import signal
 import socket
 import struct
 import threading
+import time
 
+from ocivendir.server import ownstatus
 from ocivendir.server.identity import mismatch
 from ocivendir.server.leaks import Baseline
 from ocivendir.server.watch import Watcher
@@ -32,7 +34,7 @@ from ocivendir.server.world import World
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from typing import NoReturn
 
 __all__ = ["REQUEST_SECONDS", "TEST_LEAK", "Entry", "work"]
@@ -65,12 +67,12 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
                     os._exit(0)
                 continue
             calls += 1
-            code, reason = outcome
+            code, reason, status = outcome
             reason = (
                 reason
-                or baseline.left_behind(conn.fileno())
+                or baseline.left_behind(conn.fileno(), status)
                 or world.changed()
-                or baseline.retire_reason(calls, max_calls)
+                or baseline.retire_reason(calls, max_calls, status)
             )
             # the parent hears first: a caller that has its answer and calls again finds this worker ready; a parent
             # that is gone (stopped, killed) hands nothing more over, but this caller still gets its answer
@@ -86,8 +88,8 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
             os._exit(0)
 
 
-def _next(channel: socket.socket) -> tuple[socket.socket, dict[str, object]] | None:
-    """The next connection and the parent's facts; None when the parent closed the channel (or died)."""
+def _next(channel: socket.socket) -> tuple[socket.socket, bytes] | None:
+    """The next connection and the parent's facts (JSON, decoded only for `status`/`stop`); None when it is gone."""
     try:
         message, fds, _flags, _address = socket.recv_fds(channel, _CHANNEL_MESSAGE, 1)
     except OSError:
@@ -96,8 +98,8 @@ def _next(channel: socket.socket) -> tuple[socket.socket, dict[str, object]] | N
         for fd in fds:
             os.close(fd)
         return None
-    facts = json.loads(message)
-    return socket.socket(fileno=fds[0]), facts if isinstance(facts, dict) else {}
+    # the parent accepted it from its AF_UNIX stream listener: said here, the kernel is not asked (3 system calls)
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fds[0]), message
 
 
 def _tell(channel: socket.socket, message: bytes) -> bool:
@@ -110,11 +112,13 @@ def _tell(channel: socket.socket, message: bytes) -> bool:
 
 
 def _serve(
-    conn: socket.socket, build: str, facts: Mapping[str, object], entry: Entry, world: World, watcher: Watcher
-) -> tuple[int, str | None] | None:
-    """One connection, up to its answer: None when no call ran, else its exit status and a reason to retire or None.
+    conn: socket.socket, build: str, facts: bytes, entry: Entry, world: World, watcher: Watcher
+) -> tuple[int, str | None, ownstatus.Status | None] | None:
+    """One connection, up to its answer: None when no call ran, else its exit status, reason to retire, /proc status.
 
-    The caller's stdio is let go and the worker's own world is back in place when it returns.
+    The reason is None when there is none; the status is the worker's own, read once after the call ended for every
+    check that needs it (None if the call did not end). The caller's stdio is let go and the worker's own world is
+    back in place when it returns.
     """
     try:
         request, fds = _receive(conn)
@@ -138,20 +142,17 @@ def _serve(
         return None
     code: int = 1
     reason: str | None = "the call did not end"
+    status = None
     try:
         watcher.watch(conn)
         code, reason = _run(_plant(request, entry))
-        reason = reason or world.signals_changed() or _environ_changed(request)
+        status = ownstatus.read()  # one read for the masks, the thread count and the resident size
+        reason = reason or world.signals_changed(status) or world.environ_changed()
     finally:
         watcher.stop()
         code = _flush(code)
         world.leave(restore_all=reason is not None)
-    try:
-        conn.shutdown(socket.SHUT_RD)  # wakes the listener; the answer can still be sent
-    except OSError:
-        pass
-    watcher.release()
-    return code, reason
+    return code, reason, status
 
 
 def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:
@@ -163,17 +164,7 @@ def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:
 
 def _receive(conn: socket.socket) -> tuple[Request, list[int]]:
     """The request, read within REQUEST_SECONDS in all (a per-read timeout would let a trickling client hold on)."""
-
-    def expired(_signo: int, _frame: object) -> None:
-        raise TimeoutError("no whole request in time")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, REQUEST_SECONDS)
-    try:
-        return receive_request(conn)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    return receive_request(conn, time.monotonic() + REQUEST_SECONDS)
 
 
 def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
@@ -186,14 +177,18 @@ def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
         pass
 
 
-def _answer(conn: socket.socket, fds: list[int], op: str, facts: Mapping[str, object]) -> None:
+def _answer(conn: socket.socket, fds: list[int], op: str, facts: bytes) -> None:
     """`status` and `stop`: the server's facts as the parent had them at the hand-over; `stop` retires the parent."""
     for fd in fds:
         os.close(fd)
     if op == "stop":
         os.kill(os.getppid(), signal.SIGTERM)
     try:
-        conn.sendall(frame(b"I", json.dumps(dict(facts), sort_keys=True).encode()))
+        decoded = json.loads(facts)
+    except ValueError:
+        decoded = {}
+    try:
+        conn.sendall(frame(b"I", json.dumps(decoded if isinstance(decoded, dict) else {}, sort_keys=True).encode()))
     except OSError:
         pass
 
@@ -229,12 +224,6 @@ def _flush(code: int) -> int:
     if not flush_streams() and code == 0:
         return 120  # what the interpreter returns when flushing stdout fails at exit
     return code
-
-
-def _environ_changed(request: Request) -> str | None:
-    if dict(os.environ) != request.env:
-        return "the call changed os.environ"
-    return None
 
 
 def _plant(request: Request, entry: Entry) -> Entry:

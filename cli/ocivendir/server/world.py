@@ -4,8 +4,14 @@ A call's world is its argv (`sys.argv`), its exact environment (`os.environ`, an
 working directory (the descriptor the client passed), its umask, its stdio on descriptors 0-2 (and the output layer's
 streams rebuilt over them), its signal dispositions (as a fresh interpreter has them) and the root logger's handlers
 and levels. `World.enter` replaces the worker's own with the caller's; `World.leave` puts the worker's own back, so
-nothing of one call's inputs is left for the next: stdio is /dev/null again, the environment and directory are the
-worker's, the streams of the call are closed (a late flush can never reach the next caller's descriptors).
+nothing of one call's inputs is left for the next: stdio is /dev/null again, the directory is the worker's, the
+streams of the call are closed (a late flush can never reach the next caller's descriptors). The environment is the
+exception: a call that left os.environ exactly as it came in leaves it in place until the next call's replaces it,
+name by name where the two differ (a caller calls with the same environment call after call: putting the worker's
+own back and the next call's in again cost ~70 setenv/unsetenv a call). The next call's environment is still exactly
+its own, and between calls the worker reads none (what it compares is the request's). Between
+calls sys.stdin/stdout/stderr are the worker's own streams, built once over its own descriptor of /dev/null (not 0-2:
+what they buffer between calls can never reach a caller's descriptor dup'ed there).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import signal
 import sys
 import time
 
-from ocivendir.output import rebind_stdio, release_stdio
+from ocivendir.output import rebind_stdio, release_stdio, stdio_streams
+from ocivendir.server import ownstatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,6 +71,7 @@ class World:
         self.home = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         os.fchdir(self.home)
         self.environ = dict(os.environ)
+        self.current = self.environ  # what os.environ holds: the worker's own, or the last clean call's
         self.umask = os.umask(0o022)
         os.umask(self.umask)
         self.argv = list(sys.argv)
@@ -76,7 +84,8 @@ class World:
         self.blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the main thread's, which runs every call
         for target in (0, 1, 2):
             os.dup2(self.null, target)
-        rebind_stdio()
+        self.streams = stdio_streams((self.null, self.null, self.null))  # its own: never over a caller's 0-2
+        rebind_stdio(self.streams)
 
     def enter(self, request: Request, fds: list[int]) -> None:
         """The caller's world in place: fds are its stdin, stdout, stderr and working directory (all consumed).
@@ -92,7 +101,8 @@ class World:
             os.dup2(fd, target)
         _close(fds)
         os.umask(request.umask)
-        _adopt(request.env)
+        _switch(self.current, request.env)  # checked after every call: os.environ holds `current`
+        self.current = request.env
         sys.argv = list(request.argv) or ["ocivendir"]
         _install(_CALL_ONLY)  # the others are the same between calls and in one (signals_changed() sees to it)
         if self.call_masks is None:
@@ -102,16 +112,19 @@ class World:
     def leave(self, *, restore_all: bool = True) -> None:
         """The worker's own world back: stdio on /dev/null, its directory, umask, environment, argv, signals, logs.
 
-        Without `restore_all` (the call changed no signal's disposition), only the dispositions that differ between
-        a call and the worker's idle state are set back.
+        Without `restore_all` (the call changed no signal's disposition and left os.environ exactly as it came in:
+        `signals_changed` and `environ_changed` said so), only the dispositions that differ between a call and the
+        worker's idle state are set back, and the call's environment stays until the next call's replaces it.
         """
         for target in (0, 1, 2):
             os.dup2(self.null, target)
-        release_stdio()  # the call's streams closed: no late flush writes anywhere
+        release_stdio(self.streams)  # the call's streams closed: no late flush writes anywhere
         _install(_IDLE_SIGNALS if restore_all else _IDLE_ONLY)
         os.fchdir(self.home)
         os.umask(self.umask)
-        _adopt(self.environ)
+        if restore_all:
+            _adopt(self.environ)  # read back in full: the call may have changed anything
+            self.current = self.environ
         sys.argv = list(self.argv)
         root = logging.getLogger()
         for handler in [h for h in root.handlers if h not in self.root_handlers]:
@@ -122,7 +135,7 @@ class World:
             if logger.level != (level := self.levels.get(name, logging.NOTSET)):
                 logger.setLevel(level)  # each setLevel clears every logger's cache: only where it differs
 
-    def signals_changed(self) -> str | None:
+    def signals_changed(self, status: ownstatus.Status | None = None) -> str | None:
         """Which signal's disposition the running call changed, or None (called before `leave`).
 
         Where /proc is mounted the kernel's masks of ignored and caught signals say it for every signal at once; only
@@ -130,14 +143,15 @@ class World:
         The kernel's masks also see what Python does not: a handler installed with sigaction(2) from C (faulthandler).
         A signal the call left blocked in the main thread is a change too: it would never reach the next call; so are
         an interval timer left armed (it would end a later call) and a wake-up descriptor (every caught signal would
-        write a byte to whatever a later call opens under its number), which are disarmed.
+        write a byte to whatever a later call opens under its number), which are disarmed. `status`: the process's
+        /proc status read after the call ended (else it is read here).
         """
         if (blocked := signal.pthread_sigmask(signal.SIG_BLOCK, ())) != self.blocked:
             changed = ", ".join(str(int(signo)) for signo in sorted(blocked ^ self.blocked))
             return f"the call changed the main thread's blocked signals: {changed}"
         if (armed := _disarm()) is not None:
             return armed
-        masks = _masks()
+        masks = _masks(status)
         if masks is not None and masks == self.call_masks:
             caught = int(masks[1], 16)
             return _differing({signo: self.call_signals.get(signo) for signo in _members(caught)})
@@ -145,9 +159,19 @@ class World:
             return "the call changed a signal's disposition outside Python (the kernel's masks differ)"
         return found
 
+    def environ_changed(self) -> str | None:
+        """Whether the running call left os.environ other than it came in (called before `leave`), or None."""
+        if dict(os.environ) != self.current:
+            return "the call changed os.environ"
+        return None
+
     def changed(self) -> str | None:
-        """What of the worker's own world differs from when it was taken (after `leave`), or None."""
-        if dict(os.environ) != self.environ:
+        """What of the worker's own world differs from when it was taken (after `leave`), or None.
+
+        The environment is the worker's own after a call that changed it (read back in full); after a clean call it is
+        that call's, which `environ_changed` compared already.
+        """
+        if self.current is self.environ and dict(os.environ) != self.environ:
             return "os.environ differs after the call"
         here, home = os.stat("."), os.fstat(self.home)
         if (here.st_dev, here.st_ino) != (home.st_dev, home.st_ino):
@@ -178,6 +202,21 @@ def _adopt(environ: dict[str, str]) -> None:
         time.tzset()
 
 
+def _switch(known: dict[str, str], environ: dict[str, str]) -> None:
+    """From `known` (exactly what os.environ holds now) to `environ`, touching only what differs between the two.
+
+    Both are plain dicts: nothing of os.environ is read (each read decodes, and each name it lacks raises KeyError).
+    """
+    current = os.environ
+    for name in known.keys() - environ.keys():
+        del current[name]
+    for name, value in environ.items():
+        if known.get(name) != value:
+            current[name] = value
+    if known.get("TZ") != environ.get("TZ"):
+        time.tzset()
+
+
 def _disarm() -> str | None:
     """What a call left armed to send or write on a signal (disarmed now), or None."""
     if (fd := signal.set_wakeup_fd(-1)) != -1:
@@ -189,20 +228,14 @@ def _disarm() -> str | None:
     return None
 
 
-def _masks() -> tuple[str, str] | None:
-    """The kernel's masks of this process's ignored and caught signals (hex), None without /proc."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            text = status.read()
-    except OSError:
-        return None
-    ignored = caught = ""
-    for line in text.split(b"\n"):
-        if line.startswith(b"SigIgn:"):
-            ignored = line[7:].strip().decode()
-        elif line.startswith(b"SigCgt:"):
-            caught = line[7:].strip().decode()
-    return (ignored, caught) if ignored and caught else None
+def _masks(status: ownstatus.Status | None = None) -> tuple[str, str] | None:
+    """The kernel's masks of this process's ignored and caught signals (hex), None without /proc.
+
+    From `status` when given (one read of it, taken after the call ended), else read now.
+    """
+    status = status or ownstatus.read()
+    ignored, caught = status.get(b"SigIgn"), status.get(b"SigCgt")
+    return (ignored.decode(), caught.decode()) if ignored and caught else None
 
 
 def _members(mask: int) -> list[int]:
