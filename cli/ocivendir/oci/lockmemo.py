@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from dataclasses import replace
-from threading import Lock
 
+from ocivendir.kept import recall, remember
 from ocivendir.oci.imageslock import ImagesLock, parse_images_lock
 from ocivendir.oci.relocation import rewrite
 
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["SIZE", "images_lock", "rewritten"]
 
 SIZE = 16
-_LOCK = Lock()  # per-process: guards the two memos below
 _parsed: OrderedDict[bytes, ImagesLock] = OrderedDict()  # per-process: keyed by sha256 of the images.yml bytes
 # the key: sha256 of the repository and every entry's image and annotations
 _rewritten: OrderedDict[bytes, bytes] = OrderedDict()  # per-process: keyed by sha256 of repository and entries
@@ -42,17 +41,11 @@ def _sha(parts: list[str]) -> bytes:
 def images_lock(raw: bytes) -> ImagesLock:
     """`parse_images_lock(raw)`, remembered by the bytes' digest; a copy of its own for every caller."""
     key = hashlib.sha256(raw).digest()
-    with _LOCK:
-        known = _parsed.get(key)
-        if known is not None:
-            _parsed.move_to_end(key)
+    known = recall(_parsed, key)
     if known is not None:
         return _copied(known)
     lock = parse_images_lock(raw)
-    with _LOCK:
-        _parsed[key] = _copied(lock)
-        while len(_parsed) > SIZE:
-            _parsed.popitem(last=False)
+    remember(_parsed, key, _copied(lock), SIZE)
     return lock
 
 
@@ -70,14 +63,9 @@ def rewritten(lock: ImagesLock, repo: Repository) -> bytes:
         parts += [entry.image, "-" if notes is None else str(len(notes))]
         parts += [text for item in (notes or {}).items() for text in item]
     key = _sha(parts)
-    with _LOCK:
-        known = _rewritten.get(key)
-        if known is not None:
-            _rewritten.move_to_end(key)
-            return known
+    known = recall(_rewritten, key)
+    if known is not None:
+        return known
     data = rewrite(lock, repo)
-    with _LOCK:
-        _rewritten[key] = data
-        while len(_rewritten) > SIZE:
-            _rewritten.popitem(last=False)
+    remember(_rewritten, key, data, SIZE)
     return data

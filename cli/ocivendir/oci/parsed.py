@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from threading import Lock
 
+from ocivendir.kept import recall, remember
 from ocivendir.oci.manifest import ImageConfig, Index, Manifest, parse_config, parse_manifest
 
 __all__ = ["KEPT_BYTES", "SIZE", "config", "manifest"]
 
 SIZE = 32
 KEPT_BYTES = 64 << 10  # a manifest of some 300 layers, an index of some 150 platforms: every usual one
-_LOCK = Lock()  # per-process: guards the two memos below
 _manifests: OrderedDict[tuple[bytes, str | None], Manifest | Index] = OrderedDict()  # by sha256 and media type
 _configs: OrderedDict[bytes, ImageConfig] = OrderedDict()  # by sha256 of the config's bytes
 
@@ -32,16 +31,11 @@ def manifest(raw: bytes, media_type: str | None = None) -> Manifest | Index:
     if len(raw) > KEPT_BYTES:
         return parse_manifest(raw, media_type)
     key = (hashlib.sha256(raw).digest(), media_type)
-    with _LOCK:
-        known = _manifests.get(key)
-        if known is not None:
-            _manifests.move_to_end(key)
-            return known
+    known = recall(_manifests, key)
+    if known is not None:
+        return known
     parsed = parse_manifest(raw, media_type)
-    with _LOCK:
-        _manifests[key] = parsed
-        while len(_manifests) > SIZE:
-            _manifests.popitem(last=False)
+    remember(_manifests, key, parsed, SIZE)
     return parsed
 
 
@@ -50,14 +44,9 @@ def config(raw: bytes) -> ImageConfig:
     if len(raw) > KEPT_BYTES:
         return parse_config(raw)
     key = hashlib.sha256(raw).digest()
-    with _LOCK:
-        known = _configs.get(key)
-        if known is not None:
-            _configs.move_to_end(key)
-            return known
+    known = recall(_configs, key)
+    if known is not None:
+        return known
     parsed = parse_config(raw)
-    with _LOCK:
-        _configs[key] = parsed
-        while len(_configs) > SIZE:
-            _configs.popitem(last=False)
+    remember(_configs, key, parsed, SIZE)
     return parsed

@@ -16,41 +16,22 @@ import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import replace
-from threading import Lock
 
+from ocivendir.kept import recall, remember
 from ocivendir.vendir.config import InputStream, parse_stream
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any, TypeVar
+    from typing import Any
 
     from ocivendir.vendir.lockfile import LockConfig
-
-    _V = TypeVar("_V")
 
 __all__ = ["SIZE", "dumped", "parsed"]
 
 SIZE = 16
-_LOCK = Lock()  # per-process: guards the two memos below
 _streams: OrderedDict[bytes, InputStream] = OrderedDict()  # per-process: keyed by sha256 of the inputs' names and bytes
 _locks: OrderedDict[bytes, bytes] = OrderedDict()  # per-process: keyed by sha256 of the lock's fields as JSON
-
-
-def _remember(memo: OrderedDict[bytes, _V], key: bytes, value: _V) -> None:
-    with _LOCK:
-        memo[key] = value
-        memo.move_to_end(key)
-        while len(memo) > SIZE:
-            memo.popitem(last=False)
-
-
-def _recall(memo: OrderedDict[bytes, _V], key: bytes) -> _V | None:
-    with _LOCK:
-        value = memo.get(key)
-        if value is not None:
-            memo.move_to_end(key)
-        return value
 
 
 def parsed(sources: Sequence[tuple[str, str | bytes]]) -> InputStream:
@@ -62,11 +43,11 @@ def parsed(sources: Sequence[tuple[str, str | bytes]]) -> InputStream:
             sha.update(len(part).to_bytes(8, "big"))
             sha.update(part)
     key = sha.digest()
-    known = _recall(_streams, key)
+    known = recall(_streams, key)
     if known is not None:
         return _copied(known)
     stream = parse_stream(sources)
-    _remember(_streams, key, _copied(stream))
+    remember(_streams, key, _copied(stream), SIZE)
     return stream
 
 
@@ -116,9 +97,9 @@ def dumped(lock: LockConfig) -> bytes:
         key = hashlib.sha256(json.dumps(_canonical(fields), allow_nan=False).encode()).digest()
     except (TypeError, ValueError):
         return lock.dump()
-    known = _recall(_locks, key)
+    known = recall(_locks, key)
     if known is not None:
         return known
     data = lock.dump()
-    _remember(_locks, key, data)
+    remember(_locks, key, data, SIZE)
     return data

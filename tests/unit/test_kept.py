@@ -1,0 +1,19 @@
+"""A memo kept across calls holds at most its size, and drops the least recently used first."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from ocivendir.kept import recall, remember
+
+
+def test_the_least_recently_used_goes_first() -> None:
+    memo: OrderedDict[str, int] = OrderedDict()
+    for number, key in enumerate("abc"):
+        remember(memo, key, number, 3)
+    assert recall(memo, "a") == 0  # now the most recently used
+    remember(memo, "d", 3, 3)
+    assert list(memo) == ["c", "a", "d"]  # "b" went: used least recently
+    assert recall(memo, "b") is None
+    remember(memo, "c", 9, 3)  # kept again: the value replaced, now the most recent
+    assert list(memo.items()) == [("a", 0), ("d", 3), ("c", 9)]
