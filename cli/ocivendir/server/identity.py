@@ -30,6 +30,7 @@ import socket
 import struct
 
 from ocivendir.server.interpreter import locale_key, startup_variable
+from ocivendir.server.ownstatus import field, whole
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,8 +44,7 @@ _SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5's: a pidfd of t
 _GROUPS_BUFFER = 1024  # Python's getsockopt() bound: 256 groups (more: ERANGE, a refusal)
 _STATUS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
            "Seccomp_filters")  # fmt: skip
-_STATUS_KEYS = tuple((f"\n{name}:".encode(), name) for name in _STATUS)  # a line's start, as found in the file
-_BUFFER = 8192  # a status is ~1.4 KB (its Groups line: at most 256 groups for a caller SO_PEERGROUPS answered for)
+_STATUS_KEYS = tuple((name.encode(), name) for name in _STATUS)
 _NONE = "none"
 _NAMESPACES = ("mnt", "net", "user", "cgroup")
 _PLURAL = frozenset({"resource limits"})
@@ -133,12 +133,8 @@ def describe(pid: str) -> dict[str, str]:
         status = _read(proc, "status")
         found: dict[str, str] = {}
         for key, name in _STATUS_KEYS:
-            if (start := status.find(key)) >= 0:  # only the lines compared: no split of the whole file
-                start += len(key)
-                end = status.find(b"\n", start)
-                found[name] = " ".join(
-                    status[start : end if end >= 0 else len(status)].decode("utf-8", "replace").split()
-                )
+            if (value := field(status, key)) is not None:  # only the lines compared: no split of the whole file
+                found[name] = " ".join(value.decode("utf-8", "replace").split())
         found["resource limits"] = _read(proc, "limits").decode("utf-8", "replace")
         found["control group list"] = _read(proc, "cgroup").decode("utf-8", "replace")
         found["oom_score_adj"] = _read(proc, "oom_score_adj").strip().decode("utf-8", "replace")
@@ -170,10 +166,7 @@ def _read(directory: int, name: str) -> bytes:
     """A whole /proc file of one process (read again from its start when longer than one read's buffer)."""
     fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=directory)
     try:
-        size = _BUFFER
-        while len(data := os.pread(fd, size, 0)) == size:
-            size *= 4
-        return data
+        return whole(fd)
     finally:
         os.close(fd)
 

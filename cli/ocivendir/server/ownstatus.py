@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["Status", "forget", "open_status", "read"]
+__all__ = ["Status", "field", "forget", "open_status", "read", "whole"]
 
 _BUFFER = 8192  # the file is ~1.4 KB; its Groups line grows with the groups (at most 256 for a served caller)
 _UNOPENED = -2
@@ -46,18 +46,34 @@ def forget() -> None:
     _fd = _UNOPENED
 
 
+def whole(fd: int) -> bytes:
+    """A whole /proc file through descriptor `fd`, read from its start.
+
+    A /proc file says no size: one that fills the buffer is read again with a larger one, never returned truncated.
+    """
+    size = _BUFFER
+    while len(text := os.pread(fd, size, 0)) == size:
+        size *= 4
+    return text
+
+
+def field(text: bytes, name: bytes) -> bytes | None:
+    """The value of the line `name:` in a /proc status text (`b"Threads"`), stripped; None where there is none."""
+    start = text.find(b"\n" + name + b":")
+    if start < 0:
+        return None
+    start += len(name) + 2
+    end = text.find(b"\n", start)
+    return text[start : end if end >= 0 else len(text)].strip()
+
+
 def _text() -> bytes | None:
     if not open_status():
         return None
-    size = _BUFFER
-    while True:
-        try:
-            text = os.pread(_fd, size, 0)
-        except OSError:
-            return None
-        if len(text) < size:
-            return text
-        size *= 4  # a longer file than the buffer: read it whole again, never a truncated one
+    try:
+        return whole(_fd)
+    except OSError:
+        return None
 
 
 class Status:
@@ -71,15 +87,7 @@ class Status:
 
     def get(self, name: bytes) -> bytes | None:
         """The value of the line `name` (`b"Threads"`), stripped; None where there is none (or no /proc)."""
-        text = self.text
-        if text is None:
-            return None
-        start = text.find(b"\n" + name + b":")
-        if start < 0:
-            return None
-        start += len(name) + 2
-        end = text.find(b"\n", start)
-        return text[start : end if end >= 0 else len(text)].strip()
+        return None if self.text is None else field(self.text, name)
 
 
 def read() -> Status:

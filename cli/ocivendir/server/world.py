@@ -123,7 +123,7 @@ class World:
         os.fchdir(self.home)
         os.umask(self.umask)
         if restore_all:
-            _adopt(self.environ)  # read back in full: the call may have changed anything
+            _switch(dict(os.environ), self.environ)  # read back in full: the call may have changed anything
             self.current = self.environ
         sys.argv = list(self.argv)
         root = logging.getLogger()
@@ -189,23 +189,11 @@ def idle_signals() -> None:
     _install(_IDLE_SIGNALS)
 
 
-def _adopt(environ: dict[str, str]) -> None:
-    """Make os.environ exactly `environ`, touching only what differs; the timezone is read again when TZ changed."""
-    current = os.environ
-    zone = current.get("TZ")
-    for name in [name for name in current if name not in environ]:
-        del current[name]
-    for name, value in environ.items():
-        if current.get(name) != value:
-            current[name] = value
-    if environ.get("TZ") != zone:
-        time.tzset()
-
-
 def _switch(known: dict[str, str], environ: dict[str, str]) -> None:
     """From `known` (exactly what os.environ holds now) to `environ`, touching only what differs between the two.
 
     Both are plain dicts: nothing of os.environ is read (each read decodes, and each name it lacks raises KeyError).
+    The timezone is read again when TZ changed.
     """
     current = os.environ
     for name in known.keys() - environ.keys():
