@@ -8,14 +8,9 @@ interpreter: the checks are of the whole process.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-CLI = Path(__file__).resolve().parents[2] / "cli"
+from tests.support.fresh import reported
 
 PRELUDE = """
 import json, os, signal, sys, threading
@@ -35,17 +30,7 @@ def request():
 
 
 def _play(body: str) -> dict[str, object]:
-    read, write = os.pipe()
-    script = PRELUDE + textwrap.dedent(body) + f"\nos.write({write}, json.dumps(report).encode())\n"
-    try:
-        done = subprocess.run([sys.executable, "-c", script], check=False, env={**os.environ, "PYTHONPATH": str(CLI)},
-                              pass_fds=[write], capture_output=True, text=True, timeout=60)  # fmt: skip
-    finally:
-        os.close(write)
-    with os.fdopen(read, "rb") as answer:
-        data = answer.read()
-    assert done.returncode == 0, done.stderr
-    return json.loads(data)
+    return reported(PRELUDE + textwrap.dedent(body))
 
 
 def test_a_calls_checks_open_nothing_under_proc_self_but_the_descriptor_listing() -> None:

@@ -8,16 +8,14 @@ every call and raises a forwarded signal only while the call runs.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-CLI = Path(__file__).resolve().parents[2] / "cli"
+from tests.support.fresh import CLI, reported
 
 PRELUDE = """
 import json, os, signal, socket, struct, sys, threading, time
@@ -33,6 +31,12 @@ def call_fds():
 def request(env):
     return Request(op="call", build="b", umask=0o027, cwd="/", argv=["vendir", "sync"], env=env)
 
+def forwarded(client, got):  # the client forwards SIGHUP; wait (10 s at most) for the call's handler to have it
+    client.sendall(frame(b"S", bytes([signal.SIGHUP])))
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.001)
+
 report = {}
 world = World()
 """
@@ -42,17 +46,7 @@ def _play(body: str, *, no_proc_masks: bool = False) -> dict[str, object]:
     script = PRELUDE
     if no_proc_masks:
         script += "world_module._masks = lambda status=None: None\n"  # as in a chroot without /proc
-    read, write = os.pipe()
-    script += textwrap.dedent(body) + f"\nos.write({write}, json.dumps(report).encode())\n"
-    try:
-        done = subprocess.run([sys.executable, "-c", script], check=False, env={**os.environ, "PYTHONPATH": str(CLI)},
-                              pass_fds=[write], capture_output=True, text=True, timeout=60)  # fmt: skip
-    finally:
-        os.close(write)
-    with os.fdopen(read, "rb") as answer:
-        data = answer.read()
-    assert done.returncode == 0, done.stderr
-    return json.loads(data)
+    return reported(script + textwrap.dedent(body))
 
 
 def _calls(count: int, change: str) -> str:
@@ -228,10 +222,7 @@ def test_one_listener_thread_serves_every_call_and_raises_only_while_the_call_ru
             ours, client = socket.socketpair()
             watcher.watch(ours)
             if number == 2:
-                client.sendall(frame(b"S", bytes([signal.SIGHUP])))
-                deadline = time.monotonic() + 10
-                while not got and time.monotonic() < deadline:
-                    time.sleep(0.001)
+                forwarded(client, got)
             watcher.stop()
             client.sendall(frame(b"S", bytes([signal.SIGHUP])))  # after the call's end: never raised
             ours.shutdown(socket.SHUT_RD)
@@ -275,10 +266,7 @@ def test_a_listener_that_fails_unexpectedly_still_lets_go_of_the_call_and_serves
         watcher.release()
         ours, client = socket.socketpair()
         watcher.watch(ours)
-        client.sendall(frame(b"S", bytes([signal.SIGHUP])))
-        deadline = time.monotonic() + 10
-        while not got and time.monotonic() < deadline:
-            time.sleep(0.001)
+        forwarded(client, got)
         watcher.stop()
         ours.shutdown(socket.SHUT_RD)
         watcher.release()
@@ -425,10 +413,7 @@ def test_the_listener_sleeps_through_calls_whose_client_says_nothing() -> None:
         signal.signal(signal.SIGHUP, lambda signo, frame: got.append(signo))
         ours, client = socket.socketpair()
         watcher.watch(ours)
-        client.sendall(frame(b"S", bytes([signal.SIGHUP])))
-        deadline = time.monotonic() + 10
-        while not got and time.monotonic() < deadline:
-            time.sleep(0.001)
+        forwarded(client, got)
         watcher.stop()
         report["got"] = got
         """
