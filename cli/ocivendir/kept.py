@@ -12,12 +12,13 @@ from threading import Lock
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections import OrderedDict
+    from collections.abc import Callable
     from typing import TypeVar
 
     _K = TypeVar("_K")
     _V = TypeVar("_V")
 
-__all__ = ["recall", "remember"]
+__all__ = ["recall", "remember", "through"]
 
 _LOCK = Lock()  # per-process: guards every memo handed to the two functions below
 
@@ -38,3 +39,12 @@ def remember(memo: OrderedDict[_K, _V], key: _K, value: _V, size: int) -> None:
         memo.move_to_end(key)
         while len(memo) > size:
             memo.popitem(last=False)
+
+
+def through(memo: OrderedDict[_K, _V], key: _K, make: Callable[[], _V], size: int) -> _V:
+    """The value kept for `key`, else `make()`'s, kept (a failure raises and keeps nothing)."""
+    value = recall(memo, key)
+    if value is None:
+        value = make()
+        remember(memo, key, value, size)
+    return value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ocivendir.kept import recall, remember
+from ocivendir.kept import recall, remember, through
 
 
 def test_the_least_recently_used_goes_first() -> None:
@@ -17,3 +17,21 @@ def test_the_least_recently_used_goes_first() -> None:
     assert recall(memo, "b") is None
     remember(memo, "c", 9, 3)  # kept again: the value replaced, now the most recent
     assert list(memo.items()) == [("a", 0), ("d", 3), ("c", 9)]
+
+
+def test_a_value_is_made_once_and_a_failure_keeps_nothing() -> None:
+    memo: OrderedDict[str, int] = OrderedDict()
+    made: list[str] = []
+    assert through(memo, "a", lambda: made.append("a") or 1, 2) == 1
+    assert through(memo, "a", lambda: made.append("again") or 2, 2) == 1
+    assert made == ["a"]
+
+    def failing() -> int:
+        raise ValueError("bad bytes")
+
+    for _ in range(2):
+        try:
+            through(memo, "b", failing, 2)
+        except ValueError:
+            pass
+    assert list(memo) == ["a"]

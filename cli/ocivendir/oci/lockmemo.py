@@ -13,7 +13,7 @@ import hashlib
 from collections import OrderedDict
 from dataclasses import replace
 
-from ocivendir.kept import recall, remember
+from ocivendir.kept import recall, remember, through
 from ocivendir.oci.imageslock import ImagesLock, parse_images_lock
 from ocivendir.oci.relocation import rewrite
 
@@ -62,10 +62,4 @@ def rewritten(lock: ImagesLock, repo: Repository) -> bytes:
         notes = entry.annotations
         parts += [entry.image, "-" if notes is None else str(len(notes))]
         parts += [text for item in (notes or {}).items() for text in item]
-    key = _sha(parts)
-    known = recall(_rewritten, key)
-    if known is not None:
-        return known
-    data = rewrite(lock, repo)
-    remember(_rewritten, key, data, SIZE)
-    return data
+    return through(_rewritten, _sha(parts), lambda: rewrite(lock, repo), SIZE)

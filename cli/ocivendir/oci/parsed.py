@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
-from ocivendir.kept import recall, remember
+from ocivendir.kept import through
 from ocivendir.oci.manifest import ImageConfig, Index, Manifest, parse_config, parse_manifest
 
 __all__ = ["KEPT_BYTES", "SIZE", "config", "manifest"]
@@ -31,22 +31,11 @@ def manifest(raw: bytes, media_type: str | None = None) -> Manifest | Index:
     if len(raw) > KEPT_BYTES:
         return parse_manifest(raw, media_type)
     key = (hashlib.sha256(raw).digest(), media_type)
-    known = recall(_manifests, key)
-    if known is not None:
-        return known
-    parsed = parse_manifest(raw, media_type)
-    remember(_manifests, key, parsed, SIZE)
-    return parsed
+    return through(_manifests, key, lambda: parse_manifest(raw, media_type), SIZE)
 
 
 def config(raw: bytes) -> ImageConfig:
     """`parse_config(raw)`, remembered by the bytes' digest."""
     if len(raw) > KEPT_BYTES:
         return parse_config(raw)
-    key = hashlib.sha256(raw).digest()
-    known = recall(_configs, key)
-    if known is not None:
-        return known
-    parsed = parse_config(raw)
-    remember(_configs, key, parsed, SIZE)
-    return parsed
+    return through(_configs, hashlib.sha256(raw).digest(), lambda: parse_config(raw), SIZE)

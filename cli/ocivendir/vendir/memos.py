@@ -17,7 +17,7 @@ import json
 from collections import OrderedDict
 from dataclasses import replace
 
-from ocivendir.kept import recall, remember
+from ocivendir.kept import recall, remember, through
 from ocivendir.vendir.config import InputStream, parse_stream
 
 TYPE_CHECKING = False
@@ -97,9 +97,4 @@ def dumped(lock: LockConfig) -> bytes:
         key = hashlib.sha256(json.dumps(_canonical(fields), allow_nan=False).encode()).digest()
     except (TypeError, ValueError):
         return lock.dump()
-    known = recall(_locks, key)
-    if known is not None:
-        return known
-    data = lock.dump()
-    remember(_locks, key, data, SIZE)
-    return data
+    return through(_locks, key, lock.dump, SIZE)
