@@ -97,35 +97,28 @@ class Server:
 
     def facts(self) -> dict[str, object]:
         """What `server status` reports."""
-        busy, idle = self.pool.counts()
-        return {
-            **self._constant_facts(),
-            "calls": self.calls,
-            "uptime": round(time.time() - self.started, 3),
-            "workers": busy + idle,
-            "busy": busy,
-            "idle": idle,
-            "retired": self.pool.retired,
-            "last_retired": self.pool.last_retired,
-        }
+        return {**self._constant_facts(), **self._varying_facts()}
 
     def _constant_facts(self) -> dict[str, object]:
         return {"build": self.build, "idle_timeout": self.idle, "pid": os.getpid(), "socket": self.path,
                 "started": self.started, "version": __version__, "max_workers": self.pool.limit,
                 "max_calls": self.max_calls}  # fmt: skip
 
-    def facts_json(self) -> bytes:
-        """`facts()` as JSON, as every hand-over carries it: the constant ones encoded once, the rest formatted.
+    def _varying_facts(self) -> dict[str, object]:
+        busy, idle = self.pool.counts()
+        return {"calls": self.calls, "uptime": round(time.time() - self.started, 3), "workers": busy + idle,
+                "busy": busy, "idle": idle, "retired": self.pool.retired,
+                "last_retired": self.pool.last_retired}  # fmt: skip
 
-        Only `status` and `stop` read them (a worker decodes them for those alone): a dict and json.dumps on every
+    def facts_json(self) -> bytes:
+        """`facts()` as JSON, as every hand-over carries it, with the constant ones encoded once.
+
+        Only `status` and `stop` read them (a worker decodes them for those alone): the whole dict encoded on every
         call cost the parent more than the rest of a hand-over's Python.
         """
         if self._constant_json is None:
             self._constant_json = json.dumps(self._constant_facts())[:-1]
-        busy, idle = self.pool.counts()
-        return (f'{self._constant_json}, "calls": {self.calls}, "uptime": {round(time.time() - self.started, 3)!r}, '
-                f'"workers": {busy + idle}, "busy": {busy}, "idle": {idle}, "retired": {self.pool.retired}, '
-                f'"last_retired": {json.dumps(self.pool.last_retired)}}}').encode()  # fmt: skip
+        return f"{self._constant_json}, {json.dumps(self._varying_facts())[1:]}".encode()
 
     def serve(self) -> None:
         """The accept loop, until retired and every worker has ended."""
