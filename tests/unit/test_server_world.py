@@ -226,7 +226,6 @@ def test_one_listener_thread_serves_every_call_and_raises_only_while_the_call_ru
             watcher.stop()
             client.sendall(frame(b"S", bytes([signal.SIGHUP])))  # after the call's end: never raised
             ours.shutdown(socket.SHUT_RD)
-            watcher.release()
             time.sleep(0.01)
             counts.append(threading.active_count())
             ours.close()
@@ -243,7 +242,7 @@ def test_one_listener_thread_serves_every_call_and_raises_only_while_the_call_ru
 
 
 def test_a_listener_that_fails_unexpectedly_still_lets_go_of_the_call_and_serves_the_next() -> None:
-    """Whatever ends the reading of a call's connection, release() returns: a worker never waits forever on it.
+    """Whatever ends the reading of a call's connection, stop() returns: a worker never waits forever on it.
 
     A thread per call survived its own failure (join returned); the resident one must too, and listen to the next call.
     """
@@ -263,13 +262,11 @@ def test_a_listener_that_fails_unexpectedly_still_lets_go_of_the_call_and_serves
         watcher.watch(Failing(fileno=first.detach()))
         watcher.stop()
         ended.set()
-        watcher.release()
         ours, client = socket.socketpair()
         watcher.watch(ours)
         forwarded(client, got)
         watcher.stop()
         ours.shutdown(socket.SHUT_RD)
-        watcher.release()
         report["got"] = got
         """
     )

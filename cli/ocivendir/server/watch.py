@@ -22,7 +22,7 @@ import signal
 import socket
 import threading
 
-from ocivendir.server.wire import FRAME_HEADER, MAX_FRAME
+from ocivendir.server.wire import WireError, split_frames
 
 __all__ = ["FORWARDED", "THREAD_NAME", "Watcher"]
 
@@ -53,10 +53,6 @@ class Watcher:
         """The call has ended: raise nothing more for it, and let go of its connection (safe when not watching)."""
         with self._state:
             self._forget()
-
-    def release(self) -> None:
-        """Let go of the connection: after `stop`, nothing is left to wait for (kept for the worker's loop)."""
-        self.stop()
 
     def _forget(self) -> None:
         """Take the connection out of the epoll set (under the lock)."""
@@ -90,17 +86,12 @@ class Watcher:
             self._forget()  # once: an end stays readable, and the thread must not wake for it again
             os.kill(os.getpid(), signal.SIGTERM)
             return
-        pending = self._pending + data
-        while len(pending) >= FRAME_HEADER:
-            kind, length = pending[:1], int.from_bytes(pending[1:FRAME_HEADER], "big")
-            if length > MAX_FRAME:
-                self._forget()
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-            if len(pending) < FRAME_HEADER + length:
-                break
-            payload = pending[FRAME_HEADER : FRAME_HEADER + length]
-            pending = pending[FRAME_HEADER + length :]
+        try:
+            frames, self._pending = split_frames(self._pending + data)
+        except WireError:  # an oversized frame: as a client gone
+            self._forget()
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        for kind, payload in frames:
             if kind == b"S" and len(payload) == 1 and payload[0] in FORWARDED:
                 os.kill(os.getpid(), payload[0])
-        self._pending = pending

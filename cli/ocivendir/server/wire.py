@@ -31,6 +31,7 @@ __all__ = [
     "read_frame",
     "receive_request",
     "send_request",
+    "split_frames",
 ]
 
 MAGIC = b"OVD1"
@@ -180,8 +181,27 @@ def read_frame(sock: socket.socket) -> tuple[bytes, bytes] | None:
     first = sock.recv(FRAME_HEADER)
     if not first:
         return None
-    head = first + read_exact(sock, FRAME_HEADER - len(first))
-    kind, length = head[:1], int.from_bytes(head[1:], "big")
+    kind, length = _frame_head(first + read_exact(sock, FRAME_HEADER - len(first)))
+    return kind, read_exact(sock, length)
+
+
+def split_frames(data: bytes) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The whole frames (type, payload) at the start of `data`, and the rest (a frame not whole yet).
+
+    WireError for an oversized one. For a reader that takes what a socket has without waiting (`server/watch.py`).
+    """
+    frames = []
+    while len(data) >= FRAME_HEADER:
+        kind, length = _frame_head(data[:FRAME_HEADER])
+        if len(data) < FRAME_HEADER + length:
+            break
+        frames.append((kind, data[FRAME_HEADER : FRAME_HEADER + length]))
+        data = data[FRAME_HEADER + length :]
+    return frames, data
+
+
+def _frame_head(head: bytes) -> tuple[bytes, int]:
+    kind, length = head[:1], int.from_bytes(head[1:FRAME_HEADER], "big")
     if length > MAX_FRAME:
         raise WireError("an oversized frame")
-    return kind, read_exact(sock, length)
+    return kind, length
