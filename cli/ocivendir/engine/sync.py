@@ -214,56 +214,33 @@ def _keep_ignored(config: ContentConfig, existing: str, root: str) -> None:
             shutil.copy2(source, target)
 
 
-def _prune_empty(directory: str) -> bool:
-    """Remove each directory below `directory` left with no entry once its own empty ones are gone; True if any stays.
+def _prune_empty(root: str) -> bool:
+    """Remove each directory below `root` left with no entry once its own empty ones are gone; True if any stays.
 
-    Bottom-up, as `os.walk(topdown=False)` visits them; a link to a directory is an entry, never entered. One scandir
-    per directory: its entries' types come with the listing.
+    One bottom-up walk: a directory goes when it holds no file and every directory in it went (a link to a directory
+    is an entry, never entered).
     """
-    kept = False
-    below = []
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                below.append(entry.path)
-            else:
-                kept = True
-    for path in below:
-        if _prune_empty(path):
-            kept = True
-        else:
-            os.rmdir(path)
-    return kept
+    removed: set[str] = set()
+    for base, dirs, names in os.walk(root, topdown=False):
+        if names or any(os.path.join(base, name) not in removed for name in dirs):
+            continue
+        if base == root:
+            return False
+        os.rmdir(base)
+        removed.add(base)
+    return True
 
 
 def _check_symlinks(root: str) -> None:
-    _check_links_below(root, resolved(root))
-
-
-def _check_links_below(base: str, real_root: str) -> None:
-    """Every link below `base` must resolve inside `real_root`, checked in `os.walk`'s order.
-
-    A directory's files and links, then its directories, top-down, links to directories not entered; the types come
-    with the listing (no lstat per entry).
-    """
-    names: list[os.DirEntry[str]] = []
-    dirs: list[os.DirEntry[str]] = []
-    with os.scandir(base) as entries:
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            (dirs if is_dir else names).append(entry)
-    for entry in names + dirs:
-        if not entry.is_symlink():
-            continue
-        if not within(_resolve_strict(entry.path), real_root):
-            shown = os.path.normpath(os.path.join(base, os.readlink(entry.path)))
-            raise SyncError(f'Invalid symlink found to outside parent directory: "{shown}"')
-    for entry in dirs:
-        if not entry.is_symlink():
-            _check_links_below(entry.path, real_root)
+    real_root = resolved(root)
+    for base, dirs, names in os.walk(root):
+        for name in names + dirs:
+            path = os.path.join(base, name)
+            if not os.path.islink(path):
+                continue
+            if not within(_resolve_strict(path), real_root):
+                shown = os.path.normpath(os.path.join(base, os.readlink(path)))
+                raise SyncError(f'Invalid symlink found to outside parent directory: "{shown}"')
 
 
 def _resolve_strict(path: str) -> str:
