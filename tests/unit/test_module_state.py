@@ -46,7 +46,6 @@ STATE: dict[str, str] = {
     "oci.reference:parse_reference": "parsed references keyed by the whole text (lru_cache: a pure function, frozen values, errors not kept; a text with credentials is refused, never kept); at most 256",
     "vendir.globs:_alternatives": "a glob's brace alternatives keyed by the pattern (lru_cache: a pure function, tuples); at most 256",
     "vendir.globs:_segment": "compiled glob segments keyed by the segment's pattern (lru_cache: a pure function, compiled expressions); at most 1024",
-    "fs.paths:_O_PATH": "constant: the platform's O_PATH flag (or None), read once at import",
     "fs.replay:_LOCK": "a lock: holds nothing",
     "fs.replay:_layers": "small layers' tar members keyed by the layer's digest, replayed only while the verified blob file's identity is the one kept, and only for a layer of a manifest this call was served (as the blob on disk would be); at most 1 MiB each, 16 MiB in all",
     "kept:_LOCK": "a lock: holds nothing (it guards the memos handed to kept.recall and kept.remember)",

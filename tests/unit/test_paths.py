@@ -150,20 +150,6 @@ def test_resolved_is_realpath(tree: Path, given: str) -> None:
     assert resolved(tree / given) == os.path.realpath(tree / given)
 
 
-def test_an_existing_path_is_resolved_without_walking_it(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An existing path costs no lstat per name (realpath's walk): the kernel resolves it in one go."""
-    walked: list[str] = []
-    real_lstat = os.lstat
-    monkeypatch.setattr(os, "lstat", lambda path, *a, **k: walked.append(str(path)) or real_lstat(path, *a, **k))
-    assert resolved(tree / "up" / "work" / "away") == str(tree.parent / "elsewhere")
-    assert walked == []
-    assert resolved(tree / "up" / "work" / "new") == str(tree / "new")  # kapp-controller's target: not there yet
-    assert walked == [str(tree / "up" / "work" / "new")]  # one lstat: nothing there, not even a dangling link
-    walked.clear()
-    assert resolved(tree / "missing" / "x") == str(tree / "missing" / "x")
-    assert len(walked) > 1  # a missing parent: realpath's walk
-
-
 def test_within_answers_as_commonpath_does_for_every_pair() -> None:
     """Containment by whole names, for absolute, relative, `..`, `.`, doubled and trailing slashes alike."""
     import posixpath  # noqa: PLC0415

@@ -36,66 +36,13 @@ __all__ = [
 ]
 
 
-_O_PATH: int | None = getattr(os, "O_PATH", None)  # Linux's: a descriptor that names a file without opening it
-
-
 class UnsafePath(Exception):
     """A path refused by a check; the text (`resolves to '…', which …`) says what it resolves to and why."""
 
 
 def resolved(path: str | os.PathLike[str]) -> str:
-    """`path` made absolute with `..`, `.`, repeated or trailing slashes and every symlink resolved.
-
-    `os.path.realpath`'s answer. Where the path exists and /proc is mounted, the kernel resolves it in one go (an
-    O_PATH descriptor, whose /proc/self/fd link names it), which is kept only when that name is the same object
-    (device and inode) as the descriptor: realpath walks the path itself, an lstat and often a readlink per name,
-    and a sync resolves five paths. A last name with nothing at all there (not even a dangling link), under a parent
-    that exists, is that parent resolved and the name, as realpath makes it. Anything else — a dangling link, a
-    missing parent, no /proc, a path unreachable from this root, a race — gets realpath's own walk.
-    """
-    text = os.fspath(path)
-    if _O_PATH is None:
-        return os.path.realpath(text)
-    if not text.startswith("/"):
-        os.getcwd()  # realpath's first step: a removed working directory is its error (the kernel still finds `..`)
-    found = _kernel_resolved(text)
-    if found is None:
-        found = _missing_resolved(text)
-    return found if found is not None else os.path.realpath(text)
-
-
-def _kernel_resolved(text: str) -> str | None:
-    """The kernel's name for what `text` resolves to, when it exists and that name is the very same object."""
-    assert _O_PATH is not None  # noqa: S101 - checked by the caller
-    try:
-        fd = os.open(text, _O_PATH | os.O_CLOEXEC)
-    except (OSError, ValueError):
-        return None
-    try:
-        found = os.readlink(f"/proc/self/fd/{fd}")
-        held, named = os.fstat(fd), os.stat(found)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if not found.startswith("/") or (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
-        return None
-    return found
-
-
-def _missing_resolved(text: str) -> str | None:
-    """The answer for a last name with nothing there under an existing parent (realpath's); None in any other case."""
-    parent, name = posixpath.split(text)
-    if name in {"", ".", ".."}:
-        return None
-    try:
-        os.lstat(text)
-    except FileNotFoundError:
-        base = _kernel_resolved(parent or ".")
-        return None if base is None else posixpath.join(base, name)
-    except OSError:
-        return None
-    return None  # something is there (a dangling link): realpath follows it
+    """`path` made absolute with `..`, `.`, repeated or trailing slashes and every symlink resolved."""
+    return os.path.realpath(path)
 
 
 def pure(path: str | os.PathLike[str]) -> str:
@@ -104,14 +51,8 @@ def pure(path: str | os.PathLike[str]) -> str:
     Lexical only: `..` is kept, and `link/..` resolves through the link, as it would for a Path.
     """
     text = os.fspath(path)
-    if (
-        text
-        and "//" not in text
-        and "/./" not in text
-        and not text.endswith(("/", "/."))
-        and text[:2] != "./"
-        and (text != ".")
-    ):
+    clean = text not in {"", "."} and not text.startswith("./") and not text.endswith(("/", "/."))
+    if clean and "//" not in text and "/./" not in text:
         return text  # already so spelled (the common case: a path this module returned)
     names = [name for name in text.split("/") if name and name != "."]
     return ("/" if text.startswith("/") else "") + "/".join(names) or "."
@@ -140,9 +81,10 @@ def within(inner: str, outer: str) -> bool:
     inner, outer = pure(inner), pure(outer)
     if inner == outer:
         return True
-    if outer == "/":
-        return inner.startswith("/")
-    return outer != "." and inner.startswith(f"{outer}/")  # whole names: both are spelled alike (`pure`)
+    try:
+        return posixpath.commonpath((outer, inner)) == outer
+    except ValueError:  # one absolute, one relative
+        return False
 
 
 def _placement(path: str | os.PathLike[str]) -> str:
