@@ -359,3 +359,11 @@ def test_a_hostile_annotation_cannot_make_the_relocated_images_yml_list_a_second
     )
     assert yaml.safe_load(written)["images"] == [{"annotations": {"note": note}, "image": image}]
     assert [e.image for e in engine_pull.read_images_lock(tmp_path / "out")[0].images] == [image]
+
+
+def test_an_images_yml_that_is_a_directory_is_refused_naming_its_path(tmp_path: Path) -> None:
+    """A crafted bundle's `.imgpkg/images.yml` that is a directory: the error names the path, as imgpkg's does."""
+    (tmp_path / ".imgpkg" / "images.yml").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError) as raised:
+        engine_pull.read_images_lock(tmp_path)
+    assert raised.value.filename == str(tmp_path / ".imgpkg" / "images.yml")

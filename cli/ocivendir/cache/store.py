@@ -28,7 +28,6 @@ from ocivendir.cache.unwritable import NO_SPACE, unwritable
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
 from ocivendir.fs.paths import pure
-from ocivendir.fs.plainio import read_all
 from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.swap import atomic_write
 from ocivendir.oci.manifest import sha256_digest
@@ -348,10 +347,8 @@ class BlobStore:
         """
         try:
             fd, length = self._open_fd(digest)
-            try:
-                data = read_all(fd, length) if size is None or length == size else None
-            finally:
-                os.close(fd)
+            with os.fdopen(fd, "rb", buffering=0) as raw:  # unbuffered: no terminal check nor buffer around it
+                data = raw.readall() if size is None or length == size else None
         except FileNotFoundError:
             raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
         except NotABlob:

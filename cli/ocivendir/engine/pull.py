@@ -17,7 +17,6 @@ from ocivendir.errors import ImagesLockError, IndexNotSupported, IsABundle, NotA
 from ocivendir.fs.extract import TreePolicy
 from ocivendir.fs.locks import target_lock
 from ocivendir.fs.paths import absolute, pure, split
-from ocivendir.fs.plainio import read_file, rewrite_file
 from ocivendir.fs.swap import STAGE, new_sibling, remove_tree
 from ocivendir.fs.swapping import recover, swap_set
 from ocivendir.fs.tarread import TarReader
@@ -98,7 +97,8 @@ def read_images_lock(root: str | os.PathLike[str]) -> tuple[ImagesLock, str]:
     """Parse `<root>/.imgpkg/images.yml` strictly, with imgpkg's message when it is missing."""
     path = os.path.join(pure(root), ".imgpkg", "images.yml")
     try:
-        return images_lock(read_file(path)), path
+        with open(path, "rb", buffering=0) as raw:  # unbuffered: no terminal check nor buffer around a small file
+            return images_lock(raw.readall()), path
     except FileNotFoundError:
         raise ImagesLockError(f"Reading path {path}: open {path}: no such file or directory") from None
 
@@ -108,7 +108,9 @@ def settle_bundle(content: Content, image: FetchedImage, root: str, *, recheck: 
     lock, path = read_images_lock(root)
     decision = decide(content, image.repo, image.digest, lock, recheck_seconds=recheck)
     if decision.relocated:
-        rewrite_file(path, rewritten(lock, image.repo))  # in place, like imgpkg's WriteFile: the extracted mode stays
+        with open(path, "r+b") as handle:  # in place, like imgpkg's WriteFile: the extracted mode stays
+            handle.write(rewritten(lock, image.repo))
+            handle.truncate()
     return lock, decision
 
 
