@@ -12,7 +12,6 @@ byte, a signal to deliver. The native client (`client/`) speaks the same; `clien
 from __future__ import annotations
 
 import os
-import select
 import socket
 import sys
 import time
@@ -43,7 +42,6 @@ _HEADER = len(MAGIC) + 4  # the magic and the body's u32 length
 OPS = ("call", "status", "stop")
 _DESCRIPTORS = 4  # stdin, stdout, stderr and the working directory
 _UMASK_MAX = 0o777
-_DONTWAIT = socket.MSG_DONTWAIT  # with a deadline: take what is there, wait (select) only for what is not
 
 
 class Request:
@@ -78,45 +76,31 @@ def receive_request(sock: socket.socket, deadline: float | None = None) -> tuple
     """Read one request and its descriptors (closed again when the request is not well formed).
 
     With a `deadline` (time.monotonic()), the whole request must have come by then, however it trickles in
-    (TimeoutError): each read takes what is there without waiting, and waits only for what is not, up to the deadline.
+    (TimeoutError): each read waits at most what is left of it, as the socket's own timeout.
     """
-    header, fds, _flags, _addr = _recv_fds(sock, deadline)
     try:
-        header += read_exact(sock, _HEADER - len(header), deadline)
-        length = _body_length(header, fds)
-        return decode_body(read_exact(sock, length, deadline)), fds
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-
-
-def _recv_fds(sock: socket.socket, deadline: float | None) -> tuple[bytes, list[int], int, object]:
-    """The header's first bytes and the descriptors sent with them."""
-    while True:
+        _left(sock, deadline)
+        header, fds, _flags, _addr = socket.recv_fds(sock, _HEADER, 4)
         try:
-            return socket.recv_fds(sock, _HEADER, 4, _DONTWAIT if deadline is not None else 0)
-        except BlockingIOError:
-            _wait(sock, deadline)
+            header += read_exact(sock, _HEADER - len(header), deadline)
+            length = _body_length(header, fds)
+            return decode_body(read_exact(sock, length, deadline)), fds
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+    finally:
+        if deadline is not None:
+            sock.settimeout(None)
 
 
-def _recv(sock: socket.socket, size: int, deadline: float | None) -> bytes:
-    """What is there of the next `size` bytes, waiting for some without a deadline or up to it."""
-    while True:
-        try:
-            return sock.recv(size, _DONTWAIT if deadline is not None else 0)
-        except BlockingIOError:
-            _wait(sock, deadline)
-
-
-def _wait(sock: socket.socket, deadline: float | None) -> None:
-    """Until `sock` is readable, or TimeoutError once the deadline has passed."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
+def _left(sock: socket.socket, deadline: float | None) -> None:
+    """The socket's timeout set to what is left of `deadline` (TimeoutError when nothing is)."""
     if deadline is None:
-        poller.poll()
-    elif (left := deadline - time.monotonic()) <= 0 or not poller.poll(int(left * 1000) + 1):
+        return
+    if (left := deadline - time.monotonic()) <= 0:
         raise TimeoutError("no whole request in time")
+    sock.settimeout(left)
 
 
 def _body_length(header: bytes, fds: list[int]) -> int:
@@ -168,7 +152,8 @@ def read_exact(sock: socket.socket, size: int, deadline: float | None = None) ->
     """Exactly `size` bytes, or raise WireError at EOF (TimeoutError past a `deadline`, as `receive_request`)."""
     chunks = []
     while size > 0:
-        chunk = _recv(sock, min(size, 1 << 16), deadline)
+        _left(sock, deadline)
+        chunk = sock.recv(min(size, 1 << 16))
         if not chunk:
             raise WireError("the peer closed the connection")
         chunks.append(chunk)
