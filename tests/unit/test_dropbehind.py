@@ -436,10 +436,3 @@ def test_an_interrupted_close_leaves_no_descriptor_behind_once_the_writer_thread
     while set(Path("/proc/self/fd").iterdir()) - descriptors and time.monotonic() < deadline:
         time.sleep(0.01)
     assert set(Path("/proc/self/fd").iterdir()) <= descriptors
-
-
-def test_a_file_below_the_direct_size_is_below_a_window_too() -> None:
-    """fs/extract.py writes a file smaller than DIRECT_FROM without a DropBehind: it would drop none of its pages."""
-    from ocivendir.fs import dropbehind  # noqa: PLC0415
-
-    assert dropbehind.WINDOW >= dropbehind.DIRECT_FROM

@@ -24,7 +24,7 @@ import stat
 from dataclasses import dataclass, field
 
 from ocivendir.errors import UnsafeArchive
-from ocivendir.fs.dropbehind import DIRECT_FROM, DropBehind
+from ocivendir.fs.dropbehind import DropBehind
 from ocivendir.fs.limits import ExtractLimits, Tally, check_path, human
 from ocivendir.fs.paths import pure
 from ocivendir.fs.remove import remove_tree
@@ -216,17 +216,11 @@ class _Layer:
         target = self._clear_for(relative, keep_directory=False)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(target, flags, 0o600)
-        # a large file's pages: not read again in this run; a file below DIRECT_FROM (and so below a WINDOW) is
-        # written as DropBehind would write it, through the page cache, without one
-        behind = DropBehind(fd, 0, member.size) if member.size >= DIRECT_FROM else None
+        behind = DropBehind(fd, 0, member.size)  # a large file's pages: not read again in this run
         try:  # the descriptor itself, not a file object: that would cost three more system calls a file
             while chunk := data.view(_CHUNK):  # a view of the inflated bytes: copied once, into the file
-                if behind is None:
-                    _write_all(fd, chunk)
-                else:
-                    behind.write(chunk)
-            if behind is not None:
-                behind.flush()
+                behind.write(chunk)
+            behind.flush()
             os.fchmod(fd, file_mode(member.mode, self.policy.umask))  # on the descriptor: no path lookup, no link
             os.utime(fd, (member.mtime, member.mtime))
         except OSError as exc:  # a write through the descriptor names no path (a full filesystem): this file's
@@ -235,17 +229,10 @@ class _Layer:
             raise OSError(exc.errno, exc.strerror, target) from None
         finally:
             try:
-                if behind is not None:
-                    behind.close()  # no thread of the file's is left writing
+                behind.close()  # no thread of the file's is left writing
             finally:
                 os.close(fd)
         self.stats.files += 1
-
-
-def _write_all(fd: int, chunk: memoryview | bytes) -> None:
-    view = memoryview(chunk)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def apply_layer(
