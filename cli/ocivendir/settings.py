@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
 from ocivendir.fs.paths import absolute, pure
+from ocivendir.kept import through
 from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
 
 TYPE_CHECKING = False
@@ -370,7 +372,7 @@ def _credentials(flags: Flags, env: Mapping[str, str]) -> CredentialRules:
 
 
 _SETTINGS_KEPT = 8
-_loaded: dict[tuple[object, ...], Settings] = {}  # see load_settings: keyed by everything it reads
+_loaded: OrderedDict[tuple[object, ...], Settings] = OrderedDict()  # see load_settings: keyed by all it reads
 
 
 def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Settings:
@@ -385,15 +387,9 @@ def load_settings(flags: Flags, environ: Mapping[str, str] | None = None) -> Set
     env = dict(os.environ if environ is None else environ)
     umask = _read_umask()
     key = _key(flags, env, umask) if environ is None and env.get("HOME", "").startswith("/") else None
-    kept = _loaded.get(key) if key is not None else None
-    if kept is not None:
-        return kept
-    settings = _build(flags, env, umask)
-    if key is not None:
-        if len(_loaded) >= _SETTINGS_KEPT:
-            del _loaded[next(iter(_loaded))]
-        _loaded[key] = settings
-    return settings
+    if key is None:
+        return _build(flags, env, umask)
+    return through(_loaded, key, lambda: _build(flags, env, umask), _SETTINGS_KEPT)
 
 
 _RELATIVE_ABLE = ("cache_dir", "registry_config", "policy", "trusted_root")  # the paths made absolute (`_path`)
