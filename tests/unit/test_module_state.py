@@ -43,6 +43,7 @@ STATE: dict[str, str] = {
     "cache.opened:_kept": "open index connections keyed by the index file's path, reused only while the file's identity (st_dev, st_ino, size, mtime, directory owner) is the one kept with it; at most 8",
     "fs.swap:_renameat2": "libc's renameat2 looked up once (functools.cache): keyed by nothing a call gives",
     "oci.reference:parse_digest": "parsed digests keyed by the whole text (lru_cache: a pure function, frozen values, errors not kept); at most 256",
+    "oci.reference:vendir_tag": "tags keyed by the whole reference text (lru_cache: a pure function, str or None answers); at most 256",
     "oci.reference:parse_reference": "parsed references keyed by the whole text (lru_cache: a pure function, frozen values, errors not kept; a text with credentials is refused, never kept); at most 256",
     "vendir.globs:_alternatives": "a glob's brace alternatives keyed by the pattern (lru_cache: a pure function, tuples); at most 256",
     "vendir.globs:_segment": "compiled glob segments keyed by the segment's pattern (lru_cache: a pure function, compiled expressions); at most 1024",

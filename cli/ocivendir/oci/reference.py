@@ -216,6 +216,7 @@ def _digest_suffix(text: str) -> bool:
     return bool(colon) and _only(algorithm, _LOWER_ALNUM) and _only(hex_part, _LOWER_ALNUM)
 
 
+@lru_cache(maxsize=256)  # a pure function of the text (a worker's App sends the same one every call)
 def vendir_tag(url: str) -> str | None:
     """The tag vendir records in its lock for a reference as written (vendir-compat §6.3); never defaulted.
 
@@ -224,7 +225,7 @@ def vendir_tag(url: str) -> str | None:
     """
     if "\n" in url:  # `.` does not match a newline
         return None
-    for start in _separators(url):  # the name can end only before a `:` or an `@`
+    for start in range(1, len(url)):
         rest = url[start:]
         if rest.startswith("@") and _digest_suffix(rest[1:]):
             return None
@@ -233,17 +234,6 @@ def vendir_tag(url: str) -> str | None:
             if _only(tag, _TAG_CHARS) and (not at or _digest_suffix(digest)):
                 return tag
     return None
-
-
-def _separators(url: str) -> list[int]:
-    """The positions of `:` and `@` in `url` after its first character, in order."""
-    found = []
-    for mark in ":@":
-        at = url.find(mark, 1)
-        while at != -1:
-            found.append(at)
-            at = url.find(mark, at + 1)
-    return sorted(found)
 
 
 def _host_only(registry: str) -> str:
