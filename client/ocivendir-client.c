@@ -219,9 +219,10 @@ static int kept_for_server(const char *entry) {
     return strncmp(entry, "OCIVENDIR_SERVER_", 17) == 0;
 }
 
-/* The build's start lock, D/server-<build>.start, into buf: 1, or 0 when it does not fit. */
-static int start_lock_path(char *buf, size_t size, const char *dir) {
-    int w = snprintf(buf, size, "%s/server-%s.start", dir, OCIVENDIR_BUILD);
+/* The build's file D/server-<build>.<kind> (`start`: the start lock; `lock`: the server's own) into buf: 1, or 0 when
+ * it does not fit. */
+static int build_file_path(char *buf, size_t size, const char *dir, const char *kind) {
+    int w = snprintf(buf, size, "%s/server-%s.%s", dir, OCIVENDIR_BUILD, kind);
     return w >= 0 && (size_t)w < size;
 }
 
@@ -229,7 +230,7 @@ static int start_lock_path(char *buf, size_t size, const char *dir) {
  * is refused then (asked for without waiting, and let go at once). */
 static int server_runs(const char *dir) {
     char path[PATH_MAX];
-    if (snprintf(path, sizeof(path), "%s/server-%s.lock", dir, OCIVENDIR_BUILD) >= (int)sizeof(path))
+    if (!build_file_path(path, sizeof(path), dir, "lock"))
         return 0;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
@@ -253,7 +254,7 @@ static int start_server(const char *dir) {
     struct stat st;
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
         return 0;
-    if (!start_lock_path(lock_path, sizeof(lock_path), dir))
+    if (!build_file_path(lock_path, sizeof(lock_path), dir, "start"))
         return 0;
     int lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (lock < 0)
@@ -318,7 +319,7 @@ static int start_server(const char *dir) {
  * released costs at most the bound. 1 when it was let go; 0 when the wait ran out (the call then runs in-process). */
 static int await_start(const char *dir) {
     char lock_path[PATH_MAX];
-    if (!start_lock_path(lock_path, sizeof(lock_path), dir))
+    if (!build_file_path(lock_path, sizeof(lock_path), dir, "start"))
         return 0;
     int lock = open(lock_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (lock < 0)
