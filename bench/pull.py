@@ -31,7 +31,7 @@ from bench import seed
 from bench.accesslog import AccessLog, Traffic, counting
 from bench.measure import Run, interleaved, run
 from bench.serverstat import server_cpu_s, stop_servers
-from bench.tools import Tools, clean_env
+from bench.tools import Tools, clean_env, named
 
 SERVER_TOOL = "ocivendir (server)"
 SYNC_TOOL = "ocivendir sync"
@@ -151,7 +151,7 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
                 cache = {"VENDIR_CACHE_DIR": str(work / "cache")}
                 pulls[SIDECAR_SYNC_TOOL] = _cold(registry, [str(native), *_SYNC], work, sidecar, cwd=work,
                                                  env_extra=cache)  # fmt: skip
-                as_imgpkg = [str(_linked(native, work / "bin", "imgpkg")), "pull", "-b", ref, "-o", str(work / "out")]
+                as_imgpkg = [str(named(native, work / "bin", "imgpkg")), "pull", "-b", ref, "-o", str(work / "out")]
                 pulls[NATIVE_PULL_TOOL] = _cold(registry, as_imgpkg, work, sidecar,
                                                 env_extra={"OCIVENDIR_CACHE_DIR": str(work / "cache")})  # fmt: skip
             measured = interleaved({name: (once, before) for name, (once, before, _) in pulls.items()}, reps)
@@ -191,15 +191,6 @@ def _server(program: Path, server: Path, work: Path) -> Iterator[Path]:
         yield server
     finally:
         stop_servers(server)
-
-
-def _linked(program: Path, directory: Path, name: str) -> Path:
-    """`program` under `name` in `directory` (the native client's mode is its argv[0]'s name)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    link = directory / name
-    if not link.is_symlink():
-        link.symlink_to(program)
-    return link
 
 
 def _push(registry: Registry, case: Case, number: int, work: Path) -> str:

@@ -96,9 +96,15 @@ def clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
 
 def named_vendir(program: Path, directory: Path) -> Path:
     """A symlink called `vendir` to `program`, as ocivendir is installed in kapp-controller's sidecar."""
-    directory.mkdir(parents=True, exist_ok=True)
-    link = directory / "vendir"
-    if program.name == "vendir":
+    return named(program, directory, "vendir")
+
+
+def named(program: Path, directory: Path, name: str) -> Path:
+    """`program` called `name` (its mode is its argv[0]'s name): itself when so named, else a symlink in `directory`."""
+    if program.name == name:
         return program
-    link.symlink_to(program)
+    directory.mkdir(parents=True, exist_ok=True)
+    link = directory / name
+    if not link.is_symlink():
+        link.symlink_to(program)
     return link
