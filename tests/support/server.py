@@ -27,8 +27,11 @@ def console_script() -> Path:
 
 
 def program(directory: Path, prog: str) -> Path:
-    """The console script linked as `prog` in `directory` (argv[0] picks the mode)."""
-    link = directory / prog
+    """The console script linked as `prog`'s name in `directory` (argv[0]'s name picks the mode).
+
+    Only the name: a test that names the program by a path (`/usr/local/bin/vendir`) must not link it there.
+    """
+    link = directory / Path(prog).name
     if not link.exists():
         directory.mkdir(parents=True, exist_ok=True)
         link.symlink_to(console_script())
