@@ -70,6 +70,21 @@ def test_ready_retiring_and_gone_workers_as_the_parent_hears_them() -> None:
     retiring_end.close()
 
 
+def test_a_worker_reaped_before_its_channel_was_read_still_counts_as_retired() -> None:
+    """It said `E` and exited; the loop reaps first (its SIGCHLD came in the same wake-up) and reads what it said."""
+    pool = Pool(2)
+    retiring, retiring_end = _worker(pool, 1, 0.0)
+    crashed, crashed_end = _worker(pool, 2, 0.0)
+    retiring.busy = crashed.busy = True
+    retiring_end.send(b"Eleft a thread behind")
+    retiring_end.close()
+    crashed_end.close()  # died without a word
+    pool.ended(retiring)
+    pool.ended(crashed)
+    assert pool.workers == {}
+    assert (pool.retired, pool.last_retired) == (1, "left a thread behind")
+
+
 def test_idle_workers_beyond_one_spare_end_after_the_idle_time() -> None:
     pool = Pool(4)
     _, old_end = _worker(pool, 1, 0.0)

@@ -281,7 +281,7 @@ class Server:
             self.children.discard(pid)
             for worker in list(self.pool.workers.values()):
                 if worker.pid == pid:
-                    self.pool.drop(worker)
+                    self.pool.ended(worker)
 
     def _on_child(self, _signo: int, _frame: object) -> None:
         """SIGCHLD: only the mark (the wake-up descriptor wakes the loop, which reaps at its top)."""

@@ -80,11 +80,30 @@ class Pool:
         if message == b"D":
             worker.busy, worker.idle_since = False, now
             return
+        self._retiring(worker, message)
+        self.drop(worker)
+
+    def ended(self, worker: Worker) -> None:
+        """`worker`'s process has been reaped: what it said before it died still counts, then it is dropped.
+
+        A worker says `E` and exits at once; the loop may reap it before it has read the channel, and the retirement
+        would otherwise go uncounted (its reason unknown to `status`).
+        """
+        while True:
+            try:
+                message = worker.channel.recv(8192, socket.MSG_DONTWAIT)
+            except OSError:
+                break
+            if not message:
+                break
+            self._retiring(worker, message)
+        self.drop(worker)
+
+    def _retiring(self, worker: Worker, message: bytes) -> None:
         if message.startswith(b"E"):
             self.retired += 1
             self.last_retired = message[1:].decode(errors="replace")
             _log.info("worker %d retired: %s", worker.pid, self.last_retired)
-        self.drop(worker)
 
     def expire(self, now: float) -> float:
         """End idle workers beyond the one spare that have waited `IDLE_SECONDS`; seconds until the next may expire."""
