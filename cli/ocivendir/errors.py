@@ -7,7 +7,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import ClassVar
+    from typing import ClassVar, Self
 
 __all__ = [
     "BadReference",
@@ -49,6 +49,16 @@ class OcivendirError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    def reworded(self, message: str, *, hint: str | None = None) -> Self:
+        """This error, of its own type and with its other attributes, saying `message` (and `hint`) instead.
+
+        Not `type(self)(message)`: a subclass may take other arguments than a message and a hint (`ResponseTimeout`).
+        """
+        other = type(self).__new__(type(self), message)
+        other.__dict__.update(self.__dict__)
+        other.message, other.hint = message, hint
+        return other
 
     def __str__(self) -> str:
         """Render as imgpkg does: the hint in parentheses after the message."""

@@ -76,7 +76,9 @@ def _imgpkg_frames(active: bool) -> Iterator[None]:
     except RegistryError as exc:
         if not (active and exc.top_fetch and exc.transport):
             raise
-        raise type(exc)(f"Fetching image: {exc.transport}") from exc
+        framed = exc.reworded(f"Fetching image: {exc.transport}")
+        framed.transport, framed.top_fetch = None, False  # framed once: an enclosing frame leaves it as it is
+        raise framed from exc
 
 
 def _fetch_first(run: Run, reference: str) -> None:

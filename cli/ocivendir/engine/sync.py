@@ -135,7 +135,7 @@ def _frame(exc: OcivendirError, directory: str, content: ContentConfig | None) -
     if content is not None:
         kind = FRAME_TYPES.get(content.source_type, content.source_type)
         prefix += f": Syncing directory '{content.path}' with {kind} contents"
-    framed = type(exc)(f"{prefix}: {exc.message}", hint=exc.hint)
+    framed = exc.reworded(f"{prefix}: {exc.message}", hint=exc.hint)
     framed.__cause__ = exc
     return framed
 
