@@ -219,20 +219,20 @@ static int kept_for_server(const char *entry) {
     return strncmp(entry, "OCIVENDIR_SERVER_", 17) == 0;
 }
 
-/* The build's file D/server-<build>.<kind> (`start`: the start lock; `lock`: the server's own) into buf: 1, or 0 when
- * it does not fit. */
-static int build_file_path(char *buf, size_t size, const char *dir, const char *kind) {
-    int w = snprintf(buf, size, "%s/server-%s.%s", dir, OCIVENDIR_BUILD, kind);
-    return w >= 0 && (size_t)w < size;
+/* The build's file D/server-<build>.<kind> (`start`: the start lock; `lock`: the server's own) opened with `flags`
+ * (never through a final symlink; created 0600 with O_CREAT): its descriptor, or -1 (as when the path does not fit). */
+static int open_build_file(const char *dir, const char *kind, int flags) {
+    char path[PATH_MAX];
+    int w = snprintf(path, sizeof(path), "%s/server-%s.%s", dir, OCIVENDIR_BUILD, kind);
+    if (w < 0 || (size_t)w >= sizeof(path))
+        return -1;
+    return open(path, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
 /* Whether this build's server holds its lock, D/server-<build>.lock (it does for its whole life): a shared lock on it
  * is refused then (asked for without waiting, and let go at once). */
 static int server_runs(const char *dir) {
-    char path[PATH_MAX];
-    if (!build_file_path(path, sizeof(path), dir, "lock"))
-        return 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open_build_file(dir, "lock", O_RDONLY);
     if (fd < 0)
         return 0;
     int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
@@ -247,16 +247,14 @@ static int server_runs(const char *dir) {
  * Returns 1 when a start is under way (this call's or another's), 0 when none could be made (the call then runs
  * in-process at once). */
 static int start_server(const char *dir) {
-    char path[PATH_MAX], lock_path[PATH_MAX];
+    char path[PATH_MAX];
     program_path(path, "ocivendir");
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return 0;
     struct stat st;
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
         return 0;
-    if (!build_file_path(lock_path, sizeof(lock_path), dir, "start"))
-        return 0;
-    int lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int lock = open_build_file(dir, "start", O_RDWR | O_CREAT);
     if (lock < 0)
         return 0;
     if (flock(lock, LOCK_EX | LOCK_NB) != 0) { /* a start is under way */
@@ -318,10 +316,7 @@ static int start_server(const char *dir) {
  * (or ends), so a shared lock taken on it means the server listens, or is gone. Polled, so a signal or a lock never
  * released costs at most the bound. 1 when it was let go; 0 when the wait ran out (the call then runs in-process). */
 static int await_start(const char *dir) {
-    char lock_path[PATH_MAX];
-    if (!build_file_path(lock_path, sizeof(lock_path), dir, "start"))
-        return 0;
-    int lock = open(lock_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int lock = open_build_file(dir, "start", O_RDONLY);
     if (lock < 0)
         return 0;
     const struct timespec step = {.tv_sec = 0, .tv_nsec = START_POLL_MS * 1000000L};
