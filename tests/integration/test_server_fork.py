@@ -8,10 +8,13 @@ retirement; `retire()` in any process but the one that listens removes nothing.
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import signal
 import socket
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -58,16 +61,29 @@ def _status(path: str) -> socket.socket:
     return client
 
 
-def test_the_worker_forked_for_a_connection_holds_no_other_copy_of_it(server: Server) -> None:
-    """The first connection, with no worker yet: the worker answers it and closes it; its caller sees the end."""
+def test_the_worker_that_takes_a_connection_holds_the_only_copy_of_it(server: Server) -> None:
+    """A worker accepts a `status` query itself, asks the parent, answers and closes; its caller sees the end.
+
+    The parent here is this test, answering the worker's question as the loop does: it never held the connection.
+    """
+    worker = server._spawn()
+    assert worker is not None
     client = _status(server.path)
     with client:
-        server._accept(0.0)  # no worker idle, none forked yet: one is forked for this connection
-        assert len(server.pool.workers) == 1
+        for _said in (b"S", b"Q"):  # it took it and, the only worker, wants a spare; then it asks
+            assert select.select([worker.channel], [], [], _GUARD_SECONDS)[0]
+            server._heard(worker.channel.fileno())
         client.settimeout(_GUARD_SECONDS)
-        kind, _facts = wire.read_frame(client) or (b"", b"")
+        kind, facts = wire.read_frame(client) or (b"", b"")
         assert kind == b"I"
+        assert json.loads(facts)["pid"] == os.getpid()
         assert client.recv(1) == b""  # the end: no process but the worker held the connection
+    assert server.pool.calls() == 1
+    server.pool.drop(worker)  # its channel closed: an idle worker ends
+    _pid, status = os.waitpid(worker.pid, 0)
+    assert os.WIFEXITED(status)
+    assert os.WEXITSTATUS(status) == 0
+    server.children.pop(worker.pid)
 
 
 def _forked(server: Server, monkeypatch: pytest.MonkeyPatch, body: Callable[[], object]) -> int:
@@ -77,6 +93,7 @@ def _forked(server: Server, monkeypatch: pytest.MonkeyPatch, body: Callable[[], 
     wake_r, wake_w = server._trap_signals()
     try:
         worker = server._spawn()
+        assert worker is not None
         _pid, status = os.waitpid(worker.pid, 0)
     finally:
         signal.set_wakeup_fd(-1)
@@ -85,8 +102,9 @@ def _forked(server: Server, monkeypatch: pytest.MonkeyPatch, body: Callable[[], 
         os.close(wake_r)
         os.close(wake_w)
         server.wake = (-1, -1)
-    server.children.discard(worker.pid)
+    server.children.pop(worker.pid)
     server.pool.drop(worker)
+    server.pool.release(worker.slot)
     return status
 
 
@@ -162,44 +180,147 @@ def test_a_server_told_to_stop_ends_once_its_last_worker_has(place: ServerPlace)
             os.waitpid(pid, 0)
 
 
-def test_the_parent_waits_for_its_children_only_after_one_ended(place: ServerPlace) -> None:
-    """Wake-ups for connections and ready workers reap nothing: waitpid runs after a SIGCHLD, not on every wake-up.
-
-    Ten hand-overs wake the loop twenty times; the parent asks the kernel about its children once at the start and
-    once its worker has ended, not once a wake-up.
-    """
+def _counted_server(place: ServerPlace, workers: int, counter: Callable[[Server], list[int]]) -> tuple[int, int]:
+    """A server forked off to serve in a process of its own, `counter(server)` counting in it; (pid, report pipe)."""
     report_r, report_w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the server, in a process of its own
+    if pid == 0:  # the server
         try:
             os.close(report_r)
-            asked = [0]
-            waitpid = os.waitpid
-
-            def counted(*args: int) -> tuple[int, int]:
-                asked[0] += 1
-                return waitpid(*args)
-
-            made = Server(str(place.dir), _BUILD, idle=0, workers=1, max_calls=1000, entry=lambda: None)
+            made = Server(str(place.dir), _BUILD, idle=0, workers=workers, max_calls=1000, entry=lambda: None)
             made.claim()
             made.listen()
+            count = counter(made)
             os.write(report_w, b"1")
-            os.waitpid = counted  # type: ignore[assignment] # counted in this process only
             made.serve()
-            os.write(report_w, str(asked[0]).encode())
+            os.write(report_w, str(count[0]).encode())
         finally:
             os._exit(0)
     os.close(report_w)
+    assert os.read(report_r, 1) == b"1"
+    return pid, report_r
+
+
+def _stopped_count(pid: int, report_r: int) -> int:
+    """SIGTERM to the server of `_counted_server`; its count once it ended."""
     try:
-        assert os.read(report_r, 1) == b"1"
-        for _ in range(10):
-            with _status(str(place.dir / f"server-{_BUILD}.sock")) as client:
-                client.settimeout(_GUARD_SECONDS)
-                assert (wire.read_frame(client) or (b"",))[0] == b"I"
         os.kill(pid, signal.SIGTERM)
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status)
-        asked = int(os.read(report_r, 100) or b"-1")
+        return int(os.read(report_r, 100) or b"-1")
     finally:
         os.close(report_r)
-    assert 0 < asked < 10
+
+
+def _facts(path: str) -> dict[str, object]:
+    with _status(path) as client:
+        client.settimeout(_GUARD_SECONDS)
+        kind, facts = wire.read_frame(client) or (b"", b"{}")
+    assert kind == b"I"
+    return dict(json.loads(facts))
+
+
+def test_the_parent_waits_for_its_children_only_after_one_ended(place: ServerPlace) -> None:
+    """Wake-ups for connections and workers' questions reap nothing: waitpid runs after a SIGCHLD, not every wake-up.
+
+    Ten status queries wake the loop ten times (each worker's question); the parent asks the kernel about its
+    children once at the start and once its worker has ended, not once a wake-up.
+    """
+
+    def counter(_server: Server) -> list[int]:
+        asked = [0]
+        waitpid = os.waitpid
+
+        def counted(*args: int) -> tuple[int, int]:
+            asked[0] += 1
+            return waitpid(*args)
+
+        os.waitpid = counted  # type: ignore[assignment] # counted in the server's process only
+        return asked
+
+    pid, report_r = _counted_server(place, 1, counter)
+    for _ in range(10):
+        _facts(str(place.dir / f"server-{_BUILD}.sock"))
+    assert 0 < _stopped_count(pid, report_r) < 10
+
+
+def _call(path: str) -> bytes:
+    """A `call` through the socket (argv `vendir`, this process's stdio and directory); the kinds of frames answered."""
+    env = {name: value for name, value in os.environ.items() if name == "LANG" or name.startswith("LC_")}
+    request = wire.Request(op="call", build=_BUILD, umask=0o022, cwd=str(Path.cwd()), argv=["vendir"], env=env)
+    null, here = os.open(os.devnull, os.O_RDWR), os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    kinds = b""
+    with socket.socket(socket.AF_UNIX) as client:
+        client.settimeout(_GUARD_SECONDS)
+        client.connect(path)
+        try:
+            wire.send_request(client, wire.encode_request(request), [null, null, null, here])
+        finally:
+            os.close(null)
+            os.close(here)
+        while (answered := wire.read_frame(client)) is not None:
+            kinds += answered[0]
+    return kinds
+
+
+def test_calls_one_after_another_do_not_wake_the_parent(place: ServerPlace) -> None:
+    """The workers accept themselves: after the first call (a spare wanted), twenty calls wake the parent not once."""
+
+    def counter(server: Server) -> list[int]:
+        polls = [0]
+        poll = server._poll
+
+        def counted(wake_r: int, wait: float) -> None:
+            polls[0] += 1
+            poll(wake_r, wait)
+
+        server._poll = counted  # type: ignore[method-assign] # counted in the server's process only
+        return polls
+
+    pid, report_r = _counted_server(place, 2, counter)
+    path = str(place.dir / f"server-{_BUILD}.sock")
+    try:
+        assert _call(path) == b"PX"  # the first: its worker saw no other idle and asked for a spare
+        time.sleep(0.5)  # the spare forked
+        facts = _facts(path)  # a question: one wake-up
+        assert (facts["workers"], facts["calls"]) == (2, 1)
+        for _ in range(20):
+            assert _call(path) == b"PX"
+        facts = _facts(path)
+        assert (facts["workers"], facts["calls"], facts["busy"]) == (2, 22, 0)
+    finally:
+        wakes = _stopped_count(pid, report_r)
+    # the loop's first pass, the spare wanted, two questions, the SIGTERM, the reaping: a handful, never one a call
+    assert 0 < wakes < 10
+
+
+def test_an_idle_worker_takes_what_it_was_woken_for_and_ends_once_its_channel_closed(tmp_path: Path) -> None:
+    """Woken alone for a connection, a worker takes it even if its parent closed the channel meanwhile.
+
+    Nobody else was woken for it (EPOLLEXCLUSIVE). A stale answer on the channel is dropped; a closed channel with
+    nothing waiting ends the worker.
+    """
+    from ocivendir.server.worker import _next, _waiter  # noqa: PLC0415
+
+    path = str(tmp_path / "s.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(4)
+    listener.setblocking(False)  # noqa: FBT003 - the socket API
+    parent, channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    waiter = _waiter(listener, channel)
+    with listener, channel, socket.socket(socket.AF_UNIX) as first, socket.socket(socket.AF_UNIX) as second:
+        parent.send(b'{"calls": 1}')  # an answer that came too late for its question
+        first.connect(path)
+        conn, gone = _next(waiter, listener, channel)
+        assert conn is not None
+        assert not gone
+        conn.close()
+        second.connect(path)
+        parent.close()
+        conn, gone = _next(waiter, listener, channel)
+        assert conn is not None
+        assert gone
+        conn.close()
+        assert _next(waiter, listener, channel) == (None, True)
+    waiter.close()

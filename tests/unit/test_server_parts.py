@@ -7,7 +7,6 @@ import shutil
 import socket
 import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -275,30 +274,6 @@ def test_bytecode_written_into_site_packages_leaves_the_build_id(
     (site / "__pycache__").mkdir()
     (site / "__pycache__" / "dep.cpython-311.pyc").write_bytes(b"")
     assert build_id() == before
-
-
-def test_a_hand_over_decodes_no_facts_until_a_status_asks_for_them() -> None:
-    """The parent's facts travel with every connection; only `status` and `stop` need them, so a call decodes none."""
-    from ocivendir.server.worker import _next  # noqa: PLC0415
-
-    decoded: list[str] = []
-
-    def profile(frame: types.FrameType, event: str, _arg: object) -> None:
-        if event == "call" and frame.f_globals.get("__name__", "").startswith("json"):
-            decoded.append(frame.f_code.co_name)
-
-    parent, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    conn, _peer = socket.socketpair()
-    with parent, worker, conn, _peer:
-        socket.send_fds(parent, [b'{"calls": 3}'], [conn.fileno()])
-        sys.setprofile(profile)
-        try:
-            handed = _next(worker)
-        finally:
-            sys.setprofile(None)
-        assert handed is not None
-        handed[0].close()
-    assert decoded == []
 
 
 def test_a_start_after_an_earlier_start_listened_starts_nothing(

@@ -1,6 +1,7 @@
-"""The parent's bookkeeping: which worker takes a call, when a spare is forked, which idle ones end; the desk's answers.
+"""The parent's bookkeeping: which workers live, when a spare is forked, which idle ones end; the desk's answers.
 
-`Pool` and `Desk` are driven here with real socket pairs standing in for workers' channels and clients' connections.
+`Pool` and `Desk` are driven here with real socket pairs standing in for workers' channels and clients' connections,
+and the real shared table, which the tests write as a worker would.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import struct
 from ocivendir.server import wire
 from ocivendir.server.desk import Desk
 from ocivendir.server.pool import IDLE_SECONDS, Pool, Worker
+from ocivendir.server.slots import BUSY, IDLE, Slots
 
 
 def _worker(pool: Pool, pid: int, now: float) -> tuple[Worker, socket.socket]:
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    worker = Worker(pid, parent, now)
+    slot = pool.slots.claim(now)
+    assert slot is not None
+    worker = Worker(pid, parent, slot)
     pool.add(worker)
     return worker, child
 
@@ -26,48 +30,58 @@ def test_a_spare_is_wanted_only_when_none_is_idle_and_the_limit_allows() -> None
     pool = Pool(2)
     assert pool.wants_spare()
     first, _ = _worker(pool, 1, 0.0)
-    assert not pool.wants_spare()
-    first.busy = True
+    assert not pool.wants_spare()  # a forked worker is idle in its slot at once
+    pool.slots.mark(first.slot, BUSY, 1.0)  # as the worker says it, without a word to the parent
     assert pool.wants_spare()
+    assert not pool.full()
     second, _ = _worker(pool, 2, 0.0)
-    second.busy = True
+    pool.slots.mark(second.slot, BUSY, 1.0)
     assert not pool.wants_spare()  # at the limit
-    assert pool.idle() is None
+    assert pool.full()  # the parent then answers connections itself
     assert pool.counts() == (2, 0)
+    assert pool.counts(asking=second.channel.fileno()) == (1, 1)  # a status query's worker does not count itself
 
 
-def test_a_handed_connection_arrives_with_the_facts_and_the_worker_is_busy() -> None:
-    pool = Pool(1)
-    worker, child = _worker(pool, 1, 0.0)
-    left, right = socket.socketpair()
-    with left, right, child:
-        assert pool.hand(worker, left, b'{"calls": 3}')
-        message, fds, _flags, _address = socket.recv_fds(child, 1024, 1)
-        assert json.loads(message) == {"calls": 3}
-        assert len(fds) == 1
-        with socket.socket(fileno=fds[0]) as passed:
-            passed.sendall(b"x")
-            assert right.recv(1) == b"x"  # the very connection
-    assert worker.busy
+def test_the_table_is_shared_with_a_forked_worker() -> None:
+    slots = Slots(2)
+    index = slots.claim(5.0)
+    assert index is not None
+    pid = os.fork()
+    if pid == 0:  # the worker
+        slots.mark(index, BUSY, 7.0)
+        slots.served(index)
+        slots.served(index)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert slots.read(index) == (BUSY, 2, 7.0)
+    assert slots.any_idle() is False
+    assert slots.claim(8.0) == 1 - index
+    assert slots.any_idle() is True
+    assert slots.any_idle(but=1 - index) is False
+    assert slots.free(index) == 2
+    assert slots.claim(9.0) == index  # free again, its count back to 0
+    assert slots.read(index) == (IDLE, 0, 9.0)
 
 
-def test_ready_retiring_and_gone_workers_as_the_parent_hears_them() -> None:
-    pool = Pool(3)
-    ready, ready_end = _worker(pool, 1, 0.0)
-    retiring, retiring_end = _worker(pool, 2, 0.0)
-    gone, gone_end = _worker(pool, 3, 0.0)
-    for worker in (ready, retiring, gone):
-        worker.busy = True
-    ready_end.send(b"D")
+def test_what_the_parent_hears_a_spare_wanted_a_question_a_retirement_an_end() -> None:
+    pool = Pool(4)
+    spare, spare_end = _worker(pool, 1, 0.0)
+    asking, asking_end = _worker(pool, 2, 0.0)
+    retiring, retiring_end = _worker(pool, 3, 0.0)
+    gone, gone_end = _worker(pool, 4, 0.0)
+    spare_end.send(b"S")
+    asking_end.send(b"Qstatus")
     retiring_end.send(b"Eserved 1000 calls")
     gone_end.close()
-    for worker in (ready, retiring, gone):
-        pool.heard(worker.channel.fileno(), 5.0)
-    assert list(pool.workers.values()) == [ready]
-    assert (ready.busy, ready.idle_since) == (False, 5.0)
+    assert pool.heard(spare.channel.fileno()) is None
+    assert pool.heard(asking.channel.fileno()) == b"status"
+    assert pool.heard(asking.channel.fileno()) is None  # nothing more said: nothing read, nothing done
+    for worker in (retiring, gone):
+        assert pool.heard(worker.channel.fileno()) is None
+    assert list(pool.workers.values()) == [spare, asking]
     assert (pool.retired, pool.last_retired) == (1, "served 1000 calls")
-    ready_end.close()
-    retiring_end.close()
+    for end in (spare_end, asking_end, retiring_end):
+        end.close()
 
 
 def test_a_worker_reaped_before_its_channel_was_read_still_counts_as_retired() -> None:
@@ -75,7 +89,6 @@ def test_a_worker_reaped_before_its_channel_was_read_still_counts_as_retired() -
     pool = Pool(2)
     retiring, retiring_end = _worker(pool, 1, 0.0)
     crashed, crashed_end = _worker(pool, 2, 0.0)
-    retiring.busy = crashed.busy = True
     retiring_end.send(b"Eleft a thread behind")
     retiring_end.close()
     crashed_end.close()  # died without a word
@@ -85,20 +98,39 @@ def test_a_worker_reaped_before_its_channel_was_read_still_counts_as_retired() -
     assert (pool.retired, pool.last_retired) == (1, "left a thread behind")
 
 
+def test_calls_count_every_worker_ended_or_not_until_its_slot_is_taken_back() -> None:
+    pool = Pool(2)
+    first, first_end = _worker(pool, 1, 0.0)
+    second, second_end = _worker(pool, 2, 0.0)
+    for _ in range(3):
+        pool.slots.served(first.slot)
+    pool.slots.served(second.slot)
+    assert pool.calls() == 4
+    pool.ended(first)  # dropped, not yet reaped: its calls still count, once
+    assert pool.calls() == 4
+    pool.release(first.slot)  # reaped
+    pool.release(first.slot)  # twice: still once
+    assert (pool.calls(), pool.ended_calls) == (4, 3)
+    first_end.close()
+    second_end.close()
+
+
 def test_idle_workers_beyond_one_spare_end_after_the_idle_time() -> None:
     pool = Pool(4)
     _, old_end = _worker(pool, 1, 0.0)
     _, older_end = _worker(pool, 2, -5.0)
     newest, _newest_end = _worker(pool, 3, 10.0)
     busy, _busy_end = _worker(pool, 4, -100.0)
-    busy.busy = True
+    pool.slots.mark(busy.slot, BUSY, -100.0)
     assert pool.expire(30.0) == IDLE_SECONDS - 5.0 - 30.0  # the oldest beyond the spare ends first (at 55 s)
     assert len(pool.workers) == 4
     pool.expire(IDLE_SECONDS + 1.0)
     assert sorted(w.pid for w in pool.workers.values()) == [3, 4]  # the newest idle one stays, the busy one too
     assert old_end.recv(16) == b""  # its channel closed: an idle worker exits
     assert older_end.recv(16) == b""
-    assert newest is pool.idle()
+    assert pool.counts() == (1, 1)
+    assert pool.last_activity() == 10.0
+    assert newest.pid == 3
 
 
 def _client(desk: Desk, op: str) -> socket.socket:
@@ -149,18 +181,23 @@ def test_the_desk_closes_what_is_not_a_request_and_what_never_finishes() -> None
     silent.close()
 
 
-def test_the_facts_a_hand_over_carries_are_the_servers_facts() -> None:
-    """Formatted around the constant ones encoded once, they decode to what `server status` reports.
-
-    But the uptime, read a moment apart; a reason with quotes and non-ASCII stays one JSON string.
-    """
+def test_a_workers_question_is_answered_with_the_servers_facts_the_asker_not_busy() -> None:
+    """A worker asked `status` asks its parent (`Q`); the answer, on its channel, says what `server status` says."""
     from ocivendir.server.daemon import Server  # noqa: PLC0415
 
     server = Server("/nonexistent", "ab" * 8, idle=600.0, workers=4, max_calls=1000, entry=lambda: None)
-    server.calls = 7
-    server.pool.retired, server.pool.last_retired = 2, 'served "1000" calls — ü\\'
-    for _ in range(2):  # the constant part encoded on the first, reused on the second
-        carried = json.loads(server.facts_json())
-        expected = server.facts()
-        assert abs(carried.pop("uptime") - expected.pop("uptime")) < 1  # type: ignore[operator]
-        assert carried == expected
+    server.calls = 2  # answered by the parent itself
+    asking, asking_end = _worker(server.pool, 1, 0.0)
+    other, other_end = _worker(server.pool, 2, 0.0)
+    server.pool.slots.mark(asking.slot, BUSY, 1.0)
+    server.pool.slots.served(other.slot)
+    other_end.send('Eserved "1000" calls \u2014 \xfc'.encode())
+    asking_end.send(b"Qstatus")
+    server._heard(asking.channel.fileno())  # the other worker's retirement, said first, is heard first
+    answer = json.loads(asking_end.recv(65536))
+    assert (answer["calls"], answer["busy"], answer["idle"], answer["workers"]) == (3, 0, 1, 1)
+    assert (answer["retired"], answer["last_retired"]) == (1, 'served "1000" calls \u2014 \xfc')
+    assert answer["pid"] == os.getpid()
+    assert answer.keys() == server.facts().keys()
+    asking_end.close()
+    other_end.close()

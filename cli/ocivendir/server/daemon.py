@@ -1,20 +1,23 @@
 """Owns: the resident server's parent — one lock, one listening socket, a pool of reused workers.
 
-The parent imports everything once (`server/preload.py`) and then only accepts, checks the peer's uid
-(SO_PEERCRED), hands each connection to an idle worker (`server/pool.py`) and forks and reaps. It never reads a
-call's request, closes each connection as soon as a worker has it, opens no cache index and starts no thread, so
-every fork is safe. It keeps up to `workers` workers, one of them idle ahead of demand; each serves calls one after
-another (`server/worker.py`) until it retires. When every worker is busy at the limit, the parent answers the
-connection itself (`server/desk.py`): `status` and `stop` get its facts, a call gets "busy" and runs in the client.
+The parent imports everything once (`server/preload.py`), listens, and then forks, reaps and answers its workers
+(`server/pool.py`). The workers accept on the listening socket themselves, one woken per connection
+(EPOLLEXCLUSIVE), so a call costs the parent nothing: no wake-up, no hand-over. The parent never reads a call's
+request, opens no cache index and starts no thread, so every fork is safe. It keeps up to `workers` workers, one of
+them idle ahead of demand (a worker that takes a connection and sees no other idle says `S`); each serves calls one
+after another (`server/worker.py`) until it retires. When every worker is busy at the limit, the parent watches the
+socket too and answers what comes itself (`server/desk.py`): `status` and `stop` get its facts, a call gets "busy"
+and runs in the client. A worker asked `status` or `stop` asks the parent (`Q`), which answers with its facts.
 It retires on SIGTERM, SIGINT or SIGHUP, after `idle` seconds without a call (0: never), and when its build is
 replaced on disk (checked each minute); retiring closes and removes the socket at once, so new calls go elsewhere,
-ends the idle workers and lets the busy ones finish.
+closes every worker's channel, so the idle ones end (after answering what they had already been woken for), and lets
+the busy ones finish.
 
-A fork copies every descriptor the parent holds and its signal handlers, so the parent never forks while it holds a
-caller's connection (a worker is forked before a connection is accepted, not for it: a copy in the new worker would
-keep the connection open for the worker's whole life, and its caller would never see it end), and a new worker
-drops the parent's handlers and wake-up descriptor before anything else (signals blocked across the fork): only the
-process that listens can retire the server and remove its socket.
+A fork copies every descriptor the parent holds and its signal handlers, so a new worker closes what is the parent's
+(its lock, its wake-up pipe, the other workers' channels, the connections the parent is answering) and drops the
+parent's handlers before anything else (signals blocked across the fork): only the process that listens can retire
+the server and remove its socket. The parent forks only while it holds no caller's connection but those, so a
+caller's connection lives in exactly one process, and its caller sees the end as soon as that one closes it.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class Server:
         self.calls = 0
         self.pool = Pool(workers)
         self.desk = Desk(REQUEST_SECONDS)
-        self.children: set[int] = set()
+        self.children: dict[int, int] = {}  # pid: slot
         self.retiring = False
         self.listener: socket.socket | None = None
         self.lock_fd = -1
@@ -71,7 +74,6 @@ class Server:
         self.last_call = self.last_check = 0.0
         self.wake: tuple[int, int] = (-1, -1)
         self.owner = -1  # the process that listens: the only one that may close and remove the socket
-        self._constant_json: str | None = None  # the facts that never change, encoded once
         self.child_ended = True  # a SIGCHLD came since the last reaping (at first: reap once)
 
     def claim(self) -> None:
@@ -91,34 +93,25 @@ class Server:
         finally:
             os.umask(old)
         listener.listen(_BACKLOG)
+        listener.setblocking(False)  # noqa: FBT003 - the socket API; every worker and the parent may race to accept
         os.rename(temporary, self.path)  # replaces a stale socket left by a killed server (we hold the lock)
         self.listener, self.owner = listener, os.getpid()
         self.identity = _identity(self.path)
 
-    def facts(self) -> dict[str, object]:
-        """What `server status` reports."""
-        return {**self._constant_facts(), **self._varying_facts()}
+    def facts(self, asking: int = -1) -> dict[str, object]:
+        """What `server status` reports (asked by the worker on channel `asking`, which does not count as busy)."""
+        return {**self._constant_facts(), **self._varying_facts(asking)}
 
     def _constant_facts(self) -> dict[str, object]:
         return {"build": self.build, "idle_timeout": self.idle, "pid": os.getpid(), "socket": self.path,
                 "started": self.started, "version": __version__, "max_workers": self.pool.limit,
                 "max_calls": self.max_calls}  # fmt: skip
 
-    def _varying_facts(self) -> dict[str, object]:
-        busy, idle = self.pool.counts()
-        return {"calls": self.calls, "uptime": round(time.time() - self.started, 3), "workers": busy + idle,
-                "busy": busy, "idle": idle, "retired": self.pool.retired,
+    def _varying_facts(self, asking: int = -1) -> dict[str, object]:
+        busy, idle = self.pool.counts(asking)
+        return {"calls": self.calls + self.pool.calls(), "uptime": round(time.time() - self.started, 3),
+                "workers": busy + idle, "busy": busy, "idle": idle, "retired": self.pool.retired,
                 "last_retired": self.pool.last_retired}  # fmt: skip
-
-    def facts_json(self) -> bytes:
-        """`facts()` as JSON, as every hand-over carries it, with the constant ones encoded once.
-
-        Only `status` and `stop` read them (a worker decodes them for those alone): the whole dict encoded on every
-        call cost the parent more than the rest of a hand-over's Python.
-        """
-        if self._constant_json is None:
-            self._constant_json = json.dumps(self._constant_facts())[:-1]
-        return f"{self._constant_json}, {json.dumps(self._varying_facts())[1:]}".encode()
 
     def serve(self) -> None:
         """The accept loop, until retired and every worker has ended."""
@@ -157,12 +150,12 @@ class Server:
     def _poll(self, wake_r: int, wait: float) -> None:
         poller = select.poll()
         poller.register(wake_r, select.POLLIN)
-        if self.listener is not None:
-            poller.register(self.listener, select.POLLIN)
+        if self.listener is not None and self.pool.full():
+            poller.register(self.listener, select.POLLIN)  # not exclusive: an idle worker is woken as well
         for fd in (*self.pool.workers, *self.desk.waiting):
             poller.register(fd, _IN)
         events = poller.poll(int(wait * 1000) + 1)
-        # workers first: one that said it is ready again (before its caller got the answer) takes the next call
+        # workers first: what one said (a retirement) is in the facts a connection answered here reports
         events.sort(key=lambda event: event[0] not in self.pool.workers)
         for fd, _event in events:
             now = time.monotonic()
@@ -171,9 +164,25 @@ class Server:
             elif self.listener is not None and fd == self.listener.fileno():
                 self._accept(now)
             elif fd in self.pool.workers:
-                self.pool.heard(fd, now)
+                self._heard(fd)
             elif fd in self.desk.waiting and self.desk.readable(fd, self.facts, self._busy()) == "stop":
                 self.retire()
+
+    def _heard(self, fd: int) -> None:
+        """What a worker said; a question (`Q`) is answered on its channel once every other worker was heard."""
+        worker = self.pool.workers.get(fd)
+        op = self.pool.heard(fd)
+        if worker is None or op is None:
+            return
+        for other in list(self.pool.workers):  # a retirement said before this question is in its answer
+            if other != fd:
+                self._heard(other)
+        try:
+            worker.channel.send(json.dumps(self.facts(asking=fd)).encode())
+        except OSError:
+            self.pool.drop(worker)
+        if op == b"stop":
+            self.retire()
 
     def _busy(self) -> str:
         return f"busy: all {self.pool.limit} workers are serving calls"
@@ -186,25 +195,26 @@ class Server:
                 _log.info("the build changed on disk: retiring")
                 self.retire()
         quiet = self.pool.counts()[0] == 0 and not self.desk.waiting
-        if self.idle and quiet and now - self.last_call >= self.idle and not self.retiring:
+        last_call = max(self.last_call, self.pool.last_activity())
+        if self.idle and quiet and now - last_call >= self.idle and not self.retiring:
             _log.info("idle for %.0f s: retiring", self.idle)
             self.retire()
 
     def _timeout(self, now: float) -> float:
         wait = _STALE_CHECK_SECONDS
         if self.idle and self.pool.counts()[0] == 0:
-            wait = min(wait, max(0.0, self.last_call + self.idle - now))
+            last_call = max(self.last_call, self.pool.last_activity())
+            wait = min(wait, max(0.0, last_call + self.idle - now))
         return wait
 
     def _accept(self, now: float) -> None:
-        """Take one connection and hand it to an idle worker, else answer it here (`status`, `stop`, or "busy").
+        """Every worker busy at the limit: take one connection and answer it here (`status`, `stop`, or "busy").
 
-        With no worker idle and the limit not reached, one is forked first, before the connection is accepted: a
-        worker forked while the parent held it would keep a copy open for its whole life.
+        A worker idle again by now takes it instead (it was woken too).
         """
         assert self.listener is not None  # noqa: S101 - only called while listening
-        if self.pool.idle() is None and len(self.pool.workers) < self.pool.limit:
-            self._spawn()
+        if not self.pool.full():
+            return
         try:
             conn, _address = self.listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
@@ -214,21 +224,20 @@ class Server:
             _log.warning("refused a connection from uid %d", uid)
             conn.close()
             return
-        facts = self.facts_json()  # as they were before this connection: a status query does not count itself
         self.calls += 1
         self.last_call = now
-        worker = self.pool.idle()
-        if worker is not None and self.pool.hand(worker, conn, facts):
-            conn.close()  # the worker has its own copy; the parent holds nothing of the caller's
-            return
         self.desk.take(conn, now)
 
-    def _spawn(self) -> Worker:
+    def _spawn(self) -> Worker | None:
         """Fork a worker from the preloaded image; it serves what its channel hands it.
 
         The parent's signals stay blocked across the fork until the worker has dropped the parent's handlers: a
         signal meant for the new worker is then handled as a worker's (SIGTERM ends it), never as the parent's.
         """
+        slot = self.pool.slots.claim(time.monotonic())
+        if slot is None or self.listener is None:
+            return None  # every slot is still a worker's that is not reaped yet: after the next SIGCHLD
+        listener = self.listener
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _TRAPPED)
         try:
@@ -239,22 +248,20 @@ class Server:
                     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                     mine.close()
                     self._drop_parent_state()
-                    work(theirs, self.build, self.entry, self.max_calls)
+                    work(theirs, listener, (self.pool.slots, slot), self.build, self.entry, self.max_calls)
                 finally:
                     os._exit(1)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         theirs.close()
-        self.children.add(pid)
-        worker = Worker(pid, mine, time.monotonic())
+        self.children[pid] = slot
+        worker = Worker(pid, mine, slot)
         self.pool.add(worker)
         return worker
 
     def _drop_parent_state(self) -> None:
-        """In a new worker: nothing of the parent's stays open (its socket, lock, wake-up pipe, channels, waiting)."""
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
+        """In a new worker: nothing of the parent's stays open but the socket (lock, wake-up pipe, channels, desk)."""
+        self.listener = None  # the worker's to accept on, never to close or remove as the parent would
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
             self.lock_fd = -1
@@ -278,10 +285,12 @@ class Server:
                 return
             if pid == 0:
                 return
-            self.children.discard(pid)
+            slot = self.children.pop(pid, None)
             for worker in list(self.pool.workers.values()):
                 if worker.pid == pid:
                     self.pool.ended(worker)
+            if slot is not None:
+                self.pool.release(slot)
 
     def _on_child(self, _signo: int, _frame: object) -> None:
         """SIGCHLD: only the mark (the wake-up descriptor wakes the loop, which reaps at its top)."""
@@ -321,7 +330,9 @@ class Server:
                 pid, _status = os.waitpid(-1, 0)
             except ChildProcessError:
                 return
-            self.children.discard(pid)
+            slot = self.children.pop(pid, None)
+            if slot is not None:
+                self.pool.release(slot)
 
 
 def _identity(path: str) -> tuple[int, int] | None:

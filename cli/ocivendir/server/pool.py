@@ -1,16 +1,21 @@
-"""Owns: the parent's view of its workers — which are busy, which idle, which to hand a connection, which to end.
+"""Owns: the parent's view of its workers — which live, which to fork, which to end, what they said.
 
-Each worker is a forked child with one end of a SOCK_SEQPACKET pair, its channel. The parent hands it an accepted
-connection (the descriptor by SCM_RIGHTS, with the server's facts as JSON) and marks it busy; the worker answers `D`
-when it is ready again, or `E` and a reason when it retires (it exits once its caller has the answer), and the
-channel ends when it dies. One idle worker is always kept ahead of demand (within the limit), so no call waits for
-a fork; idle workers beyond that one end after `IDLE_SECONDS` (the parent closes their channel).
+Each worker is a forked child with one end of a SOCK_SEQPACKET pair, its channel, and a slot of the shared table
+(`server/slots.py`) where it says whether it is idle or busy. Workers take their connections from the listening
+socket themselves, so a call never wakes the parent. A worker speaks on its channel only when the parent must act:
+`S` when it took a connection and saw no other worker idle (a spare is wanted), `E` and a reason when it retires
+(it exits once its caller has the answer), `Q` and an op when a caller asks for the server's facts (`status`, `stop`:
+the parent answers on the channel). The channel ends when the worker dies. One idle worker is always kept ahead of
+demand (within the limit), so no call waits for a fork; idle workers beyond that one end after `IDLE_SECONDS` (the
+parent closes their channel).
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+
+from ocivendir.server.slots import BUSY, FREE, IDLE, Slots
 
 __all__ = ["IDLE_SECONDS", "Pool", "Worker"]
 
@@ -21,67 +26,69 @@ _log = logging.getLogger("ocivendir.server")
 class Worker:
     """One worker as the parent sees it."""
 
-    __slots__ = ("busy", "channel", "idle_since", "pid")
+    __slots__ = ("channel", "pid", "slot")
 
-    def __init__(self, pid: int, channel: socket.socket, now: float) -> None:
-        """A worker just forked: idle."""
-        self.pid, self.channel, self.busy, self.idle_since = pid, channel, False, now
+    def __init__(self, pid: int, channel: socket.socket, slot: int) -> None:
+        """A worker just forked: idle, in its slot."""
+        self.pid, self.channel, self.slot = pid, channel, slot
 
 
 class Pool:
-    """The live workers, by their channel's descriptor."""
+    """The live workers, by their channel's descriptor, and the table they share with the parent."""
 
     def __init__(self, limit: int) -> None:
         """No worker yet; at most `limit` at once."""
         self.limit = limit
+        self.slots = Slots(limit)
         self.workers: dict[int, Worker] = {}
         self.retired = 0
         self.last_retired = ""  # why the last worker retired
+        self.ended_calls = 0  # the calls served by workers that have ended
 
     def add(self, worker: Worker) -> None:
         """A worker just forked."""
         self.workers[worker.channel.fileno()] = worker
 
-    def counts(self) -> tuple[int, int]:
-        """(busy, idle)."""
-        busy = sum(1 for worker in self.workers.values() if worker.busy)
+    def counts(self, asking: int = -1) -> tuple[int, int]:
+        """(busy, idle), as the workers last said; the worker on channel `asking` (a status query's) counts as idle."""
+        states = [self.slots.read(worker.slot)[0] for fd, worker in self.workers.items() if fd != asking]
+        busy = sum(1 for state in states if state == BUSY)
         return busy, len(self.workers) - busy
 
-    def idle(self) -> Worker | None:
-        """The idle worker that has waited least (the others may then expire), or None."""
-        ready = [worker for worker in self.workers.values() if not worker.busy]
-        return max(ready, key=lambda worker: worker.idle_since) if ready else None
+    def calls(self) -> int:
+        """The calls every worker, live or ended, has served."""
+        return self.ended_calls + sum(calls for _state, calls, _since in self.slots.given())
+
+    def last_activity(self) -> float:
+        """When a worker last took a call or finished one, or was forked (0.0 with none)."""
+        return max((since for _state, _calls, since in self.slots.given()), default=0.0)
 
     def wants_spare(self) -> bool:
         """Whether to fork a worker now: none is idle and the limit allows one more."""
         return self.counts()[1] == 0 and len(self.workers) < self.limit
 
-    def hand(self, worker: Worker, conn: socket.socket, facts: bytes) -> bool:
-        """Pass `conn` to `worker` with the server's facts (JSON); False (and the worker dropped) when it is gone."""
-        try:
-            socket.send_fds(worker.channel, [facts], [conn.fileno()])
-        except OSError:
-            self.drop(worker)
-            return False
-        worker.busy = True
-        return True
+    def full(self) -> bool:
+        """Whether every worker is busy at the limit (the parent then answers connections itself)."""
+        return len(self.workers) >= self.limit and self.counts()[1] == 0
 
-    def heard(self, fd: int, now: float) -> None:
-        """Read what the worker on channel `fd` said: ready again, retiring, or gone."""
+    def heard(self, fd: int) -> bytes | None:
+        """Read what the worker on channel `fd` said; the op of a `Q` (the parent answers it), else None."""
         worker = self.workers.get(fd)
         if worker is None:
-            return
+            return None
         try:
-            message = worker.channel.recv(8192)
+            message = worker.channel.recv(8192, socket.MSG_DONTWAIT)
         except BlockingIOError:
-            return
+            return None
         except OSError:
             message = b""
-        if message == b"D":
-            worker.busy, worker.idle_since = False, now
-            return
+        if message == b"S":
+            return None  # the loop forks the spare at its top
+        if message.startswith(b"Q"):
+            return message[1:]
         self._retiring(worker, message)
         self.drop(worker)
+        return None
 
     def ended(self, worker: Worker) -> None:
         """`worker`'s process has been reaped: what it said before it died still counts, then it is dropped.
@@ -107,19 +114,28 @@ class Pool:
 
     def expire(self, now: float) -> float:
         """End idle workers beyond the one spare that have waited `IDLE_SECONDS`; seconds until the next may expire."""
-        ready = sorted((w for w in self.workers.values() if not w.busy), key=lambda w: w.idle_since, reverse=True)
+        ready = [(self.slots.read(w.slot), w) for w in self.workers.values()]
+        ready = sorted(((slot, w) for slot, w in ready if slot[0] == IDLE), key=lambda item: item[0][2], reverse=True)
         wait = IDLE_SECONDS
-        for worker in ready[1:]:
-            if now - worker.idle_since >= IDLE_SECONDS:
+        for (_state, _calls, since), worker in ready[1:]:
+            if now - since >= IDLE_SECONDS:
                 self.drop(worker)
             else:
-                wait = min(wait, worker.idle_since + IDLE_SECONDS - now)
+                wait = min(wait, since + IDLE_SECONDS - now)
         return wait
 
     def drop(self, worker: Worker) -> None:
-        """Forget `worker` and close its channel: an idle worker exits at once, a busy one after its call."""
+        """Forget `worker` and close its channel: an idle worker exits at once, a busy one after its call.
+
+        Its slot is taken back when its process is reaped (`release`), not before: it may still be serving.
+        """
         self.workers.pop(worker.channel.fileno(), None)
         worker.channel.close()
+
+    def release(self, slot: int) -> None:
+        """The slot of a reaped worker is free again; its calls are counted as ended."""
+        if self.slots.read(slot)[0] != FREE:
+            self.ended_calls += self.slots.free(slot)
 
     def drop_all(self) -> None:
         """Close every channel (the server retires)."""

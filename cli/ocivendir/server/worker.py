@@ -1,12 +1,15 @@
-"""Owns: a reused worker — it serves the connections its parent hands it, one after another, each in its caller's world.
+"""Owns: a reused worker — it takes connections from the server's socket, one after another, each in its caller's world.
 
-The parent hands a worker an accepted connection over the worker's own channel (a SOCK_SEQPACKET pair: the
-connection's descriptor by SCM_RIGHTS, the server's facts as JSON). The worker reads the request within
-`REQUEST_SECONDS` (a connection that sends nothing frees the worker again), puts the caller's world in place
-(`server/world.py`), sends `P`, runs the entry point it was handed (the CLI's `main`: the worker never imports the
-command layer), flushes, puts its own world back, sends `X` and tells its parent `D` (ready again). After each call it
-checks what the call may have left behind (`server/leaks.py`); with a reason to retire it tells its parent `E` and
-the reason instead, and exits once the caller has its answer.
+An idle worker waits on the listening socket (EPOLLEXCLUSIVE: one idle worker is woken per connection) and on its
+channel to the parent (a SOCK_SEQPACKET pair), and says in its slot of the shared table whether it is idle or busy
+(`server/slots.py`). It accepts, checks that the peer has its uid (SO_PEERCRED), tells the parent `S` when no other
+worker is idle (a spare is wanted), reads the request within `REQUEST_SECONDS` (a connection that sends nothing frees
+the worker again), puts the caller's world in place (`server/world.py`), sends `P`, runs the entry point it was
+handed (the CLI's `main`: the worker never imports the command layer), flushes, puts its own world back and sends
+`X`. After each call it checks what the call may have left behind (`server/leaks.py`); with a reason to retire it
+tells its parent `E` and the reason first, and exits once the caller has its answer. `status` and `stop` are asked
+of the parent (`Q`), whose facts they report. A channel the parent closed (the worker expired, the server retiring
+or gone) ends the worker once the connection it was woken for, if any, is answered.
 
 Before the `P` frame nothing of the call has run, so a client that sees the connection end earlier runs it
 in-process; after it, the call is the worker's. The worker closes its copies of the caller's stdio before it sends
@@ -18,8 +21,9 @@ client that goes away (killed) ends the worker with SIGTERM.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import signal
+import select
 import socket
 import struct
 import threading
@@ -28,6 +32,7 @@ import time
 from ocivendir.server import ownstatus
 from ocivendir.server.identity import mismatch
 from ocivendir.server.leaks import Baseline
+from ocivendir.server.slots import BUSY, IDLE, Slots
 from ocivendir.server.watch import Watcher
 from ocivendir.server.wire import Request, WireError, frame, receive_request
 from ocivendir.server.world import World
@@ -42,6 +47,8 @@ __all__ = ["REQUEST_SECONDS", "TEST_LEAK", "Entry", "work"]
 REQUEST_SECONDS = 5.0  # a connection that has not sent its whole request by then is closed unanswered
 TEST_LEAK = "OCIVENDIR_SERVER_TEST_LEAK"  # the suite's hook: `thread`, `descriptor`, `environ` left, or `raise`
 _CHANNEL_MESSAGE = 1 << 16
+_PEERCRED = struct.Struct("3i")
+_log = logging.getLogger("ocivendir.server")
 
 if TYPE_CHECKING:
     Entry = Callable[[], object]
@@ -49,21 +56,28 @@ else:
     Entry = object
 
 
-def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> NoReturn:
-    """Serve the connections the parent hands over until it closes the channel or the worker must retire."""
+def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int], build: str, entry: Entry,
+         max_calls: int) -> NoReturn:  # fmt: skip
+    """Serve connections from `listener` until the parent closes the channel or the worker must retire."""
+    slots, index = slot
     world = World()
     watcher = Watcher()  # before the baseline: its thread is one of the worker's own
+    waiter = _waiter(listener, channel)  # before the baseline too: its descriptor is the worker's own
     baseline = Baseline()
     calls = 0
     while True:
-        handed = _next(channel)
-        if handed is None:
+        slots.mark(index, IDLE, time.monotonic())
+        conn, parent_gone = _next(waiter, listener, channel)
+        if conn is None:
             os._exit(0)
-        conn, facts = handed
+        slots.mark(index, BUSY, time.monotonic())
+        if not parent_gone and not slots.any_idle(but=index):
+            parent_gone = not _tell(channel, b"S")  # a spare wanted: the parent forks it beside this call
         try:
-            outcome = _serve(conn, build, facts, entry, world, watcher)
+            outcome = _serve(conn, build, channel, entry, world, watcher)
+            slots.served(index)
             if outcome is None:  # nothing of a call ran
-                if not _tell(channel, b"D"):
+                if parent_gone:
                     os._exit(0)
                 continue
             calls += 1
@@ -73,11 +87,13 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
                 or baseline.left_behind(conn.fileno(), status)
                 or world.changed()
                 or baseline.retire_reason(calls, max_calls, status)
+                or ("the server is gone" if parent_gone else None)
             )
-            # the parent hears first: a caller that has its answer and calls again finds this worker ready; a parent
-            # that is gone (stopped, killed) hands nothing more over, but this caller still gets its answer
-            if not _tell(channel, b"E" + reason.encode(errors="replace")[:4096] if reason else b"D"):
-                reason = reason or "the server is gone"
+            # the parent hears first: a caller that has its answer and asks for `status` finds this retirement in it
+            if reason and not parent_gone:
+                _tell(channel, b"E" + reason.encode(errors="replace")[:4096])
+            elif not reason:  # idle before the answer: a worker woken for the caller's next call sees one (no spare)
+                slots.mark(index, IDLE, time.monotonic())
             try:
                 conn.sendall(frame(b"X", struct.pack(">I", code)))
             except OSError:
@@ -88,18 +104,53 @@ def work(channel: socket.socket, build: str, entry: Entry, max_calls: int) -> No
             os._exit(0)
 
 
-def _next(channel: socket.socket) -> tuple[socket.socket, bytes] | None:
-    """The next connection and the parent's facts (JSON, decoded only for `status`/`stop`); None when it is gone."""
+def _waiter(listener: socket.socket, channel: socket.socket) -> select.epoll:
+    """What an idle worker waits on: a connection (this worker woken alone for it) or its channel."""
+    waiter = select.epoll(2)
     try:
-        message, fds, _flags, _address = socket.recv_fds(channel, _CHANNEL_MESSAGE, 1)
-    except OSError:
-        return None
-    if not message or len(fds) != 1:
-        for fd in fds:
-            os.close(fd)
-        return None
-    # the parent accepted it from its AF_UNIX stream listener: said here, the kernel is not asked (3 system calls)
-    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fds[0]), message
+        waiter.register(listener.fileno(), select.EPOLLIN | select.EPOLLEXCLUSIVE)
+    except OSError:  # a kernel before 4.5: every idle worker is woken, one accepts, the others find nothing
+        waiter.register(listener.fileno(), select.EPOLLIN)
+    waiter.register(channel.fileno(), select.EPOLLIN)
+    return waiter
+
+
+def _next(waiter: select.epoll, listener: socket.socket, channel: socket.socket) -> tuple[socket.socket | None, bool]:
+    """The next connection (None: none, the parent gone) and whether the parent is gone (the channel closed).
+
+    A worker woken for a connection takes it even when its channel closed meanwhile: being woken, it may be the
+    only one that was (EPOLLEXCLUSIVE), and the connection would otherwise wait for the next one to arrive.
+    """
+    while True:
+        ready = dict(waiter.poll())
+        parent_gone = channel.fileno() in ready and _closed(channel)
+        if listener.fileno() in ready or parent_gone:
+            try:
+                conn, _address = listener.accept()  # blocking: accept4(2) does not pass the listener's O_NONBLOCK on
+            except OSError:  # another worker (or the parent) took it, or nothing was there
+                if parent_gone:
+                    return None, True
+                continue
+            _pid, uid, _gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+            if uid == os.geteuid():
+                return conn, parent_gone
+            _log.warning("refused a connection from uid %d", uid)
+            conn.close()
+            if parent_gone:
+                return None, True
+
+
+def _closed(channel: socket.socket) -> bool:
+    """Whether the parent closed `channel` (what else it holds, a stale answer to a question, is dropped)."""
+    while True:
+        try:
+            message = channel.recv(_CHANNEL_MESSAGE, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        if not message:
+            return True
 
 
 def _tell(channel: socket.socket, message: bytes) -> bool:
@@ -111,8 +162,22 @@ def _tell(channel: socket.socket, message: bytes) -> bool:
     return True
 
 
+def _ask(channel: socket.socket, op: str) -> bytes:
+    """The parent's facts (JSON) for `op` (`status`, `stop`: the parent then retires); b"{}" when it is gone."""
+    if not _tell(channel, b"Q" + op.encode()):
+        return b"{}"
+    answer = select.poll()
+    answer.register(channel, select.POLLIN)
+    if not answer.poll(int(REQUEST_SECONDS * 1000)):
+        return b"{}"
+    try:
+        return channel.recv(_CHANNEL_MESSAGE) or b"{}"
+    except OSError:
+        return b"{}"
+
+
 def _serve(
-    conn: socket.socket, build: str, facts: bytes, entry: Entry, world: World, watcher: Watcher
+    conn: socket.socket, build: str, channel: socket.socket, entry: Entry, world: World, watcher: Watcher
 ) -> tuple[int, str | None, ownstatus.Status | None] | None:
     """One connection, up to its answer: None when no call ran, else its exit status, reason to retire, /proc status.
 
@@ -125,7 +190,7 @@ def _serve(
     except (WireError, OSError):
         return None
     if request.op != "call" and request.build == build:
-        _answer(conn, fds, request.op, facts)
+        _answer(conn, fds, request.op, channel)
         return None
     if (refusal := _refusal(conn, request, build)) is not None:
         _refuse(conn, fds, refusal)
@@ -177,12 +242,11 @@ def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
         pass
 
 
-def _answer(conn: socket.socket, fds: list[int], op: str, facts: bytes) -> None:
-    """`status` and `stop`: the server's facts as the parent had them at the hand-over; `stop` retires the parent."""
+def _answer(conn: socket.socket, fds: list[int], op: str, channel: socket.socket) -> None:
+    """`status` and `stop`: the server's facts, as the parent has them; `stop` retires the parent."""
     for fd in fds:
         os.close(fd)
-    if op == "stop":
-        os.kill(os.getppid(), signal.SIGTERM)
+    facts = _ask(channel, "stop" if op == "stop" else "status")
     try:
         decoded = json.loads(facts)
     except ValueError:
