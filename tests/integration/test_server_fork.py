@@ -13,6 +13,8 @@ import os
 import select
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -263,23 +265,42 @@ def _call(path: str) -> bytes:
     return kinds
 
 
+_COUNTING_SERVER = """
+import sys
+from ocivendir.server.daemon import Server
+
+server = Server(sys.argv[1], sys.argv[2], idle=0, workers=2, max_calls=1000, entry=lambda: None)
+polls = [0]
+poll = server._poll
+
+
+def counted(wake_r, wait):
+    polls[0] += 1
+    poll(wake_r, wait)
+
+
+server._poll = counted
+server.claim()
+server.listen()
+print("ready", flush=True)
+server.serve()
+server.wait_workers()
+print(polls[0], flush=True)
+"""
+
+
 def test_calls_one_after_another_do_not_wake_the_parent(place: ServerPlace) -> None:
-    """The workers accept themselves: after the first call (a spare wanted), twenty calls wake the parent not once."""
+    """The workers accept themselves: after the first call (a spare wanted), twenty calls wake the parent not once.
 
-    def counter(server: Server) -> list[int]:
-        polls = [0]
-        poll = server._poll
-
-        def counted(wake_r: int, wait: float) -> None:
-            polls[0] += 1
-            poll(wake_r, wait)
-
-        server._poll = counted  # type: ignore[method-assign] # counted in the server's process only
-        return polls
-
-    pid, report_r = _counted_server(place, 2, counter)
+    The server is a fresh interpreter: forked from the test's process, its workers could pass the resident-size bound
+    and retire after every call (each retirement wakes the parent, as it must).
+    """
+    server = subprocess.Popen([sys.executable, "-c", _COUNTING_SERVER, str(place.dir), _BUILD],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert server.stdout is not None
     path = str(place.dir / f"server-{_BUILD}.sock")
     try:
+        assert server.stdout.readline() == "ready\n"
         assert _call(path) == b"PX"  # the first: its worker saw no other idle and asked for a spare
         time.sleep(0.5)  # the spare forked
         facts = _facts(path)  # a question: one wake-up
@@ -287,9 +308,10 @@ def test_calls_one_after_another_do_not_wake_the_parent(place: ServerPlace) -> N
         for _ in range(20):
             assert _call(path) == b"PX"
         facts = _facts(path)
-        assert (facts["workers"], facts["calls"], facts["busy"]) == (2, 22, 0)
+        assert (facts["workers"], facts["calls"], facts["busy"], facts["retired"]) == (2, 22, 0, 0)
     finally:
-        wakes = _stopped_count(pid, report_r)
+        server.send_signal(signal.SIGTERM)
+        wakes = int(server.communicate(timeout=_GUARD_SECONDS)[0] or "-1")
     # the loop's first pass, the spare wanted, two questions, the SIGTERM, the reaping: a handful, never one a call
     assert 0 < wakes < 10
 
