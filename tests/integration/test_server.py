@@ -237,6 +237,31 @@ def test_a_killed_server_leaves_running_calls_alone_and_the_next_call_starts_a_n
     place.wait_for(lambda: place.status().get("pid") not in ({}, None, server_pid))
 
 
+def test_a_killed_server_refuses_new_calls_at_once_though_its_busy_worker_still_holds_the_socket(
+    place: ServerPlace, bin_dir: Path, tmp_path: Path
+) -> None:
+    """Killed mid-call, its worker goes on and holds a copy of the listening socket; a new call is refused at once.
+
+    It runs in-process and starts a new server (as for any stale socket), instead of waiting in the dead server's
+    queue until that call ends. The stalled call would end after a minute; the new call must not wait for it.
+    """
+    server_pid = place.start()
+    with silent_server() as silent:
+        process = _stalled(place, bin_dir, tmp_path, silent.url)
+        worker = _serving(place, server_pid, process)
+        os.kill(server_pid, signal.SIGKILL)
+        place.wait_for(lambda: not Path(f"/proc/{server_pid}").exists())  # reaped: it has ended
+        try:
+            done = subprocess.run([str(program(bin_dir, "vendir")), "version", "--debug"], capture_output=True,
+                                  text=True, cwd=tmp_path, env=place.env(), timeout=30, check=False)  # fmt: skip
+            assert Path(f"/proc/{worker}").exists()  # the call goes on without its server
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=30)
+    assert done.returncode == 0
+    assert "ocivendir server unavailable (no server yet; one is starting); running in-process" in done.stderr
+
+
 def test_kills_of_client_or_worker_at_any_moment_leave_the_old_tree_or_the_new_one(
     place: ServerPlace, registry: Registry, pusher: Pusher, repo_prefix: str, bin_dir: Path, tmp_path: Path
 ) -> None:

@@ -12,6 +12,9 @@ began or ended (a hand-over to a thread and back cost two wake-ups and GIL hand-
 is there without waiting, under the same lock that ends the call: a frame read as the call ends is raised before the
 end (and belongs to the call) or not at all (never into the worker's own world between calls), and once `stop` has
 returned the thread never touches the connection again, so the worker may close it at once.
+
+The thread also watches the server's parent process, when it is given a pidfd of it: once the parent has ended (killed,
+with no retirement of its own), it runs the action it was given, once, even in the middle of a call.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ import threading
 
 from ocivendir.server.wire import WireError, split_frames
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = ["FORWARDED", "THREAD_NAME", "Watcher"]
 
 FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
@@ -34,10 +41,13 @@ _READ = 1 << 12
 class Watcher:
     """The resident listener: `watch(conn)` before a call runs, `stop()` once it has ended."""
 
-    def __init__(self) -> None:
-        """Start the thread (asleep until a watched connection has something to say)."""
+    def __init__(self, parent: tuple[int, Callable[[], object]] | None = None) -> None:
+        """Start the thread (asleep until a watched connection has something to say, or the `parent` pidfd ends)."""
         self._state = threading.Lock()  # held to read and raise, and to end the call: never both at once
-        self._poll = select.epoll()  # the thread's own: it holds at most the running call's connection
+        self._poll = select.epoll()  # the thread's own: it holds at most the running call's connection (and `parent`)
+        self._parent = parent
+        if parent is not None:
+            self._poll.register(parent[0], select.EPOLLIN)  # readable once that process has ended
         self._conn: socket.socket | None = None  # the call being watched; None between calls
         self._fd = -1  # its descriptor in the epoll set
         self._pending = b""  # a frame's first bytes, read before the rest came
@@ -67,9 +77,14 @@ class Watcher:
     def _loop(self) -> None:
         while True:
             try:
-                self._poll.poll()
+                events = self._poll.poll()
             except InterruptedError:
                 continue
+            if self._parent is not None and any(fd == self._parent[0] for fd, _event in events):
+                pidfd, action = self._parent
+                self._parent = None
+                self._poll.unregister(pidfd)  # once: the pidfd stays readable (and open: it is the worker's own)
+                action()
             with self._state:
                 if self._conn is not None:
                     self._read(self._conn)

@@ -9,7 +9,8 @@ handed (the CLI's `main`: the worker never imports the command layer), flushes, 
 `X`. After each call it checks what the call may have left behind (`server/leaks.py`); with a reason to retire it
 tells its parent `E` and the reason first, and exits once the caller has its answer. `status` and `stop` are asked
 of the parent (`Q`), whose facts they report. A channel the parent closed (the worker expired, the server retiring
-or gone) ends the worker once the connection it was woken for, if any, is answered.
+or gone) ends the worker once the connection it was woken for, if any, is answered; a parent killed, every worker
+(busy or idle) shuts the listening socket down at once, so new calls are refused rather than queued (`_parent`).
 
 Before the `P` frame nothing of the call has run, so a client that sees the connection end earlier runs it
 in-process; after it, the call is the worker's. The worker closes its copies of the caller's stdio before it sends
@@ -61,7 +62,7 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
     """Serve connections from `listener` until the parent closes the channel or the worker must retire."""
     slots, index = slot
     world = World()
-    watcher = Watcher()  # before the baseline: its thread is one of the worker's own
+    watcher = Watcher(_parent(listener))  # before the baseline: its thread and the pidfd are the worker's own
     waiter = _waiter(listener, channel)  # before the baseline too: its descriptor is the worker's own
     baseline = Baseline()
     calls = 0
@@ -102,6 +103,28 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
             conn.close()
         if reason:
             os._exit(0)
+
+
+def _parent(listener: socket.socket) -> tuple[int, Callable[[], object]] | None:
+    """A pidfd of the server's parent process, and what to do once it has ended: shut the listening socket down.
+
+    Every worker holds a copy of the listening socket. A parent that retires removes its name, so new calls go
+    elsewhere; one killed (-9) leaves both, and a busy worker would keep the socket listening for the rest of its call
+    while new calls wait in its queue. Shut down, the socket refuses them at once (the client runs them in-process
+    and starts a new server); connections already queued can still be taken. None without pidfds (before Linux 5.3).
+    """
+    try:
+        pidfd = os.pidfd_open(os.getppid())
+    except OSError:
+        return None
+
+    def shut() -> None:
+        try:
+            listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    return pidfd, shut
 
 
 def _waiter(listener: socket.socket, channel: socket.socket) -> select.epoll:
