@@ -201,3 +201,24 @@ def test_a_workers_question_is_answered_with_the_servers_facts_the_asker_not_bus
     assert answer.keys() == server.facts().keys()
     asking_end.close()
     other_end.close()
+
+
+def test_a_question_is_answered_after_everything_another_worker_said_before_it() -> None:
+    """A status asked after a short call reports its worker's retirement, though `S` came before its `E`.
+
+    Both waited on the channel when the parent woke (the call was short, the machine loaded); its caller has its
+    answer and asks another worker, in that same wake-up.
+    """
+    from ocivendir.server.daemon import Server  # noqa: PLC0415
+
+    server = Server("/nonexistent", "ab" * 8, idle=600.0, workers=4, max_calls=1000, entry=lambda: None)
+    asking, asking_end = _worker(server.pool, 1, 0.0)
+    _other, other_end = _worker(server.pool, 2, 0.0)
+    other_end.send(b"S")
+    other_end.send(b"Eserved 1 calls")
+    asking_end.send(b"Qstatus")
+    server._heard(asking.channel.fileno())
+    answer = json.loads(asking_end.recv(65536))
+    assert (answer["retired"], answer["last_retired"], answer["workers"]) == (1, "served 1 calls", 1)
+    asking_end.close()
+    other_end.close()

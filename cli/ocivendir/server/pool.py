@@ -72,23 +72,28 @@ class Pool:
         return len(self.workers) >= self.limit and self.counts()[1] == 0
 
     def heard(self, fd: int) -> bytes | None:
-        """Read what the worker on channel `fd` said; the op of a `Q` (the parent answers it), else None."""
+        """Read all the worker on channel `fd` said; the op of a `Q` (the parent answers it), else None.
+
+        All, not one message: a short call's `S` and `E` may both wait, and a question answered after this must know
+        of the retirement. A `Q` is the last a worker says before it waits for the answer.
+        """
         worker = self.workers.get(fd)
         if worker is None:
             return None
-        try:
-            message = worker.channel.recv(8192, socket.MSG_DONTWAIT)
-        except BlockingIOError:
+        while True:
+            try:
+                message = worker.channel.recv(8192, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return None
+            except OSError:
+                message = b""
+            if message == b"S":
+                continue  # the loop forks the spare at its top
+            if message.startswith(b"Q"):
+                return message[1:]
+            self._retiring(worker, message)
+            self.drop(worker)
             return None
-        except OSError:
-            message = b""
-        if message == b"S":
-            return None  # the loop forks the spare at its top
-        if message.startswith(b"Q"):
-            return message[1:]
-        self._retiring(worker, message)
-        self.drop(worker)
-        return None
 
     def ended(self, worker: Worker) -> None:
         """`worker`'s process has been reaped: what it said before it died still counts, then it is dropped.
