@@ -346,3 +346,19 @@ def test_an_idle_worker_takes_what_it_was_woken_for_and_ends_once_its_channel_cl
         conn.close()
         assert _next(waiter, listener, channel) == (None, True)
     waiter.close()
+
+
+def test_a_question_taken_by_a_worker_whose_parent_is_gone_gets_no_facts() -> None:
+    """The parent closed the channel (retired, or killed) as the worker took a `status`: no server to report.
+
+    The caller is told so (`R`: `server status` then says none runs), never handed empty facts to print.
+    """
+    from ocivendir.server.worker import _answer  # noqa: PLC0415
+
+    parent, channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    parent.close()
+    server_end, client = socket.socketpair()
+    with channel, server_end, client:
+        _answer(server_end, [], "status", channel)
+        client.settimeout(_GUARD_SECONDS)
+        assert (wire.read_frame(client) or (b"",))[0] == b"R"

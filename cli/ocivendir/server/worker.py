@@ -185,18 +185,21 @@ def _tell(channel: socket.socket, message: bytes) -> bool:
     return True
 
 
-def _ask(channel: socket.socket, op: str) -> bytes:
-    """The parent's facts (JSON) for `op` (`status`, `stop`: the parent then retires); b"{}" when it is gone."""
+def _ask(channel: socket.socket, op: str) -> bytes | None:
+    """The parent's facts (JSON) for `op` (`status`, `stop`: the parent then retires); None when it cannot answer.
+
+    It cannot once it closed the channel (retired, killed) or when it did not answer in time.
+    """
     if not _tell(channel, b"Q" + op.encode()):
-        return b"{}"
+        return None
     answer = select.poll()
     answer.register(channel, select.POLLIN)
     if not answer.poll(int(REQUEST_SECONDS * 1000)):
-        return b"{}"
+        return None
     try:
-        return channel.recv(_CHANNEL_MESSAGE) or b"{}"
+        return channel.recv(_CHANNEL_MESSAGE) or None
     except OSError:
-        return b"{}"
+        return None
 
 
 def _serve(
@@ -266,16 +269,23 @@ def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
 
 
 def _answer(conn: socket.socket, fds: list[int], op: str, channel: socket.socket) -> None:
-    """`status` and `stop`: the server's facts, as the parent has them; `stop` retires the parent."""
+    """`status` and `stop`: the server's facts, as the parent has them; `stop` retires the parent.
+
+    With no facts from the parent (it retired or was killed as this worker took the question), there is no server to
+    report: the caller is told so (`R`, and `server status` says none runs) rather than handed empty facts.
+    """
     for fd in fds:
         os.close(fd)
     facts = _ask(channel, "stop" if op == "stop" else "status")
     try:
-        decoded = json.loads(facts)
+        decoded = json.loads(facts) if facts else None
     except ValueError:
-        decoded = {}
+        decoded = None
+    if not isinstance(decoded, dict) or not decoded:
+        _refuse(conn, [], "the server is retiring")
+        return
     try:
-        conn.sendall(frame(b"I", json.dumps(decoded if isinstance(decoded, dict) else {}, sort_keys=True).encode()))
+        conn.sendall(frame(b"I", json.dumps(decoded, sort_keys=True).encode()))
     except OSError:
         pass
 
