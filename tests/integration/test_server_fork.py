@@ -88,6 +88,32 @@ def test_the_worker_that_takes_a_connection_holds_the_only_copy_of_it(server: Se
     server.children.pop(worker.pid)
 
 
+def test_a_status_asked_of_the_only_worker_reports_the_spare_it_wanted(place: ServerPlace) -> None:
+    """The only worker takes a `status`, says `S` (none other idle) and asks; the spare is forked before the answer.
+
+    The asker waits for the answer, busy: the parent forks the spare first, so the facts report two workers whatever
+    the order the parent reads the two messages in (one wake-up or two), and the next call finds a spare.
+    """
+    server = Server(str(place.dir), _BUILD, idle=0, workers=2, max_calls=1000, entry=lambda: None)
+    server.claim()
+    server.listen()
+    try:
+        worker = server._spawn()
+        assert worker is not None
+        with _status(server.path) as client:
+            while not select.select([client], [], [], 0)[0]:  # heard as the loop hears them, until answered
+                assert select.select([worker.channel, client], [], [], _GUARD_SECONDS)[0]
+                server._heard(worker.channel.fileno())
+            client.settimeout(_GUARD_SECONDS)
+            kind, facts = wire.read_frame(client) or (b"", b"{}")
+        assert kind == b"I"
+        assert json.loads(facts)["workers"] == 2
+        assert len(server.pool.workers) == 2
+    finally:
+        server.retire()
+        server.wait_workers()
+
+
 def _forked(server: Server, monkeypatch: pytest.MonkeyPatch, body: Callable[[], object]) -> int:
     """Fork a worker from `server` (its signals trapped as `serve` traps them) that runs `body`; its wait status."""
     monkeypatch.setattr(daemon, "work", lambda *_args: body())
@@ -302,8 +328,7 @@ def test_calls_one_after_another_do_not_wake_the_parent(place: ServerPlace) -> N
     try:
         assert server.stdout.readline() == "ready\n"
         assert _call(path) == b"PX"  # the first: its worker saw no other idle and asked for a spare
-        time.sleep(0.5)  # the spare forked
-        facts = _facts(path)  # a question: one wake-up
+        facts = _facts(path)  # a question (one wake-up): the spare is forked by its answer, if not already
         assert (facts["workers"], facts["calls"]) == (2, 1)
         for _ in range(20):
             assert _call(path) == b"PX"

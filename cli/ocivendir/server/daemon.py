@@ -169,7 +169,11 @@ class Server:
                 self.retire()
 
     def _heard(self, fd: int) -> None:
-        """What a worker said; a question (`Q`) is answered on its channel once every other worker was heard."""
+        """What a worker said; a question (`Q`) is answered on its channel once every other worker was heard.
+
+        A spare the asker wanted (`S`, said just before) is forked before the answer, while the asker waits for it
+        busy: the facts then count it, however the parent read the two (one wake-up or two).
+        """
         worker = self.pool.workers.get(fd)
         op = self.pool.heard(fd)
         if worker is None or op is None:
@@ -177,6 +181,8 @@ class Server:
         for other in list(self.pool.workers):  # a retirement said before this question is in its answer
             if other != fd:
                 self._heard(other)
+        if not self.retiring and self.listener is not None and self.pool.wants_spare():
+            self._spawn()
         try:
             worker.channel.send(json.dumps(self.facts(asking=fd)).encode())
         except OSError:
