@@ -190,6 +190,7 @@ def test_a_workers_question_is_answered_with_the_servers_facts_the_asker_not_bus
     asking, asking_end = _worker(server.pool, 1, 0.0)
     other, other_end = _worker(server.pool, 2, 0.0)
     server.pool.slots.mark(asking.slot, BUSY, 1.0)
+    server.pool.slots.served(asking.slot)  # its question, counted as it took it (and not in its own answer)
     server.pool.slots.served(other.slot)
     other_end.send('Eserved "1000" calls \u2014 \xfc'.encode())
     asking_end.send(b"Qstatus")

@@ -109,7 +109,8 @@ class Server:
 
     def _varying_facts(self, asking: int = -1) -> dict[str, object]:
         busy, idle = self.pool.counts(asking)
-        return {"calls": self.calls + self.pool.calls(), "uptime": round(time.time() - self.started, 3),
+        own = 1 if asking >= 0 else 0  # the asker counted its question as it took it: a query does not count itself
+        return {"calls": self.calls + self.pool.calls() - own, "uptime": round(time.time() - self.started, 3),
                 "workers": busy + idle, "busy": busy, "idle": idle, "retired": self.pool.retired,
                 "last_retired": self.pool.last_retired}  # fmt: skip
 

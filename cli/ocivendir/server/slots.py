@@ -55,7 +55,7 @@ class Slots:
         self._map[offset] = state
 
     def served(self, index: int) -> None:
-        """A worker: one more call served (a connection answered, whatever it asked)."""
+        """A worker: one more call served (a connection taken, whatever it asks), counted before it is answered."""
         offset = index * _SLOT.size + 8
         _CALLS.pack_into(self._map, offset, _CALLS.unpack_from(self._map, offset)[0] + 1)
 

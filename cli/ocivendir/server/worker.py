@@ -72,11 +72,11 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
         if conn is None:
             os._exit(0)
         slots.mark(index, BUSY, time.monotonic())
+        slots.served(index)  # counted as taken, before any answer: a caller's next query finds it counted
         if not parent_gone and not slots.any_idle(but=index):
             parent_gone = not _tell(channel, b"S")  # a spare wanted: the parent forks it beside this call
         try:
             outcome = _serve(conn, build, channel, entry, world, watcher)
-            slots.served(index)
             if outcome is None:  # nothing of a call ran
                 if parent_gone:
                     os._exit(0)
