@@ -182,7 +182,7 @@ class Server:
         for other in list(self.pool.workers):  # a retirement said before this question is in its answer
             if other != fd:
                 self._heard(other)
-        if not self.retiring and self.listener is not None and self.pool.wants_spare():
+        if op != b"stop" and not self.retiring and self.listener is not None and self.pool.wants_spare():
             self._spawn()
         try:
             worker.channel.send(json.dumps(self.facts(asking=fd)).encode())
