@@ -6,10 +6,13 @@ and the real shared table, which the tests write as a worker would.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
 import struct
+
+import pytest
 
 from ocivendir.server import wire
 from ocivendir.server.desk import Desk
@@ -162,6 +165,7 @@ def test_the_desk_answers_status_with_the_facts_and_a_call_with_busy() -> None:
     assert len(desk.waiting) == 2  # drained until the client closes (or the deadline)
     desk.expire(5.0)
     assert desk.waiting == {}
+    assert desk.expire(6.0) == float("inf")  # nothing waiting: no reason to wake the parent
 
 
 def test_the_desk_closes_what_is_not_a_request_and_what_never_finishes() -> None:
@@ -223,3 +227,18 @@ def test_a_question_is_answered_after_everything_another_worker_said_before_it()
     assert (answer["retired"], answer["last_retired"], answer["workers"]) == (1, "served 1 calls", 1)
     asking_end.close()
     other_end.close()
+
+
+def test_an_accept_that_failed_for_want_of_descriptors_pauses_a_lost_race_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """EMFILE leaves the connection queued and the socket readable: retried at once, the worker would spin."""
+    from ocivendir.server import worker  # noqa: PLC0415
+
+    paused: list[float] = []
+    monkeypatch.setattr(worker.time, "sleep", paused.append)
+    worker._pause_unless_taken(BlockingIOError(errno.EAGAIN, "taken by another worker"))
+    worker._pause_unless_taken(ConnectionAbortedError(errno.ECONNABORTED, "gone"))
+    assert paused == []
+    worker._pause_unless_taken(OSError(errno.EMFILE, "Too many open files"))
+    assert paused == [worker._ACCEPT_PAUSE]

@@ -49,6 +49,7 @@ __all__ = ["Server"]
 _log = logging.getLogger("ocivendir.server")
 _BACKLOG = 128
 _STALE_CHECK_SECONDS = 60.0
+_ACCEPT_PAUSE = 0.1  # seconds, after an accept that failed for want of a descriptor or memory
 _PEERCRED = struct.Struct("3i")
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _RETIRE_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -225,6 +226,10 @@ class Server:
         try:
             conn, _address = self.listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return
+        except OSError as exc:  # no descriptor or memory left: a pause, not a spin (the connection stays queued)
+            _log.warning("cannot accept a connection: %s", exc)
+            time.sleep(_ACCEPT_PAUSE)
             return
         _pid, uid, _gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
         if uid != os.geteuid():

@@ -85,8 +85,8 @@ class Desk:
         return op
 
     def expire(self, now: float) -> float:
-        """Close the connections past their deadline; seconds until the next deadline."""
-        wait = self.seconds
+        """Close the connections past their deadline; seconds until the next deadline (infinite with none waiting)."""
+        wait = self.seconds if self.waiting else float("inf")
         for waiting in list(self.waiting.values()):
             if waiting.deadline <= now:
                 self._close(waiting)

@@ -49,6 +49,7 @@ REQUEST_SECONDS = 5.0  # a connection that has not sent its whole request by the
 TEST_LEAK = "OCIVENDIR_SERVER_TEST_LEAK"  # the suite's hook: `thread`, `descriptor`, `environ` left, or `raise`
 _CHANNEL_MESSAGE = 1 << 16
 _PEERCRED = struct.Struct("3i")
+_ACCEPT_PAUSE = 0.1  # seconds, after an accept that failed for want of a descriptor or memory
 _log = logging.getLogger("ocivendir.server")
 
 if TYPE_CHECKING:
@@ -150,9 +151,10 @@ def _next(waiter: select.epoll, listener: socket.socket, channel: socket.socket)
         if listener.fileno() in ready or parent_gone:
             try:
                 conn, _address = listener.accept()  # blocking: accept4(2) does not pass the listener's O_NONBLOCK on
-            except OSError:  # another worker (or the parent) took it, or nothing was there
+            except OSError as exc:  # another worker (or the parent) took it, nothing was there, or no descriptor left
                 if parent_gone:
                     return None, True
+                _pause_unless_taken(exc)
                 continue
             _pid, uid, _gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
             if uid == os.geteuid():
@@ -161,6 +163,16 @@ def _next(waiter: select.epoll, listener: socket.socket, channel: socket.socket)
             conn.close()
             if parent_gone:
                 return None, True
+
+
+def _pause_unless_taken(exc: OSError) -> None:
+    """After an accept that failed other than by a lost race (EMFILE, ENFILE, ENOMEM): a pause, not a spin.
+
+    The connection stays queued, readable again at once; another worker, or this one a moment later, takes it.
+    """
+    if not isinstance(exc, (BlockingIOError, InterruptedError, ConnectionAbortedError)):
+        _log.warning("cannot accept a connection: %s", exc)
+        time.sleep(_ACCEPT_PAUSE)
 
 
 def _closed(channel: socket.socket) -> bool:
