@@ -242,3 +242,18 @@ def test_an_accept_that_failed_for_want_of_descriptors_pauses_a_lost_race_does_n
     assert paused == []
     worker._pause_unless_taken(OSError(errno.EMFILE, "Too many open files"))
     assert paused == [worker._ACCEPT_PAUSE]
+
+
+def test_an_idle_deadline_passed_while_a_worker_was_busy_is_looked_at_again_soon() -> None:
+    """A worker says nothing when its call ends: the parent, which then sleeps, must wake to see the server idle."""
+    from ocivendir.server.daemon import Server  # noqa: PLC0415
+
+    server = Server("/nonexistent", "ab" * 8, idle=1.0, workers=2, max_calls=1000, entry=lambda: None)
+    worker, worker_end = _worker(server.pool, 1, 100.0)
+    assert server._timeout(100.25) == 0.75  # idle: the deadline, a second after the worker's last word
+    server.pool.slots.mark(worker.slot, BUSY, 100.5)  # it took a call: the parent was not told
+    assert server._timeout(100.5) == 1.0  # the deadline counts from the call's start
+    assert server._timeout(103.0) == 1.0  # past it, still busy: again in a second, not at the minute's check
+    server.pool.slots.mark(worker.slot, IDLE, 103.2)  # done, as the table says
+    assert round(server._timeout(103.5), 6) == 0.7
+    worker_end.close()

@@ -49,6 +49,7 @@ __all__ = ["Server"]
 _log = logging.getLogger("ocivendir.server")
 _BACKLOG = 128
 _STALE_CHECK_SECONDS = 60.0
+_BUSY_RECHECK_SECONDS = 1.0  # past the idle deadline with a worker busy: how often to look whether it has finished
 _ACCEPT_PAUSE = 0.1  # seconds, after an accept that failed for want of a descriptor or memory
 _PEERCRED = struct.Struct("3i")
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
@@ -209,10 +210,19 @@ class Server:
             self.retire()
 
     def _timeout(self, now: float) -> float:
+        """Seconds until the loop must look again: the idle deadline, or the stale-build check.
+
+        A worker that finishes a call says nothing to the parent: while one is busy, the parent looks again at the idle
+        deadline, and past it every `_BUSY_RECHECK_SECONDS` at most, until the call has ended and the deadline counts
+        from its end.
+        """
         wait = _STALE_CHECK_SECONDS
-        if self.idle and self.pool.counts()[0] == 0:
-            last_call = max(self.last_call, self.pool.last_activity())
-            wait = min(wait, max(0.0, last_call + self.idle - now))
+        if self.idle:
+            left = max(self.last_call, self.pool.last_activity()) + self.idle - now
+            if self.pool.counts()[0] == 0:
+                wait = min(wait, max(0.0, left))
+            else:
+                wait = min(wait, max(left, min(self.idle, _BUSY_RECHECK_SECONDS)))
         return wait
 
     def _accept(self, now: float) -> None:
