@@ -221,11 +221,16 @@ def repo_prefix(request: pytest.FixtureRequest) -> str:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Under OCIVENDIR_TEST_SERVER=on: a test's teardown report carries how its CLI calls went.
+    """A failed test shows the log of the servers in its own place; its teardown report carries its CLI calls.
+
+    The calls are counted under OCIVENDIR_TEST_SERVER=on only.
 
     pytest-xdist's controller sums them from its workers' reports (their counters are not its own).
     """
     report: pytest.TestReport = yield
+    place = getattr(item, "funcargs", {}).get("place")
+    if report.failed and isinstance(place, ServerPlace) and (log := place.log_tail()):
+        report.sections.append(("server log", log))  # a server that hung or refused says so here
     if THROUGH_SERVER and call.when == "teardown":
         report.user_properties.append(("cli_calls", (SERVED_CALLS["server"], SERVED_CALLS["in-process"])))
         SERVED_CALLS.update({"server": 0, "in-process": 0})

@@ -486,6 +486,15 @@ def load_server_settings(environ: Mapping[str, str] | None = None) -> tuple[floa
     return idle, int(workers)
 
 
+def load_server_log(environ: Mapping[str, str] | None = None) -> str | None:
+    """`OCIVENDIR_SERVER_LOG`: the file the server appends its log to (an absolute path), or None (no log)."""
+    env = os.environ if environ is None else environ
+    path = env.get("OCIVENDIR_SERVER_LOG") or None
+    if path is not None and not os.path.isabs(path):
+        raise UsageError(f"invalid value '{path}' for OCIVENDIR_SERVER_LOG: expected an absolute path")
+    return path
+
+
 def load_server_max_calls(environ: Mapping[str, str] | None = None) -> int:
     """`OCIVENDIR_SERVER_MAX_CALLS`: how many calls a worker serves before it is retired (default 1000; 1: one each)."""
     env = os.environ if environ is None else environ

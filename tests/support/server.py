@@ -44,10 +44,20 @@ class ServerPlace:
     def __init__(self) -> None:
         """Make a fresh 0700 directory under /tmp (pytest's tmp paths can exceed a socket address's 107 bytes)."""
         self.dir = Path(tempfile.mkdtemp(prefix="ovs-", dir="/tmp"))
+        self.log = Path(f"{self.dir}.log")  # the servers' and clients' log, shown when a test fails (beside: a test
+        # may make the directory unusable, and then find it empty)
 
     def env(self, **extra: str) -> dict[str, str]:
-        """os.environ plus this place, the switch on, and `extra`."""
-        return {**os.environ, "OCIVENDIR_SERVER_DIR": str(self.dir), "OCIVENDIR_SERVER": "on", **extra}
+        """os.environ plus this place, its log, the switch on, and `extra`."""
+        return {**os.environ, "OCIVENDIR_SERVER_DIR": str(self.dir), "OCIVENDIR_SERVER": "on",
+                "OCIVENDIR_SERVER_LOG": str(self.log), **extra}  # fmt: skip
+
+    def log_tail(self, lines: int = 300) -> str:
+        """The last `lines` lines of the log ("" without one)."""
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
 
     def server(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         """`ocivendir server ARGS` against this place."""
@@ -81,6 +91,7 @@ class ServerPlace:
         """Stop every server of this place, whatever its build (a dist test's frozen one too); remove the directory."""
         stop_servers(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.log.unlink(missing_ok=True)
 
 
 def workers(server_pid: int) -> list[int]:

@@ -139,14 +139,20 @@ def _foreground(entry: Callable[[], object]) -> None:
     from ocivendir.server.place import Unusable, server_dir  # noqa: PLC0415
     from ocivendir.server.preload import preload  # noqa: PLC0415
     from ocivendir.server.spawn import release_start  # noqa: PLC0415
-    from ocivendir.settings import load_server_max_calls, load_server_settings  # noqa: PLC0415
+    from ocivendir.settings import load_server_log, load_server_max_calls, load_server_settings  # noqa: PLC0415
 
     log = logging.getLogger("ocivendir.server")
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("ocivendir server: %(message)s"))
+    handler.setLevel(logging.INFO)
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
+    if (log_path := load_server_log()) is not None:
+        from ocivendir.server.log import AppendHandler  # noqa: PLC0415 - only with a log
+
+        log.addHandler(AppendHandler(log_path))
+        log.setLevel(logging.DEBUG)
     idle, workers = load_server_settings()
     max_calls = load_server_max_calls()
     try:

@@ -181,6 +181,7 @@ class Server:
         op = self.pool.heard(fd)
         if worker is None or op is None:
             return
+        _log.debug("worker %d asks %s", worker.pid, op.decode(errors="replace"))
         for other in list(self.pool.workers):  # a retirement said before this question is in its answer
             if other != fd:
                 self._heard(other)
@@ -248,6 +249,7 @@ class Server:
             return
         self.calls += 1
         self.last_call = now
+        _log.debug("every worker busy: the parent answers a connection")
         self.desk.take(conn, now)
 
     def _spawn(self) -> Worker | None:
@@ -276,6 +278,7 @@ class Server:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         theirs.close()
+        _log.debug("forked worker %d (slot %d)", pid, slot)
         self.children[pid] = slot
         worker = Worker(pid, mine, slot)
         self.pool.add(worker)
@@ -301,12 +304,13 @@ class Server:
     def _reap(self) -> None:
         while self.children:
             try:
-                pid, _status = os.waitpid(-1, os.WNOHANG)
+                pid, wait_status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 self.children.clear()
                 return
             if pid == 0:
                 return
+            _log.debug("worker %d ended (wait status %d)", pid, wait_status)
             slot = self.children.pop(pid, None)
             for worker in list(self.pool.workers.values()):
                 if worker.pid == pid:

@@ -124,6 +124,7 @@ class Pool:
         wait = IDLE_SECONDS
         for (_state, _calls, since), worker in ready[1:]:
             if now - since >= IDLE_SECONDS:
+                _log.debug("worker %d idle for %.0f s: ended", worker.pid, now - since)
                 self.drop(worker)
             else:
                 wait = min(wait, since + IDLE_SECONDS - now)

@@ -76,6 +76,9 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
         slots.served(index)  # counted as taken, before any answer: a caller's next query finds it counted
         if not parent_gone and not slots.any_idle(but=index):
             parent_gone = not _tell(channel, b"S")  # a spare wanted: the parent forks it beside this call
+            _log.debug("took a connection, no other worker idle: a spare asked for")
+        else:
+            _log.debug("took a connection%s", " (the parent gone)" if parent_gone else "")
         try:
             outcome = _serve(conn, build, channel, entry, world, watcher)
             if outcome is None:  # nothing of a call ran
@@ -84,6 +87,7 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
                 continue
             calls += 1
             code, reason, status = outcome
+            _log.debug("call %d ended: exit status %d", calls, code)
             reason = (
                 reason
                 or baseline.left_behind(conn.fileno(), status)
@@ -203,10 +207,12 @@ def _ask(channel: socket.socket, op: str) -> bytes | None:
     It cannot once it closed the channel (retired, killed) or when it did not answer in time.
     """
     if not _tell(channel, b"Q" + op.encode()):
+        _log.debug("%s asked: the parent is gone", op)
         return None
     answer = select.poll()
     answer.register(channel, select.POLLIN)
     if not answer.poll(int(REQUEST_SECONDS * 1000)):
+        _log.warning("%s asked: the parent did not answer in %.0f s", op, REQUEST_SECONDS)
         return None
     try:
         return channel.recv(_CHANNEL_MESSAGE) or None
@@ -225,7 +231,8 @@ def _serve(
     """
     try:
         request, fds = _receive(conn)
-    except (WireError, OSError):
+    except (WireError, OSError) as exc:
+        _log.debug("closed a connection without a request: %s", exc)
         return None
     if request.op != "call" and request.build == build:
         _answer(conn, fds, request.op, channel)
@@ -272,6 +279,7 @@ def _receive(conn: socket.socket) -> tuple[Request, list[int]]:
 
 def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
     """Close the call's descriptors and say it was not started (`R`): the client runs it in-process."""
+    _log.debug("refused a call: %s", reason)
     for fd in fds:
         os.close(fd)
     try:

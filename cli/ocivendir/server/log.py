@@ -1,0 +1,58 @@
+"""Owns: the server's log file (`OCIVENDIR_SERVER_LOG`) — where a daemon, whose stdio is /dev/null, says what it did.
+
+Each record is appended whole (one `write` on an O_APPEND descriptor: the parent's and every worker's lines never
+interleave) and the file is opened for that record only, so the server holds no descriptor of it between records
+and a log rotated or removed by hand is simply made again. The file is made 0600 and never followed through a
+symbolic link (O_NOFOLLOW): a log path in a shared directory cannot be turned into a write elsewhere. A record that
+cannot be written (a full disk, a directory gone) is dropped: the log never fails a call.
+
+With a log, the server also records each connection's path through it at debug level (taken, asked, answered,
+refused), with the pid of the process that says it, and a Python client that runs a call in-process notes why: what a
+user needs to tell a server that hangs from a client that never reached it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+__all__ = ["AppendHandler", "append"]
+
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_RECORD = 1 << 16  # a record is cut there: one write, whatever a reason or a path holds
+
+
+class AppendHandler(logging.Handler):
+    """Append each record to `path`, one line, stamped with the wall time and the pid that wrote it."""
+
+    def __init__(self, path: str) -> None:
+        """A handler for the log at `path` (made on the first record)."""
+        super().__init__(logging.DEBUG)
+        self.path = path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write one line; a failure drops it."""
+        try:
+            message = f"{record.levelname.lower()}: {record.getMessage()}"
+        except (ValueError, TypeError):
+            return
+        append(self.path, message, record.created)
+
+
+def append(path: str, message: str, created: float | None = None) -> None:
+    """Append `message` to the log at `path` as one line (wall time, pid); a failure drops it."""
+    created = time.time() if created is None else created
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+    line = f"{stamp}.{int(created * 1000) % 1000:03d}Z {os.getpid()} {message}".replace("\n", " ")
+    data = (line[:_MAX_RECORD] + "\n").encode(errors="replace")
+    try:
+        fd = os.open(path, _FLAGS, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
