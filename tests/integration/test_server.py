@@ -420,6 +420,21 @@ def test_eight_clients_at_once_are_all_served(
     assert served_calls(place) >= 9
 
 
+def test_the_servers_log_follows_each_call_and_a_client_notes_why_it_ran_in_process(
+    place: ServerPlace, bin_dir: Path, tmp_path: Path
+) -> None:
+    place.start()
+    assert call(place, program(bin_dir, "vendir"), "version", cwd=tmp_path).returncode == 0
+    refused = call(place, program(bin_dir, "vendir"), "version", cwd=tmp_path, PYTHONWARNINGS="ignore")
+    assert refused.returncode == 0
+    log = place.log.read_text()
+    assert " debug: forked worker " in log
+    assert " debug: call 1 ended: exit status 0" in log
+    assert " client: runs vendir in-process: PYTHONWARNINGS is set: it acts when a program starts" in log
+    assert not any(fd.is_symlink() and str(fd.readlink()) == str(place.log)
+                   for fd in Path(f"/proc/{place.status()['pid']}/fd").iterdir())  # fmt: skip
+
+
 def test_the_server_holds_no_callers_descriptor(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:
     pid = place.start()
     for _ in range(3):

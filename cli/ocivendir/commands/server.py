@@ -31,6 +31,8 @@ def server() -> None:
     <tmp>/ocivendir-<uid> (a 0700 directory of your own). OCIVENDIR_SERVER_IDLE ends an idle server (default 10m,
     0: never); OCIVENDIR_SERVER_WORKERS bounds the calls run at once (default 8; more run in-process);
     OCIVENDIR_SERVER_MAX_CALLS retires a worker after that many calls (default 1000; 1: a fresh worker each call).
+    OCIVENDIR_SERVER_LOG names a file (an absolute path) the server appends its log to: retirements, refusals and,
+    at debug level, each connection's path through it.
     """
 
 

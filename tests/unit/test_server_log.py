@@ -1,0 +1,61 @@
+"""The server's log file: whole lines appended, 0600, never through a symbolic link, never failing a call."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ocivendir.errors import UsageError
+from ocivendir.server.log import AppendHandler, append
+from ocivendir.settings import load_server_log
+
+
+def test_each_record_is_one_line_with_the_writers_pid(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    append(str(log), "first")
+    append(str(log), "second\nspans lines")
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith(f"Z {os.getpid()} first")
+    assert lines[1].endswith(f"Z {os.getpid()} second spans lines")
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+def test_a_symbolic_link_at_the_path_is_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("kept\n")
+    (tmp_path / "server.log").symlink_to(target)
+    append(str(tmp_path / "server.log"), "planted")
+    assert target.read_text() == "kept\n"
+
+
+def test_a_log_that_cannot_be_written_drops_the_record(tmp_path: Path) -> None:
+    append(str(tmp_path / "gone" / "server.log"), "dropped")  # no directory: no error
+    assert not (tmp_path / "gone").exists()
+
+
+def test_the_handler_writes_debug_records_with_their_level(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    logger = logging.getLogger("ocivendir.test.serverlog")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = AppendHandler(str(log))
+    logger.addHandler(handler)
+    try:
+        logger.debug("took %s", "a connection")
+        logger.warning("bad %s", "format", "args")  # noqa: PLE1205 - a record that cannot be formatted is dropped, not raised
+    finally:
+        logger.removeHandler(handler)
+    assert log.read_text().splitlines()[0].endswith("debug: took a connection")
+    assert len(log.read_text().splitlines()) == 1
+
+
+def test_the_setting_wants_an_absolute_path() -> None:
+    assert load_server_log({}) is None
+    assert load_server_log({"OCIVENDIR_SERVER_LOG": "/var/log/ocivendir.log"}) == "/var/log/ocivendir.log"
+    with pytest.raises(UsageError, match="OCIVENDIR_SERVER_LOG: expected an absolute path"):
+        load_server_log({"OCIVENDIR_SERVER_LOG": "server.log"})
