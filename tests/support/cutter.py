@@ -3,6 +3,11 @@
 Bytes are passed through as they come (nothing is parsed or held, so a 1 GiB blob streams through in constant
 memory); the first connection whose server-to-client bytes reach `cut_at` is reset (RST, as a dropped link or a
 middlebox does) on both sides, once. It counts the bytes it sent to clients, per connection and in all.
+
+A reset drops what is still queued for the client (and what arrived but is unread, on some stacks), so the proxy
+first waits (up to `_DRAIN_SECONDS`) until nothing it sent is unacknowledged and the client's socket holds nothing
+unread (both queues in /proc/net/tcp): the client has then read exactly `cut_at` bytes of the cut connection, however
+loaded the machine. Without that wait, a client slow to read lost what was still queued and, in CI, asked again from byte zero.
 """
 
 from __future__ import annotations
@@ -11,11 +16,14 @@ import contextlib
 import socket
 import struct
 import threading
+import time
+from pathlib import Path
 from typing import Self
 
 __all__ = ["CuttingProxy"]
 
 _BUFFER = 1 << 20
+_DRAIN_SECONDS = 30.0
 
 
 class CuttingProxy:
@@ -97,6 +105,7 @@ class CuttingProxy:
                         self.cut = True
                 client.sendall(memoryview(buffer)[:count])
                 if cutting:
+                    _wait_read(client)
                     _reset(client, upward)
                     server.close()
                     return
@@ -105,6 +114,31 @@ class CuttingProxy:
         for end in (client, server):
             with contextlib.suppress(OSError):
                 end.close()
+
+
+def _wait_read(end: socket.socket) -> None:
+    """Wait until the peer of `end` (on this host) has read all that was sent to it, or `_DRAIN_SECONDS` have passed.
+
+    Both queues are read from /proc/net/tcp: this side's send queue (what the peer has not acknowledged: a reset
+    drops it) and the peer's receive queue (what it has not read).
+    """
+    here, there = _proc_address(end.getsockname()), _proc_address(end.getpeername())
+    deadline = time.monotonic() + _DRAIN_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+        except OSError:
+            return
+        unsent = [int(row[4].split(":")[0], 16) for row in rows if row[1] == here and row[2] == there]
+        unread = [int(row[4].split(":")[1], 16) for row in rows if row[1] == there and row[2] == here]
+        if not any(unsent) and not any(unread):
+            return
+        time.sleep(0.01)
+
+
+def _proc_address(address: tuple[str, int]) -> str:
+    """An IPv4 address and port as /proc/net/tcp writes them (the address's bytes in host order, hex)."""
+    return f"{socket.inet_aton(address[0])[::-1].hex().upper()}:{address[1]:04X}"
 
 
 def _reset(end: socket.socket, reader: threading.Thread) -> None:
