@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ocivendir.errors import UsageError
-from ocivendir.server.log import AppendHandler, append
+from ocivendir.server.log import MAX_LOG_BYTES, AppendHandler, append
 from ocivendir.settings import load_server_log
 
 
@@ -59,3 +59,13 @@ def test_the_setting_wants_an_absolute_path() -> None:
     assert load_server_log({"OCIVENDIR_SERVER_LOG": "/var/log/ocivendir.log"}) == "/var/log/ocivendir.log"
     with pytest.raises(UsageError, match="OCIVENDIR_SERVER_LOG: expected an absolute path"):
         load_server_log({"OCIVENDIR_SERVER_LOG": "server.log"})
+
+
+def test_a_full_log_is_set_aside_once_and_a_new_one_begun(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"old\n" * (MAX_LOG_BYTES // 4))
+    (tmp_path / "server.log.1").write_text("older\n")
+    append(str(log), "first of the new")
+    append(str(log), "second")
+    assert (tmp_path / "server.log.1").stat().st_size == MAX_LOG_BYTES  # the older one is gone
+    assert [line.split(" ", 2)[2] for line in log.read_text().splitlines()] == ["first of the new", "second"]

@@ -4,7 +4,9 @@ Each record is appended whole (one `write` on an O_APPEND descriptor: the parent
 interleave) and the file is opened for that record only, so the server holds no descriptor of it between records
 and a log rotated or removed by hand is simply made again. The file is made 0600 and never followed through a
 symbolic link (O_NOFOLLOW): a log path in a shared directory cannot be turned into a write elsewhere. A record that
-cannot be written (a full disk, a directory gone) is dropped: the log never fails a call.
+cannot be written (a full disk, a directory gone) is dropped: the log never fails a call. A busy server logs a few
+lines a call at debug level, so the log is bounded: once it holds `MAX_LOG_BYTES` it is renamed `<path>.1` (replacing
+the one before) and a new one begun.
 
 With a log, the server also records each connection's path through it at debug level (taken, asked, answered,
 refused), with the pid of the process that says it, and a Python client that runs a call in-process notes why: what a
@@ -17,10 +19,11 @@ import logging
 import os
 import time
 
-__all__ = ["AppendHandler", "append"]
+__all__ = ["MAX_LOG_BYTES", "AppendHandler", "append"]
 
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_RECORD = 1 << 16  # a record is cut there: one write, whatever a reason or a path holds
+MAX_LOG_BYTES = 8 << 20  # a log this size is renamed `<path>.1` and a new one begun: at most twice this on disk
 
 
 class AppendHandler(logging.Handler):
@@ -51,8 +54,14 @@ def append(path: str, message: str, created: float | None = None) -> None:
     except OSError:
         return
     try:
+        if os.fstat(fd).st_size >= MAX_LOG_BYTES:  # full: it becomes `<path>.1` (an older one goes), a new one starts
+            os.close(fd)
+            fd = -1
+            os.replace(path, f"{path}.1")
+            fd = os.open(path, _FLAGS, 0o600)
         os.write(fd, data)
     except OSError:
         pass
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
