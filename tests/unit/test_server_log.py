@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ocivendir.errors import UsageError
-from ocivendir.server.log import MAX_LOG_BYTES, AppendHandler, append
+from ocivendir.server.log import MAX_LOG_BYTES, AppendHandler, _rotate, append
 from ocivendir.settings import load_server_log
 
 
@@ -69,3 +69,13 @@ def test_a_full_log_is_set_aside_once_and_a_new_one_begun(tmp_path: Path) -> Non
     append(str(log), "second")
     assert (tmp_path / "server.log.1").stat().st_size == MAX_LOG_BYTES  # the older one is gone
     assert [line.split(" ", 2)[2] for line in log.read_text().splitlines()] == ["first of the new", "second"]
+
+
+def test_a_full_log_found_by_two_writers_at_once_is_set_aside_once(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"old\n" * (MAX_LOG_BYTES // 4))
+    second = os.open(log, os.O_WRONLY | os.O_APPEND)  # a second writer found it full too, and waits for the lock
+    append(str(log), "first")  # the first writer sets it aside and begins a new one
+    os.close(_rotate(str(log), second))
+    assert (tmp_path / "server.log.1").stat().st_size == MAX_LOG_BYTES  # not replaced by the new, short log
+    assert log.read_text().endswith(" first\n")

@@ -54,14 +54,30 @@ def append(path: str, message: str, created: float | None = None) -> None:
     except OSError:
         return
     try:
-        if os.fstat(fd).st_size >= MAX_LOG_BYTES:  # full: it becomes `<path>.1` (an older one goes), a new one starts
-            os.close(fd)
-            fd = -1
-            os.replace(path, f"{path}.1")
-            fd = os.open(path, _FLAGS, 0o600)
+        if os.fstat(fd).st_size >= MAX_LOG_BYTES:
+            fd = _rotate(path, fd)
         os.write(fd, data)
     except OSError:
         pass
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _rotate(path: str, fd: int) -> int:
+    """The full log open on `fd` becomes `<path>.1` (an older one goes); a descriptor of the new log at `path`.
+
+    Under an exclusive lock of the full file, and only while it is still the one at `path`: of the processes that
+    found it full at once, one renames it and the others, once the lock is theirs, find a new file there and write
+    to it (a second rename would put the new, nearly empty log over the full one).
+    """
+    import fcntl  # noqa: PLC0415 - only once a log is full
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino) and held.st_size >= MAX_LOG_BYTES:
+            os.replace(path, f"{path}.1")
+    finally:
+        os.close(fd)  # the lock goes with it
+    return os.open(path, _FLAGS, 0o600)
