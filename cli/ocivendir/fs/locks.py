@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LockBusy", "file_lock", "hold_lock", "is_held", "removable_lock", "target_lock"]
+__all__ = ["LockBusy", "file_lock", "hold_lock", "is_held", "lock_open_file", "removable_lock", "target_lock"]
 
 _POLL_SECONDS = 0.02
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -115,6 +115,11 @@ def hold_lock(path: str) -> int:
         os.close(fd)
         raise LockBusy(path) from None
     return fd
+
+
+def lock_open_file(fd: int) -> None:
+    """An exclusive flock on a file already open as `fd`, waited for; it goes when the descriptor is closed."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def is_held(path: str) -> bool:

@@ -71,10 +71,10 @@ def _rotate(path: str, fd: int) -> int:
     found it full at once, one renames it and the others, once the lock is theirs, find a new file there and write
     to it (a second rename would put the new, nearly empty log over the full one).
     """
-    import fcntl  # noqa: PLC0415 - only once a log is full
+    from ocivendir.fs.locks import lock_open_file  # noqa: PLC0415 - only once a log is full
 
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        lock_open_file(fd)
         held, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
         if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino) and held.st_size >= MAX_LOG_BYTES:
             os.replace(path, f"{path}.1")
