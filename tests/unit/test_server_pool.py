@@ -11,6 +11,8 @@ import json
 import os
 import socket
 import struct
+import time
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +45,25 @@ def test_a_spare_is_wanted_only_when_none_is_idle_and_the_limit_allows() -> None
     assert pool.full()  # the parent then answers connections itself
     assert pool.counts() == (2, 0)
     assert pool.counts(asking=second.channel.fileno()) == (1, 1)  # a status query's worker does not count itself
+
+
+def test_a_worker_on_its_way_out_does_not_make_the_pool_full() -> None:
+    pool = Pool(1)
+    ended = os.fork()
+    if ended == 0:
+        os._exit(0)  # killed mid-call, say: its caller may call again before the parent has heard
+    try:
+        while Path(f"/proc/{ended}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            time.sleep(0.001)
+        worker, _ = _worker(pool, ended, 0.0)
+        pool.slots.mark(worker.slot, BUSY, 1.0)  # busy, as it last said
+        assert not pool.full()  # the parent does not answer "busy": its channel's end brings the spare
+    finally:
+        os.waitpid(ended, 0)
+    alive = Pool(1)
+    live, _ = _worker(alive, os.getpid(), 0.0)
+    alive.slots.mark(live.slot, BUSY, 1.0)
+    assert alive.full()  # a busy worker that is not exiting
 
 
 def test_the_table_is_shared_with_a_forked_worker() -> None:

@@ -20,6 +20,7 @@ from ocivendir.server.slots import BUSY, FREE, IDLE, Slots
 __all__ = ["IDLE_SECONDS", "Pool", "Worker"]
 
 IDLE_SECONDS = 60.0
+_PF_EXITING = 0x4  # a task flag (include/linux/sched.h): set as a process begins to exit
 _log = logging.getLogger("ocivendir.server")
 
 
@@ -68,8 +69,16 @@ class Pool:
         return self.counts()[1] == 0 and len(self.workers) < self.limit
 
     def full(self) -> bool:
-        """Whether every worker is busy at the limit (the parent then answers connections itself)."""
-        return len(self.workers) >= self.limit and self.counts()[1] == 0
+        """Whether every worker is busy at the limit, none of them on its way out (the parent then answers connections).
+
+        A worker killed mid-call closes its caller's connection as it exits, possibly before its channel: the caller's
+        next call can come before the parent hears of the death, and would be told "busy". A worker already exiting
+        (PF_EXITING in its /proc stat, set before the kernel closes anything) is not counted: the parent waits for its
+        channel to end and forks the spare, which takes the call.
+        """
+        if len(self.workers) < self.limit or self.counts()[1] != 0:
+            return False
+        return not any(_exiting(worker.pid) for worker in self.workers.values())
 
     def heard(self, fd: int) -> bytes | None:
         """Read all the worker on channel `fd` said; the op of a `Q` (the parent answers it), else None.
@@ -147,3 +156,13 @@ class Pool:
         """Close every channel (the server retires)."""
         for worker in list(self.workers.values()):
             self.drop(worker)
+
+
+def _exiting(pid: int) -> bool:
+    """Whether process `pid` has begun to exit (or has, unreaped); False where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+        return bool(int(fields[6]) & _PF_EXITING)  # field 9 of the stat line, the flags
+    except (OSError, ValueError, IndexError):
+        return False
