@@ -256,12 +256,22 @@ def test_an_accept_that_failed_for_want_of_descriptors_pauses_a_lost_race_does_n
     """EMFILE leaves the connection queued and the socket readable: retried at once, the worker would spin."""
     from ocivendir.server import worker  # noqa: PLC0415
 
+    class Failing:
+        def __init__(self, error: OSError) -> None:
+            self.error = error
+
+        def accept(self) -> tuple[socket.socket, object]:
+            raise self.error
+
+    def take(error: OSError) -> socket.socket | None:
+        return worker.take(Failing(error))  # type: ignore[arg-type]
+
     paused: list[float] = []
     monkeypatch.setattr(worker.time, "sleep", paused.append)
-    worker._pause_unless_taken(BlockingIOError(errno.EAGAIN, "taken by another worker"))
-    worker._pause_unless_taken(ConnectionAbortedError(errno.ECONNABORTED, "gone"))
+    assert take(BlockingIOError(errno.EAGAIN, "taken by another worker")) is None
+    assert take(ConnectionAbortedError(errno.ECONNABORTED, "gone")) is None
     assert paused == []
-    worker._pause_unless_taken(OSError(errno.EMFILE, "Too many open files"))
+    assert take(OSError(errno.EMFILE, "Too many open files")) is None
     assert paused == [worker._ACCEPT_PAUSE]
 
 

@@ -28,7 +28,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import time
 
 from ocivendir import __version__
@@ -37,7 +36,7 @@ from ocivendir.server.build import build_id
 from ocivendir.server.desk import Desk
 from ocivendir.server.place import ensure_dir, lock_path, socket_path
 from ocivendir.server.pool import Pool, Worker
-from ocivendir.server.worker import REQUEST_SECONDS, Entry, work
+from ocivendir.server.worker import REQUEST_SECONDS, Entry, take, work
 from ocivendir.server.world import idle_signals
 
 TYPE_CHECKING = False
@@ -50,8 +49,6 @@ _log = logging.getLogger("ocivendir.server")
 _BACKLOG = 128
 _STALE_CHECK_SECONDS = 60.0
 _BUSY_RECHECK_SECONDS = 1.0  # past the idle deadline with a worker busy: how often to look whether it has finished
-_ACCEPT_PAUSE = 0.1  # seconds, after an accept that failed for want of a descriptor or memory
-_PEERCRED = struct.Struct("3i")
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _RETIRE_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _TRAPPED = frozenset({*_RETIRE_SIGNALS, signal.SIGCHLD})
@@ -232,20 +229,7 @@ class Server:
         A worker idle again by now takes it instead (it was woken too).
         """
         assert self.listener is not None  # noqa: S101 - only called while listening
-        if not self.pool.full():
-            return
-        try:
-            conn, _address = self.listener.accept()
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return
-        except OSError as exc:  # no descriptor or memory left: a pause, not a spin (the connection stays queued)
-            _log.warning("cannot accept a connection: %s", exc)
-            time.sleep(_ACCEPT_PAUSE)
-            return
-        _pid, uid, _gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-        if uid != os.geteuid():
-            _log.warning("refused a connection from uid %d", uid)
-            conn.close()
+        if not self.pool.full() or (conn := take(self.listener)) is None:
             return
         self.calls += 1
         self.last_call = now
@@ -258,10 +242,10 @@ class Server:
         The parent's signals stay blocked across the fork until the worker has dropped the parent's handlers: a
         signal meant for the new worker is then handled as a worker's (SIGTERM ends it), never as the parent's.
         """
-        slot = self.pool.slots.claim(time.monotonic())
-        if slot is None or self.listener is None:
-            return None  # every slot is still a worker's that is not reaped yet: after the next SIGCHLD
         listener = self.listener
+        slot = self.pool.slots.claim(time.monotonic()) if listener is not None else None
+        if listener is None or slot is None:
+            return None  # retired, or every slot is still a worker's that is not reaped yet: after the next SIGCHLD
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _TRAPPED)
         try:

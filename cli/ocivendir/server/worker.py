@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn
 
-__all__ = ["REQUEST_SECONDS", "TEST_LEAK", "Entry", "work"]
+__all__ = ["REQUEST_SECONDS", "TEST_LEAK", "Entry", "take", "work"]
 
 REQUEST_SECONDS = 5.0  # a connection that has not sent its whole request by then is closed unanswered
 TEST_LEAK = "OCIVENDIR_SERVER_TEST_LEAK"  # the suite's hook: `thread`, `descriptor`, `environ` left, or `raise`
@@ -153,30 +153,35 @@ def _next(waiter: select.epoll, listener: socket.socket, channel: socket.socket)
         ready = dict(waiter.poll())
         parent_gone = channel.fileno() in ready and _closed(channel)
         if listener.fileno() in ready or parent_gone:
-            try:
-                conn, _address = listener.accept()  # blocking: accept4(2) does not pass the listener's O_NONBLOCK on
-            except OSError as exc:  # another worker (or the parent) took it, nothing was there, or no descriptor left
-                if parent_gone:
-                    return None, True
-                _pause_unless_taken(exc)
-                continue
-            _pid, uid, _gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-            if uid == os.geteuid():
+            conn = take(listener)
+            if conn is not None:
                 return conn, parent_gone
-            _log.warning("refused a connection from uid %d", uid)
-            conn.close()
             if parent_gone:
                 return None, True
 
 
-def _pause_unless_taken(exc: OSError) -> None:
-    """After an accept that failed other than by a lost race (EMFILE, ENFILE, ENOMEM): a pause, not a spin.
+def take(listener: socket.socket) -> socket.socket | None:
+    """One connection from `listener`, of a peer with this process's uid (SO_PEERCRED); None when there is none to take.
 
-    The connection stays queued, readable again at once; another worker, or this one a moment later, takes it.
+    None too when another process took it first (a lost race), when the peer is another user's (closed, logged) and
+    after an accept that failed for want of a descriptor or memory (EMFILE, ENFILE, ENOMEM): then after a pause, not
+    a spin, with the connection still queued for whoever looks next. The worker's loop and the parent's desk both
+    take connections so.
     """
-    if not isinstance(exc, (BlockingIOError, InterruptedError, ConnectionAbortedError)):
+    try:
+        conn, _address = listener.accept()  # blocking: accept4(2) does not pass the listener's O_NONBLOCK on
+    except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+        return None
+    except OSError as exc:
         _log.warning("cannot accept a connection: %s", exc)
         time.sleep(_ACCEPT_PAUSE)
+        return None
+    _pid, uid, _gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    if uid != os.geteuid():
+        _log.warning("refused a connection from uid %d", uid)
+        conn.close()
+        return None
+    return conn
 
 
 def _closed(channel: socket.socket) -> bool:
