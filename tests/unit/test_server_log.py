@@ -33,9 +33,12 @@ def test_a_symbolic_link_at_the_path_is_not_followed(tmp_path: Path) -> None:
     assert target.read_text() == "kept\n"
 
 
-def test_a_log_that_cannot_be_written_drops_the_record(tmp_path: Path) -> None:
+def test_a_log_that_cannot_be_written_drops_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     append(str(tmp_path / "gone" / "server.log"), "dropped")  # no directory: no error
     assert not (tmp_path / "gone").exists()
+    monkeypatch.chdir(tmp_path)
+    append("server.log", "dropped")  # a relative path: the client's working directory is nobody's log
+    assert not (tmp_path / "server.log").exists()
 
 
 def test_the_handler_writes_debug_records_with_their_level(tmp_path: Path) -> None:

@@ -179,8 +179,7 @@ def _fallback(argv: list[str], reason: str) -> None:
     if log := os.environ.get("OCIVENDIR_SERVER_LOG"):
         from ocivendir.server.log import append  # noqa: PLC0415 - only with a log, only when not served
 
-        if os.path.isabs(log):
-            append(log, f"client: runs {_prog(argv)} in-process: {reason}")
+        append(log, f"client: runs {_prog(argv)} in-process: {reason}")
     if "--debug" in argv:
         from ocivendir.output import write_stderr  # noqa: PLC0415
 

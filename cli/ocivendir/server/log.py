@@ -8,6 +8,10 @@ cannot be written (a full disk, a directory gone) is dropped: the log never fail
 lines a call at debug level, so the log is bounded: once it holds `MAX_LOG_BYTES` it is renamed `<path>.1` (replacing
 the one before) and a new one begun.
 
+Not `logging.handlers.RotatingFileHandler`: it keeps its file open (a descriptor in the parent and, inherited, in
+every worker), follows a symbolic link, and rotates from each process on its own (the logging documentation: one file
+written by several processes is not supported), so two writers that found the log full at once would each rename it.
+
 With a log, the server also records each connection's path through it at debug level (taken, asked, answered,
 refused), with the pid of the process that says it, and a Python client that runs a call in-process notes why: what a
 user needs to tell a server that hangs from a client that never reached it.
@@ -44,7 +48,9 @@ class AppendHandler(logging.Handler):
 
 
 def append(path: str, message: str, created: float | None = None) -> None:
-    """Append `message` to the log at `path` as one line (wall time, pid); a failure drops it."""
+    """Append `message` to the log at `path` as one line (wall time, pid); a failure, or a relative path, drops it."""
+    if not os.path.isabs(path):
+        return
     created = time.time() if created is None else created
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
     line = f"{stamp}.{int(created * 1000) % 1000:03d}Z {os.getpid()} {message}".replace("\n", " ")
