@@ -389,6 +389,6 @@ def test_a_question_taken_by_a_worker_whose_parent_is_gone_gets_no_facts() -> No
     parent.close()
     server_end, client = socket.socketpair()
     with channel, server_end, client:
-        _answer(server_end, [], "status", channel)
+        _answer(server_end, [], "status", channel, lambda: None)
         client.settimeout(_GUARD_SECONDS)
         assert (wire.read_frame(client) or (b"",))[0] == b"R"

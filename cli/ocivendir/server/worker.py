@@ -79,11 +79,15 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
             _log.debug("took a connection, no other worker idle: a spare asked for")
         else:
             _log.debug("took a connection%s", " (the parent gone)" if parent_gone else "")
+        # idle again before its caller has an answer or sees the end: that caller's next connection finds this worker,
+        # not a parent that counts every worker busy and answers "busy" (a worker leaving keeps its slot busy)
+        ready = _ready(slots, index) if not parent_gone else _nothing
         try:
-            outcome = _serve(conn, build, channel, entry, world, watcher)
+            outcome = _serve(conn, build, channel, entry, world, watcher, ready)
             if outcome is None:  # nothing of a call ran
                 if parent_gone:
                     os._exit(0)
+                ready()
                 continue
             calls += 1
             code, reason, status = outcome
@@ -98,8 +102,8 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
             # the parent hears first: a caller that has its answer and asks for `status` finds this retirement in it
             if reason and not parent_gone:
                 _tell(channel, b"E" + reason.encode(errors="replace")[:4096])
-            elif not reason:  # idle before the answer: a worker woken for the caller's next call sees one (no spare)
-                slots.mark(index, IDLE, time.monotonic())
+            elif not reason:  # a worker woken for the caller's next call sees this one idle (no spare)
+                ready()
             try:
                 conn.sendall(frame(b"X", struct.pack(">I", code)))
             except OSError:
@@ -108,6 +112,15 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
             conn.close()
         if reason:
             os._exit(0)
+
+
+def _ready(slots: Slots, index: int) -> Callable[[], None]:
+    """What marks this worker idle in its slot."""
+    return lambda: slots.mark(index, IDLE, time.monotonic())
+
+
+def _nothing() -> None:
+    """A worker whose parent is gone stays busy in its slot until it is reaped: it takes nothing more."""
 
 
 def _parent(listener: socket.socket) -> tuple[int, Callable[[], object]] | None:
@@ -226,7 +239,13 @@ def _ask(channel: socket.socket, op: str) -> bytes | None:
 
 
 def _serve(
-    conn: socket.socket, build: str, channel: socket.socket, entry: Entry, world: World, watcher: Watcher
+    conn: socket.socket,
+    build: str,
+    channel: socket.socket,
+    entry: Entry,
+    world: World,
+    watcher: Watcher,
+    ready: Callable[[], None],
 ) -> tuple[int, str | None, ownstatus.Status | None] | None:
     """One connection, up to its answer: None when no call ran, else its exit status, reason to retire, /proc status.
 
@@ -240,14 +259,16 @@ def _serve(
         _log.debug("closed a connection without a request: %s", exc)
         return None
     if request.op != "call" and request.build == build:
-        _answer(conn, fds, request.op, channel)
+        _answer(conn, fds, request.op, channel, ready)
         return None
     if (refusal := _refusal(conn, request, build)) is not None:
+        ready()
         _refuse(conn, fds, refusal)
         return None
     try:
         world.enter(request, fds)
     except OSError as exc:
+        ready()
         _refuse(conn, [], f"cannot enter the caller's working directory: {exc.strerror}")
         return None
     try:
@@ -293,7 +314,7 @@ def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
         pass
 
 
-def _answer(conn: socket.socket, fds: list[int], op: str, channel: socket.socket) -> None:
+def _answer(conn: socket.socket, fds: list[int], op: str, channel: socket.socket, ready: Callable[[], None]) -> None:
     """`status` and `stop`: the server's facts, as the parent has them; `stop` retires the parent.
 
     With no facts from the parent (it retired or was killed as this worker took the question), there is no server to
@@ -301,7 +322,8 @@ def _answer(conn: socket.socket, fds: list[int], op: str, channel: socket.socket
     """
     for fd in fds:
         os.close(fd)
-    facts = _ask(channel, "stop" if op == "stop" else "status")
+    facts = _ask(channel, "stop" if op == "stop" else "status")  # asked busy: a spare it wanted is in the facts
+    ready()
     try:
         decoded = json.loads(facts) if facts else None
     except ValueError:
