@@ -9,7 +9,8 @@
  * kept, OCIVENDIR_SERVER=off added) whenever the server certainly did not start the call, or the call sets a variable that acts when a program
  * starts (PYTHONPATH, LD_PRELOAD, ...: server/interpreter.py's lists), which no server started without it can honour.
  *
- * Needs nothing beyond glibc, linked statically (scripts/client.sh). Built with -DOCIVENDIR_BUILD="<16 hex digits>".
+ * Needs only a C library, linked statically: musl where installed, else glibc (scripts/client.sh). Built with
+ * -DOCIVENDIR_BUILD="<16 hex digits>".
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Owns: preparing a machine to run ocivendir's demo and tests — a Python >= 3.11, Debian's docker-registry, skopeo
-# and groff (installed with apt when missing and running as root), and the project venv in .venv.
+# Owns: preparing a machine to run ocivendir's demo and tests — a Python >= 3.11, Debian's docker-registry, skopeo,
+# groff and musl-tools (installed with apt when missing and running as root), and the project venv in .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,7 @@ command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || need_apt+=(skopeo)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v groff >/dev/null 2>&1 || need_apt+=(groff-base)   # the man-page lint in tests/cli/test_docs.py
+command -v musl-gcc >/dev/null 2>&1 || need_apt+=(musl-tools)  # the native client's C library (scripts/client.sh)
 
 pick_python() {
     local cand

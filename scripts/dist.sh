@@ -109,10 +109,10 @@ freeze() {
 
 # The native client, dist/ocivendir/vendir (what kapp-controller's sidecar runs as `vendir`), compiled with the frozen
 # build's id, which also goes to dist/ocivendir/BUILD_ID for the frozen server. The id is taken over the files
-# PyInstaller wrote, so rebuilding the build changes it; the client is rebuilt when its source, the
-# id or the compiler changes. modes/vendir and modes/imgpkg (links to ../ocivendir, part of the build id) are the
-# argv[0] of the client's in-process fallback where /proc is absent: PyInstaller's bootloader then finds its own
-# executable through argv[0], and the name keeps the mode.
+# PyInstaller wrote, so rebuilding the build changes it; the client is rebuilt when its source, the id, the compiler
+# or the C library changes. modes/vendir and modes/imgpkg (links to ../ocivendir, part of the build id) are the argv[0]
+# of the client's in-process fallback where /proc is absent: PyInstaller's bootloader then finds its own executable
+# through argv[0], and the name keeps the mode.
 client() {
     local id want_client
     ensure_cc
@@ -120,7 +120,7 @@ client() {
     ln -sfn ../ocivendir dist/ocivendir/modes/vendir
     ln -sfn ../ocivendir dist/ocivendir/modes/imgpkg
     id=$(bash scripts/client.sh --build-id dist/ocivendir)
-    want_client=$({ echo "$id"; "${CC:-cc}" --version | head -1; cat client/ocivendir-client.c scripts/client.sh; } \
+    want_client=$({ echo "$id"; bash scripts/client.sh --compiler; cat client/ocivendir-client.c scripts/client.sh; } \
         | sha256sum | cut -c1-64)
     if [ -x dist/ocivendir/vendir ] && [ "$(cat dist/ocivendir/BUILD_ID 2>/dev/null)" = "$id" ] \
         && [ "$(cat "$cache/client.stamp" 2>/dev/null)" = "$want_client" ]; then

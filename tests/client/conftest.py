@@ -39,9 +39,10 @@ int main(int argc, char **argv) {  /* keeps argv[0] for the recorder: a #! scrip
 """
 
 
-def compile_client(output: Path, build: str = BUILD, *flags: str) -> Path:
+def compile_client(output: Path, build: str = BUILD, *flags: str, env: Mapping[str, str] | None = None) -> Path:
+    """scripts/client.sh's build of the client into `output` (`env`: its environment, e.g. CC, else this one's)."""
     subprocess.run([shutil.which("bash") or "/bin/bash", str(ROOT / "scripts" / "client.sh"), str(output), build, *flags], check=True,
-                   capture_output=True, text=True)  # fmt: skip
+                   capture_output=True, text=True, env=env)  # fmt: skip
     return output
 
 
