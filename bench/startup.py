@@ -1,7 +1,8 @@
 """Owns: the start-up scenario: `version` and a warm digest-pinned sync.
 
-For ocivendir's venv console script and its dist/ build, against `python -c pass` and the real vendir when VENDIR_BIN
-is set. The warm sync is kapp-controller's call of a relocated bundle already in the per-App cache.
+For ocivendir's venv console script, a pip install of its wheel (the Python client) and its dist/ build, against
+`python -c pass` and the real vendir when VENDIR_BIN is set. The warm sync is kapp-controller's call of a relocated
+bundle already in the per-App cache.
 """
 
 from __future__ import annotations
@@ -25,13 +26,21 @@ from bench.measure import SUB_SECOND_REPS, Run, Stat, repeat, run
 from bench.serverstat import server_cpu_s, server_pids, stop_servers
 from bench.tools import Tools, clean_env, named_vendir
 
-SERVED = {"ocivendir (venv, Python client + server)", "ocivendir (dist build, native client + server)"}
+SERVED = {"ocivendir (pip install, Python client + server)", "ocivendir (venv, Python client + server)",
+          "ocivendir (dist build, native client + server)"}  # fmt: skip
 
 
 def _programs(tools: Tools) -> dict[str, Path]:
-    """Each program to compare, by label (ocivendir builds reached through a symlink named `vendir`)."""
-    programs = {"ocivendir (venv console script)": tools.ocivendir,
-                "ocivendir (venv, Python client + server)": tools.ocivendir}  # fmt: skip
+    """Each program to compare, by label (ocivendir builds reached through a symlink named `vendir`).
+
+    The Python client is a pip install of dist/'s wheel where one was built (a user's install), else this project's
+    editable venv, whose build id costs more (`bench/tools.py`).
+    """
+    programs = {"ocivendir (venv console script)": tools.ocivendir}
+    if tools.pip_client:
+        programs["ocivendir (pip install, Python client + server)"] = tools.pip_client
+    else:
+        programs["ocivendir (venv, Python client + server)"] = tools.ocivendir
     if tools.dist:
         programs["ocivendir (dist build)"] = tools.dist
         if (tools.dist.parent / "vendir").exists():
@@ -148,5 +157,5 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int) -> dict[st
     rows += _warm_syncs(registry, programs, app, work, reps)
     env = clean_env(work / "home", VENDIR_CACHE_DIR=str(work / "caches" / "anatomy"), OCIVENDIR_SERVER="off")
     calls = anatomy.measure(app.stdin, env, work / "anatomy", max(reps, SUB_SECOND_REPS * 4))
-    skipped = {name: why for name, why in tools.skipped.items() if name in {"dist build", "real vendir"}}
+    skipped = {name: why for name, why in tools.skipped.items() if name in {"dist build", "real vendir", "pip install"}}
     return {"rows": rows, "anatomy": calls, "skipped": skipped}

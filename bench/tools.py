@@ -1,14 +1,17 @@
 """Owns: finding the programs the benchmark compares, their versions, and the clean environment children get.
 
-ocivendir's console script and dist build, the real vendir and imgpkg named by VENDIR_BIN / IMGPKG_BIN, skopeo.
+ocivendir's console script and dist build, the real vendir and imgpkg named by VENDIR_BIN / IMGPKG_BIN, skopeo, and
+the console script of a pip install of dist/'s wheel (`pip_install`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +30,7 @@ class Tools:
     imgpkg: Path | None
     skopeo: Path | None
     skipped: dict[str, str] = field(default_factory=dict)
+    pip_client: Path | None = None  # the console script of dist/'s wheel pip-installed (not editable), if built
 
     @classmethod
     def find(cls, dist: Path | None = None) -> Tools:
@@ -39,6 +43,13 @@ class Tools:
         tools.dist = built if built.exists() else None
         if tools.dist is None:
             tools.skipped["dist build"] = f"{built} is not built (scripts/dist.sh builds it)"
+        wheels = sorted((ROOT / "dist").glob("ocivendir-*-py3-none-any.whl"))
+        try:
+            tools.pip_client = pip_install(wheels[-1], ROOT / "build" / "bench-pip") if wheels else None
+        except (OSError, subprocess.CalledProcessError) as exc:
+            tools.skipped["pip install"] = f"installing {wheels[-1].name} failed: {exc}"
+        if not wheels:
+            tools.skipped["pip install"] = "no wheel in dist/ (scripts/dist.sh builds it)"
         tools.vendir = tools._from_env("VENDIR_BIN", "real vendir")
         tools.imgpkg = tools._from_env("IMGPKG_BIN", "imgpkg")
         found = shutil.which("skopeo")
@@ -73,6 +84,30 @@ class Tools:
         if registry:
             found["docker-registry"] = [registry, "--version"]
         return {name: _first_line(argv) for name, argv in found.items()}
+
+
+def pip_install(wheel: Path, where: Path) -> Path:
+    """A venv at `where` with `wheel` installed by pip as a user's `pip install` does: its `ocivendir` console script.
+
+    Not editable: this project's own venv is (`pip install -e`), and an editable install's build id checks the source
+    tree (about 150 stat calls, 0.8 ms of each call through the Python client, `server/build.py`), which a user's
+    install does not. The dependencies are this venv's, on the new one's path through a `.pth` file (no network, the
+    same versions); made again only when the wheel or the interpreter changed.
+    """
+    stamp = f"{hashlib.sha256(wheel.read_bytes()).hexdigest()} {sys.version}\n"
+    script = where / "bin" / "ocivendir"
+    if script.exists() and (where / "bench-stamp").exists() and (where / "bench-stamp").read_text() == stamp:
+        return script
+    shutil.rmtree(where, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, capture_output=True)
+    python = where / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    Path(purelib, "ocivendir-bench-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                    "--no-index", str(wheel)], check=True, capture_output=True)  # fmt: skip
+    (where / "bench-stamp").write_text(stamp)
+    return script
 
 
 def _first_line(argv: list[str]) -> str:
