@@ -6,8 +6,10 @@
  * descriptor) to a resident server's worker, relaying its exit status and the caller's SIGTERM/SIGINT/SIGHUP, the
  * detached start of a server when none runs (once for a burst: the build's start lock; in a scrubbed environment)
  * and the wait for it to listen, and the in-process fallback: execv of the build's own `ocivendir` program (argv[0]
- * kept, OCIVENDIR_SERVER=off added) whenever the server certainly did not start the call, or the call sets a variable that acts when a program
- * starts (PYTHONPATH, LD_PRELOAD, ...: server/interpreter.py's lists), which no server started without it can honour.
+ * kept, OCIVENDIR_SERVER=off added) whenever the server certainly did not start the call, or the call sets a variable
+ * that acts when a program starts (PYTHONPATH, LD_PRELOAD, ...: server/interpreter.py's lists), which no server started
+ * without it can honour; with OCIVENDIR_SERVER_LOG, why it ran in-process, in the server's log as the Python client
+ * writes it.
  *
  * Needs only a C library, linked statically: musl where installed, else glibc (scripts/client.sh). Built with
  * -DOCIVENDIR_BUILD="<16 hex digits>".
@@ -166,9 +168,64 @@ static void program_path(char *path, const char *name) {
 
 /* ---- in-process run and detached server start ------------------------------------------------------------ */
 
+/* ---- the server log (OCIVENDIR_SERVER_LOG, cli/ocivendir/server/log.py) -------------------------------------- */
+
+#define LOG_MAX_BYTES (8L << 20) /* a log this size is renamed `<path>.1` and a new one begun */
+#define LOG_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC)
+
+/* The full log open on fd becomes `<path>.1`, under an exclusive lock of it and only while it is still the file at
+ * path (of the processes that found it full at once, one renames it); a descriptor of the new log, or -1. */
+static int rotate_log(const char *path, int fd) {
+    char older[PATH_MAX];
+    struct stat held, now;
+    if (flock(fd, LOCK_EX) == 0 && fstat(fd, &held) == 0 && lstat(path, &now) == 0 && held.st_dev == now.st_dev &&
+        held.st_ino == now.st_ino && held.st_size >= LOG_MAX_BYTES &&
+        snprintf(older, sizeof(older), "%s.1", path) < (int)sizeof(older))
+        (void)rename(path, older);
+    close(fd); /* the lock goes with it */
+    return open(path, LOG_FLAGS, 0600);
+}
+
+/* Appends why this call runs in-process to the server log, as the Python client does: one line, one write, stamped
+ * with the UTC time and the pid; never through a symbolic link, made 0600; a relative path, or any failure, drops it. */
+static void log_fallback(const char *reason) {
+    const char *path = getenv("OCIVENDIR_SERVER_LOG");
+    if (!path || path[0] != '/')
+        return;
+    struct timespec now;
+    struct tm utc;
+    char stamp[32];
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0 || !gmtime_r(&now.tv_sec, &utc) ||
+        strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &utc) == 0)
+        return;
+    const char *name = strcmp(prog, "vendir") == 0 || strcmp(prog, "imgpkg") == 0 ? prog : "ocivendir";
+    char line[REASON_MAX + 256];
+    int n = snprintf(line, sizeof(line), "%s.%03ldZ %ld client: runs %s in-process: %s", stamp,
+                     (long)(now.tv_nsec / 1000000), (long)getpid(), name, reason);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
+    for (size_t i = 0; i < len; i++)
+        if (line[i] == '\n')
+            line[i] = ' ';
+    line[len++] = '\n';
+    int fd = open(path, LOG_FLAGS, 0600);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_size >= LOG_MAX_BYTES)
+        fd = rotate_log(path, fd);
+    if (fd >= 0) {
+        (void)!write(fd, line, len);
+        close(fd);
+    }
+}
+
 /* Runs the call in-process: the build's ocivendir program with the caller's argv (argv[0] unchanged). */
 static _Noreturn void run_in_process(const char *reason, int set_off) {
     char path[PATH_MAX];
+    if (reason)
+        log_fallback(reason);
     if (debug && reason) {
         char line[REASON_MAX + 256];
         snprintf(line, sizeof(line), "%s: debug: ocivendir server unavailable (%s); running in-process\n", prog,
