@@ -62,6 +62,7 @@ def isolated_env(
     monkeypatch.setenv("OCIVENDIR_SERVER_IDLE", "2m")  # a server a test started and left behind does not linger
     if THROUGH_SERVER:
         monkeypatch.setenv("OCIVENDIR_SERVER", "on")
+        monkeypatch.setenv("OCIVENDIR_SERVER_LOG", str(server_place.log))  # shown when a test fails (makereport)
     if ONE_WORKER:  # the session's server is started by a call with these
         monkeypatch.setenv("OCIVENDIR_SERVER_WORKERS", "1")
         monkeypatch.setenv("OCIVENDIR_SERVER_MAX_CALLS", "1000000")
@@ -221,14 +222,17 @@ def repo_prefix(request: pytest.FixtureRequest) -> str:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A failed test shows the log of the servers in its own place; its teardown report carries its CLI calls.
+    """A failed test shows the log of its servers; its teardown report carries its CLI calls.
 
-    The calls are counted under OCIVENDIR_TEST_SERVER=on only.
+    The log is that of the test's own place, or under OCIVENDIR_TEST_SERVER that of the session's server (its last
+    lines: the test's own calls come last). The calls are counted under OCIVENDIR_TEST_SERVER=on only.
 
     pytest-xdist's controller sums them from its workers' reports (their counters are not its own).
     """
     report: pytest.TestReport = yield
     place = getattr(item, "funcargs", {}).get("place")
+    if not isinstance(place, ServerPlace) and THROUGH_SERVER:
+        place = getattr(item, "funcargs", {}).get("server_place")  # the session's server: its log's last lines
     if report.failed and isinstance(place, ServerPlace) and (log := place.log_tail()):
         report.sections.append(("server log", log))  # a server that hung or refused says so here
     if THROUGH_SERVER and call.when == "teardown":
