@@ -105,7 +105,9 @@ def pip_install(wheel: Path, where: Path) -> Path:
                              check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     Path(purelib, "ocivendir-bench-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-                    "--no-index", str(wheel)], check=True, capture_output=True)  # fmt: skip
+                    "--no-index", "--ignore-installed", str(wheel)], check=True, capture_output=True)  # fmt: skip
+    if not script.exists():  # pip found the editable install on the path and would install nothing without
+        raise OSError(f"pip installed no console script at {script}")  # --ignore-installed
     (where / "bench-stamp").write_text(stamp)
     return script
 
