@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ocivendir.cache import verified
 from ocivendir.commands import main
 from ocivendir.fs import replay
 from ocivendir.registry import authmemo
@@ -80,6 +81,7 @@ def fresh_process_memos() -> None:
     """Each test starts as a fresh process does: no challenge, token or layer kept from an earlier test's calls."""
     authmemo.forget_all()
     replay.forget_all()
+    verified.forget_all()
 
 
 @pytest.fixture(autouse=True)

@@ -47,6 +47,7 @@ STATE: dict[str, str] = {
     "oci.reference:parse_reference": "parsed references keyed by the whole text (lru_cache: a pure function, frozen values, errors not kept; a text with credentials is refused, never kept); at most 256",
     "vendir.globs:_alternatives": "a glob's brace alternatives keyed by the pattern (lru_cache: a pure function, tuples); at most 256",
     "vendir.globs:_segment": "compiled glob segments keyed by the segment's pattern (lru_cache: a pure function, compiled expressions); at most 1024",
+    "cache.verified:_blobs": "verified bytes of small blobs (manifests, configs) keyed by the blob file's path, given again only while the regular file there has the identity (st_dev, st_ino, size, mtime, ctime) of the one read, and only to a caller that checked possession and grants first (as the read from disk is); at most 64 KiB each, 64 blobs",
     "fs.replay:_LOCK": "a lock: holds nothing",
     "fs.replay:_layers": "small layers' tar members keyed by the layer's digest, replayed only while the verified blob file's identity is the one kept, and only for a layer of a manifest this call was served (as the blob on disk would be); at most 1 MiB each, 16 MiB in all",
     "kept:_LOCK": "a lock: holds nothing (it guards the memos handed to kept.recall and kept.remember)",

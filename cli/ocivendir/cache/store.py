@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ocivendir import diag
+from ocivendir.cache import verified
 from ocivendir.cache.unwritable import NO_SPACE, unwritable
 from ocivendir.errors import CacheError, DigestMismatch
 from ocivendir.fs.locks import file_lock
@@ -150,8 +151,8 @@ class BlobStore:
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
 
-    def _open_fd(self, digest: Digest) -> tuple[int, int]:
-        """`_open`'s descriptor (still O_NONBLOCK, which a regular file's reads ignore) and the file's size then."""
+    def _open_fd(self, digest: Digest) -> tuple[int, os.stat_result]:
+        """`_open`'s descriptor (still O_NONBLOCK, which a regular file's reads ignore) and the file's fstat then."""
         path = self.path(digest)
         try:
             fd = os.open(path, _READ_FLAGS)
@@ -165,7 +166,7 @@ class BlobStore:
             os.close(fd)
             self._unlink_planted(path)
             raise NotABlob(f"{path} is not a regular file")
-        return fd, info.st_size
+        return fd, info
 
     def _unlink_planted(self, path: str) -> None:
         """Remove what is at a blob's path and is no regular file: a link or FIFO, or a directory with its contents."""
@@ -343,12 +344,16 @@ class BlobStore:
         """A small blob's bytes, re-hashed; a corrupt blob is deleted and DigestMismatch raised.
 
         One of another size than `size` is corrupt unread: a sparse file planted in a shared cache costs its planter
-        nothing, and read whole it would take its size in memory.
+        nothing, and read whole it would take its size in memory. A small blob this process verified is given again
+        from memory while its file is still the one read (`cache/verified.py`).
         """
+        path = self.path(digest)
+        if (known := verified.kept(path)) is not None and (size is None or len(known) == size):
+            return known
         try:
-            fd, length = self._open_fd(digest)
+            fd, info = self._open_fd(digest)
             with os.fdopen(fd, "rb", buffering=0) as raw:  # unbuffered: no terminal check nor buffer around it
-                data = raw.readall() if size is None or length == size else None
+                data = raw.readall() if size is None or info.st_size == size else None
         except FileNotFoundError:
             raise DigestMismatch(f"{what}: cached blob {digest} is missing") from None
         except NotABlob:
@@ -356,6 +361,7 @@ class BlobStore:
         if data is None or sha256_digest(data) != digest or (size is not None and len(data) != size):
             self.delete(digest)
             raise DigestMismatch(f"{what}: cached blob {digest} is corrupt")
+        verified.keep(path, info, data)
         return data
 
     @contextmanager
