@@ -17,6 +17,8 @@ from tests.support.builders import Entry, base256, padded, pax_chain, pax_header
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ocivendir.fs.extract import DirectoryRule
 
 SENTINEL = b"must survive"
@@ -335,3 +337,38 @@ def test_a_crafted_archive_refuses_the_layer_with_a_clear_error(fenced: Path, da
     assert not (fenced / "smuggled.txt").exists()
     assert not (fenced / "f.txt").exists()
     sentinels_survive(fenced)
+
+
+def test_a_fresh_stage_is_laid_down_without_looking_at_each_path_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing is there yet in a new stage: each file is created and each directory made at once (O_EXCL, mkdir)."""
+    looked: list[str] = []
+    for name in ("lstat", "stat"):
+        real = getattr(os, name)
+
+        def counting(
+            path: str, *args: object, real: Callable[..., os.stat_result] = real, **kwargs: object
+        ) -> os.stat_result:
+            looked.append(os.fspath(path))
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, name, counting)
+    apply(tmp_path, [Entry("config", kind="dir", mode=0o755), Entry("config/app.yml", b"a"), Entry("README.md", b"r")],
+          directories="entries")  # fmt: skip
+    monkeypatch.undo()
+    assert [path for path in looked if path.startswith(f"{tmp_path}/")] == []
+    assert listing(tmp_path) == {"config/": 0o755, "config/app.yml": 0o644, "README.md": 0o644}
+
+
+@pytest.mark.parametrize("directories", ["parents", "entries"])
+def test_a_link_already_at_a_files_or_directorys_path_is_replaced_never_followed(
+    tmp_path: Path, directories: DirectoryRule
+) -> None:
+    stage, outside = tmp_path / "stage", tmp_path / "outside"
+    stage.mkdir()
+    (stage / "f").symlink_to(outside / "f")  # dangling: O_EXCL refuses it, and it is removed first
+    (stage / "d").symlink_to(outside)
+    apply(stage, [Entry("f", b"x"), Entry("d", kind="dir", mode=0o755), Entry("d/g", b"y")], directories=directories)
+    assert not outside.exists()
+    assert listing(stage) == {"d/": 0o755, "d/g": 0o644, "f": 0o644}

@@ -206,6 +206,14 @@ class _Layer:
         self.stats.skipped += 1
 
     def directory(self, relative: str, member: Member) -> None:
+        if self.policy.directories == "entries" and self._parents(relative, create=True):
+            try:  # the common case, nothing there yet: made at once (mkdir never follows a link at its path)
+                self._mkdir(self._at(relative), file_mode(member.mode, self.policy.umask) | 0o700)
+            except FileExistsError:
+                pass
+            else:
+                self.known.add(relative)
+                return
         target = self._clear_for(relative, keep_directory=True)
         if self.policy.directories == "entries" and not os.path.exists(target):
             self._mkdir(target, file_mode(member.mode, self.policy.umask) | 0o700)
@@ -213,9 +221,14 @@ class _Layer:
             self.known.add(relative)
 
     def regular(self, relative: str, member: Member, data: TarReader) -> None:
-        target = self._clear_for(relative, keep_directory=False)
+        self._parents(relative, create=True)
+        target = self._at(relative)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(target, flags, 0o600)
+        try:  # the common case, nothing there yet; O_EXCL fails on anything there, a link (even dangling) too
+            fd = os.open(target, flags, 0o600)
+        except FileExistsError:  # what a lower layer left there goes first
+            target = self._clear_for(relative, keep_directory=False)
+            fd = os.open(target, flags, 0o600)
         behind = DropBehind(fd, 0, member.size)  # a large file's pages: not read again in this run
         try:  # the descriptor itself, not a file object: that would cost three more system calls a file
             while chunk := data.view(_CHUNK):  # a view of the inflated bytes: copied once, into the file
