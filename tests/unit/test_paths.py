@@ -181,3 +181,24 @@ def test_a_relative_path_in_a_removed_working_directory_is_an_error_as_for_realp
         os.path.realpath(given)
     with pytest.raises(FileNotFoundError):
         resolved(given)
+
+
+def test_a_parent_given_as_the_within_guard_was_made_is_resolved_once(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kapp-controller's `path: "0"` in its working directory: the directory is resolved for its guard, not again."""
+    asked: list[str] = []
+    real = os.path.realpath
+
+    def counting(path: str, *args: object, **kwargs: object) -> str:
+        asked.append(os.fspath(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    root, expected = Guard.of(str(tree), "the working directory"), f"{os.path.realpath(tree)}/0"
+    monkeypatch.setattr(os.path, "realpath", counting)
+    target = replace_target(f"{tree}/0", [], within=root)
+    assert target == expected
+    assert asked == [f"{tree}/0"]  # the full resolution only
+    asked.clear()
+    assert replace_target(f"{tree}/self/0", [], within=root) == target  # another parent: resolved as before
+    assert asked == [f"{tree}/self", f"{tree}/self/0"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -87,15 +87,19 @@ def within(inner: str, outer: str) -> bool:
         return False
 
 
-def _placement(path: str | os.PathLike[str]) -> str:
-    """Where replacing `path` acts: the resolved parent joined with the last name (a final symlink is replaced)."""
+def _placement(path: str | os.PathLike[str], known: Guard | None = None) -> str:
+    """Where replacing `path` acts: the resolved parent joined with the last name (a final symlink is replaced).
+
+    A parent that is, as given, the path `known` was made of is not resolved a second time: `known.path` is it.
+    """
     raw = os.fspath(path)
     text = os.path.abspath(raw)  # lexical only here; the parent is resolved just below
     stripped = raw.rstrip("/")
     last = posixpath.basename(stripped) if stripped else ""
     if last in {"", ".", ".."}:
         return resolved(raw)
-    return posixpath.join(resolved(posixpath.dirname(text)), last)
+    parent = posixpath.dirname(text)
+    return posixpath.join(known.path if known is not None and known.given == parent else resolved(parent), last)
 
 
 @dataclass(frozen=True)
@@ -108,11 +112,13 @@ class Guard:
     path: str
     what: str
     inside: bool = False
+    given: str | None = field(default=None, compare=False)  # what `of` was given, before it was resolved
 
     @classmethod
     def of(cls, path: str | os.PathLike[str], what: str, *, inside: bool = False) -> Guard:
         """A guard on `path` as it resolves now."""
-        return cls(resolved(path), what, inside)
+        given = os.fspath(path)
+        return cls(resolved(given), what, inside, given)
 
     def refusal(self, target: str) -> str | None:
         """Why replacing `target` (resolved) would harm this directory, or None when it would not."""
@@ -147,7 +153,7 @@ def replace_target(
     non-directory (a file, a dangling link, a link to a file) is refused too. UnsafePath's text says what `path`
     resolves to and why it is refused; the caller names `path` in its own words.
     """
-    placement, full = _placement(path), resolved(path)
+    placement, full = _placement(path, within), resolved(path)
     for target in dict.fromkeys((placement, full)):
         reasons = [within.escape(target)] if within is not None else []
         reasons += [guard.refusal(target) for guard in guards]
