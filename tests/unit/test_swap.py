@@ -110,3 +110,11 @@ def test_without_renameat2_a_swap_renames_twice(tmp_path: Path, monkeypatch: pyt
     assert old is not None
     assert [p.name for p in target.iterdir()] == ["new.txt"]
     assert [p.name for p in Path(old).iterdir()] == ["old.txt"]
+
+
+def test_a_lock_file_that_is_not_a_regular_file_is_written_without_resolving_its_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kapp-controller's `--lock-file /dev/null`: written in place, with no realpath walk of /dev."""
+    monkeypatch.setattr(os.path, "realpath", lambda *_args, **_kwargs: pytest.fail("resolved"))
+    assert write_if_changed("/dev/null", b"lock") is True

@@ -98,22 +98,26 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
 
 
 def write_if_changed(path: str | os.PathLike[str], data: bytes) -> bool:
-    """Write only when the bytes differ; regular files atomically, anything else (`/dev/null`, a FIFO) in place."""
-    path = os.path.realpath(path)
+    """Write only when the bytes differ; regular files atomically, anything else (`/dev/null`, a FIFO) in place.
+
+    A regular file (or none yet) is replaced where its path resolves, so a link to it stays a link; what is not a
+    regular file is written through its path as it is, which needs no resolving (kapp-controller's `/dev/null`).
+    """
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        atomic_write(path, data)
+        atomic_write(os.path.realpath(path), data)
         return True
-    if stat.S_ISREG(info.st_mode):
-        with open(path, "rb") as handle:
-            same = handle.read() == data
-        if same:
-            return False
-        atomic_write(path, data)
+    if not stat.S_ISREG(info.st_mode):
+        with open(path, "wb") as handle:
+            handle.write(data)
         return True
-    with open(path, "wb") as handle:
-        handle.write(data)
+    path = os.path.realpath(path)
+    with open(path, "rb") as handle:
+        same = handle.read() == data
+    if same:
+        return False
+    atomic_write(path, data)
     return True
 
 
