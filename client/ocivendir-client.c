@@ -171,23 +171,44 @@ static void program_path(char *path, const char *name) {
 /* ---- the server log (OCIVENDIR_SERVER_LOG, cli/ocivendir/server/log.py) -------------------------------------- */
 
 #define LOG_MAX_BYTES (8L << 20) /* a log this size is renamed `<path>.1` and a new one begun */
-#define LOG_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC)
+#define LOG_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+#define LOG_ROTATE_TRIES 10 /* 5 ms apart: how long a writer waits for another writer's rotation (log.py's 50 ms) */
+
+/* The log opened for appending, or -1 unless it is a regular file of this user: never waited on (a FIFO is refused),
+ * never through a symbolic link, never a file another user made at the path first. */
+static int open_log(const char *path) {
+    int fd = open(path, LOG_FLAGS, 0600);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
 
 /* The full log open on fd becomes `<path>.1`, under an exclusive lock of it and only while it is still the file at
- * path (of the processes that found it full at once, one renames it); a descriptor of the new log, or -1. */
+ * path (of the processes that found it full at once, one renames it); the log at path now, or -1. The lock is only
+ * tried, for at most LOG_ROTATE_TRIES * 5 ms: anyone who can read the file can hold it. fd is closed. */
 static int rotate_log(const char *path, int fd) {
+    const struct timespec step = {.tv_sec = 0, .tv_nsec = 5000000L};
+    int locked = 0;
+    for (int try = 0; try < LOG_ROTATE_TRIES && !(locked = flock(fd, LOCK_EX | LOCK_NB) == 0); try++)
+        nanosleep(&step, NULL);
     char older[PATH_MAX];
     struct stat held, now;
-    if (flock(fd, LOCK_EX) == 0 && fstat(fd, &held) == 0 && lstat(path, &now) == 0 && held.st_dev == now.st_dev &&
+    if (locked && fstat(fd, &held) == 0 && lstat(path, &now) == 0 && held.st_dev == now.st_dev &&
         held.st_ino == now.st_ino && held.st_size >= LOG_MAX_BYTES &&
         snprintf(older, sizeof(older), "%s.1", path) < (int)sizeof(older))
         (void)rename(path, older);
     close(fd); /* the lock goes with it */
-    return open(path, LOG_FLAGS, 0600);
+    return open_log(path);
 }
 
-/* Appends why this call runs in-process to the server log, as the Python client does: one line, one write, stamped
- * with the UTC time and the pid; never through a symbolic link, made 0600; a relative path, or any failure, drops it. */
+/* Appends why this call runs in-process to the server log, as the Python client does (cli/ocivendir/server/log.py):
+ * one line, one write, stamped with the UTC time and the pid, every control character a space; a relative path, a
+ * full log that cannot be set aside, or any failure drops it. */
 static void log_fallback(const char *reason) {
     const char *path = getenv("OCIVENDIR_SERVER_LOG");
     if (!path || path[0] != '/')
@@ -204,17 +225,22 @@ static void log_fallback(const char *reason) {
                      (long)(now.tv_nsec / 1000000), (long)getpid(), name, reason);
     if (n < 0)
         return;
-    size_t len = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
+    size_t len = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 1; /* what snprintf kept */
     for (size_t i = 0; i < len; i++)
-        if (line[i] == '\n')
+        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
             line[i] = ' ';
-    line[len++] = '\n';
-    int fd = open(path, LOG_FLAGS, 0600);
+    line[len++] = '\n'; /* over the terminating NUL: the line is written by length */
+    int fd = open_log(path);
     if (fd < 0)
         return;
     struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_size >= LOG_MAX_BYTES)
+    if (fstat(fd, &st) == 0 && st.st_size >= LOG_MAX_BYTES) {
         fd = rotate_log(path, fd);
+        if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_size >= LOG_MAX_BYTES)) { /* not set aside: dropped */
+            close(fd);
+            fd = -1;
+        }
+    }
     if (fd >= 0) {
         (void)!write(fd, line, len);
         close(fd);

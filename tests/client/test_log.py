@@ -6,6 +6,8 @@ link, rotated at 8 MiB; a served call writes nothing.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 from pathlib import Path
 
@@ -69,3 +71,50 @@ def test_a_full_log_becomes_dot_1_and_a_new_one_is_begun(install: Install, tmp_p
     match = LINE.fullmatch(log.read_bytes())
     assert match is not None
     assert match[3] == b"too busy"
+
+
+def test_control_characters_in_a_reason_become_spaces(install: Install, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    install.run(argv0="ocivendir", env=install.env(OCIVENDIR_SERVER="on", OCIVENDIR_SERVER_DIR="rel\r\x1b[2J\nx",
+                                                   OCIVENDIR_SERVER_LOG=str(log)))  # fmt: skip
+    match = LINE.fullmatch(log.read_bytes())
+    assert match is not None
+    assert match[3] == b"OCIVENDIR_SERVER_DIR is not an absolute path: rel  [2J x"
+
+
+def test_a_fifo_or_another_users_file_at_the_log_path_is_never_written(install: Install, tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    with fake_server(install.server_dir, BUILD, refuse):
+        done = install.run(env=install.env(OCIVENDIR_SERVER_LOG=str(fifo)))  # no reader: a blocking open hangs
+        assert done.returncode == 3
+        if os.geteuid() == 0:
+            theirs = tmp_path / "theirs.log"
+            theirs.write_bytes(b"theirs\n")
+            theirs.chmod(0o666)
+            os.chown(theirs, 1, 1)
+            install.run(env=install.env(OCIVENDIR_SERVER_LOG=str(theirs)))
+            assert theirs.read_bytes() == b"theirs\n"
+
+
+def test_a_full_log_that_cannot_be_set_aside_or_whose_lock_is_held_drops_the_line(
+    install: Install, tmp_path: Path
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"x" * MAX_LOG_BYTES)
+    (tmp_path / "server.log.1").mkdir()  # the rename onto it fails
+    (tmp_path / "server.log.1" / "x").write_bytes(b"")
+    with fake_server(install.server_dir, BUILD, refuse):
+        install.run(env=install.env(OCIVENDIR_SERVER_LOG=str(log)))
+        assert log.stat().st_size == MAX_LOG_BYTES
+        (tmp_path / "server.log.1" / "x").unlink()
+        (tmp_path / "server.log.1").rmdir()
+        holder = os.open(log, os.O_RDONLY)
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX)  # anyone who can read it can hold its lock: the client does not wait
+            done = install.run(env=install.env(OCIVENDIR_SERVER_LOG=str(log)))
+        finally:
+            os.close(holder)
+    assert done.returncode == 3
+    assert log.stat().st_size == MAX_LOG_BYTES
+    assert not (tmp_path / "server.log.1").exists()

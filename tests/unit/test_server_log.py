@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
 from ocivendir.errors import UsageError
-from ocivendir.server.log import MAX_LOG_BYTES, AppendHandler, _rotate, append
+from ocivendir.fs.locks import lock_open_file
+from ocivendir.server.log import MAX_LOG_BYTES, ROTATE_WAIT, AppendHandler, _rotate, append
 from ocivendir.settings import load_server_log
 
 
@@ -82,3 +84,51 @@ def test_a_full_log_found_by_two_writers_at_once_is_set_aside_once(tmp_path: Pat
     os.close(_rotate(str(log), second))
     assert (tmp_path / "server.log.1").stat().st_size == MAX_LOG_BYTES  # not replaced by the new, short log
     assert log.read_text().endswith(" first\n")
+
+
+def test_control_characters_in_a_record_become_spaces(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    append(str(log), "dir /tmp/a\rb\x1b[2Jc\x7fd\ttab")
+    assert log.read_text().endswith(f" {os.getpid()} dir /tmp/a b [2Jc d tab\n")
+
+
+def test_a_fifo_at_the_path_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "server.log"
+    os.mkfifo(fifo)
+    append(str(fifo), "never blocks")  # no reader: a blocking open would hang here
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
+def test_a_log_another_user_made_first_is_not_written_to(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("theirs\n")
+    log.chmod(0o666)
+    os.chown(log, 1, 1)
+    append(str(log), "a reason naming our paths")
+    assert log.read_text() == "theirs\n"
+
+
+def test_a_full_log_that_cannot_be_set_aside_drops_the_record_and_stays_bounded(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"old\n" * (MAX_LOG_BYTES // 4))
+    (tmp_path / "server.log.1").mkdir()  # the rename onto it fails
+    (tmp_path / "server.log.1" / "x").write_text("")
+    append(str(log), "dropped")
+    assert log.stat().st_size == MAX_LOG_BYTES
+
+
+def test_a_full_log_whose_lock_is_held_past_the_bound_drops_the_record_without_hanging(tmp_path: Path) -> None:
+    """Anyone who can read the log can flock it: a writer waits ROTATE_WAIT for a rotation, never longer."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"old\n" * (MAX_LOG_BYTES // 4))
+    holder = os.open(log, os.O_RDONLY)
+    try:
+        lock_open_file(holder)
+        started = time.monotonic()
+        append(str(log), "dropped")
+        waited = time.monotonic() - started
+    finally:
+        os.close(holder)
+    assert log.stat().st_size == MAX_LOG_BYTES
+    assert ROTATE_WAIT <= waited < ROTATE_WAIT + 5  # bounded (a count, not a timing: it returned at all)

@@ -117,9 +117,12 @@ def hold_lock(path: str) -> int:
     return fd
 
 
-def lock_open_file(fd: int) -> None:
-    """An exclusive flock on a file already open as `fd`, waited for; it goes when the descriptor is closed."""
-    fcntl.flock(fd, fcntl.LOCK_EX)
+def lock_open_file(fd: int, *, wait: bool = True) -> None:
+    """An exclusive flock on a file already open as `fd` (waited for, or BlockingIOError when `wait` is False).
+
+    It goes when the descriptor is closed.
+    """
+    fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def is_held(path: str) -> bool:

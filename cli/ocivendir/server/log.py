@@ -3,8 +3,10 @@
 Each record is appended whole (one `write` on an O_APPEND descriptor: the parent's and every worker's lines never
 interleave) and the file is opened for that record only, so the server holds no descriptor of it between records
 and a log rotated or removed by hand is simply made again. The file is made 0600 and never followed through a
-symbolic link (O_NOFOLLOW): a log path in a shared directory cannot be turned into a write elsewhere. A record that
-cannot be written (a full disk, a directory gone) is dropped: the log never fails a call. A busy server logs a few
+symbolic link (O_NOFOLLOW), never waited on (O_NONBLOCK: a FIFO there is refused), and written only when it is a
+regular file of this user: a log path in a shared directory cannot be turned into a write elsewhere, a hang, or lines
+handed to another user who made the file first. A record that cannot be written (a full disk, a directory gone, a
+full log that cannot be rotated) is dropped: the log never fails a call. A busy server logs a few
 lines a call at debug level, so the log is bounded: once it holds `MAX_LOG_BYTES` it is renamed `<path>.1` (replacing
 the one before) and a new one begun.
 
@@ -21,13 +23,16 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 
-__all__ = ["MAX_LOG_BYTES", "AppendHandler", "append"]
+__all__ = ["MAX_LOG_BYTES", "ROTATE_WAIT", "AppendHandler", "append"]
 
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CONTROLS = dict.fromkeys((*range(0x20), 0x7F), " ")  # str.translate: every control character a space
 _MAX_RECORD = 1 << 16  # a record is cut there: one write, whatever a reason or a path holds
 MAX_LOG_BYTES = 8 << 20  # a log this size is renamed `<path>.1` and a new one begun: at most twice this on disk
+ROTATE_WAIT = 0.05  # seconds a writer that found the log full waits for another writer's rotation
 
 
 class AppendHandler(logging.Handler):
@@ -48,20 +53,26 @@ class AppendHandler(logging.Handler):
 
 
 def append(path: str, message: str, created: float | None = None) -> None:
-    """Append `message` to the log at `path` as one line (wall time, pid); a failure, or a relative path, drops it."""
+    """Append `message` to the log at `path` as one line (wall time, pid); a failure, or a relative path, drops it.
+
+    Control characters (a reason may hold a caller's path) become spaces: one record is one line, and nothing in it
+    moves a terminal's cursor when the log is read.
+    """
     if not os.path.isabs(path):
         return
     created = time.time() if created is None else created
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
-    line = f"{stamp}.{int(created * 1000) % 1000:03d}Z {os.getpid()} {message}".replace("\n", " ")
+    line = f"{stamp}.{int(created * 1000) % 1000:03d}Z {os.getpid()} {message}".translate(_CONTROLS)
     data = (line[:_MAX_RECORD] + "\n").encode(errors="replace")
-    try:
-        fd = os.open(path, _FLAGS, 0o600)
-    except OSError:
+    fd = _open(path)
+    if fd < 0:
         return
     try:
         if os.fstat(fd).st_size >= MAX_LOG_BYTES:
-            fd = _rotate(path, fd)
+            full, fd = fd, -1
+            fd = _rotate(path, full)  # closes `full`
+            if fd < 0 or os.fstat(fd).st_size >= MAX_LOG_BYTES:
+                return  # not rotated (`<path>.1` cannot be made): the log stays bounded, the record is dropped
         os.write(fd, data)
     except OSError:
         pass
@@ -70,20 +81,52 @@ def append(path: str, message: str, created: float | None = None) -> None:
             os.close(fd)
 
 
+def _open(path: str) -> int:
+    """The log opened for appending, or -1 unless it is a regular file of this user.
+
+    Never blocks (a FIFO planted there is refused, not waited on) and never follows a link; a file another user
+    made at the path first is not written to.
+    """
+    try:
+        fd = os.open(path, _FLAGS, 0o600)
+    except OSError:
+        return -1
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        info = None
+    if info is None or not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(fd)
+        return -1
+    return fd
+
+
 def _rotate(path: str, fd: int) -> int:
-    """The full log open on `fd` becomes `<path>.1` (an older one goes); a descriptor of the new log at `path`.
+    """The full log open on `fd` becomes `<path>.1` (an older one goes); a descriptor of the log at `path` now.
 
     Under an exclusive lock of the full file, and only while it is still the one at `path`: of the processes that
-    found it full at once, one renames it and the others, once the lock is theirs, find a new file there and write
-    to it (a second rename would put the new, nearly empty log over the full one).
+    found it full at once, one renames it and the others find a new file there and write to it (a second rename
+    would put the new, nearly empty log over the full one). The lock is only tried: a process holding it is
+    rotating, which takes microseconds: it is tried for at most ROTATE_WAIT seconds, and a lock held longer (by
+    anyone who can read the file) leaves the log as it is. `fd` is closed, whatever happens.
     """
     from ocivendir.fs.locks import lock_open_file  # noqa: PLC0415 - only once a log is full
 
     try:
-        lock_open_file(fd)
+        deadline = time.monotonic() + ROTATE_WAIT
+        while True:
+            try:
+                lock_open_file(fd, wait=False)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(ROTATE_WAIT / 10)
         held, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
         if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino) and held.st_size >= MAX_LOG_BYTES:
             os.replace(path, f"{path}.1")
+    except OSError:
+        pass
     finally:
         os.close(fd)  # the lock goes with it
-    return os.open(path, _FLAGS, 0o600)
+    return _open(path)
