@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
 from ocivendir.cache.store import BlobStore
-from ocivendir.fs import replay
+from ocivendir.fs import fileid, replay
 from ocivendir.fs.tarread import Member
 from tests.conftest import run_cli
 from tests.support.builders import Pusher, make_image
@@ -31,6 +32,12 @@ def _tree(root: Path) -> dict[str, tuple[int, int, bytes]]:
         found[str(path.relative_to(root))] = (info.st_mode, info.st_mtime_ns if regular else 0,
                                               path.read_bytes() if regular else b"")  # fmt: skip
     return found
+
+
+@pytest.fixture(autouse=True)
+def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blobs written seconds ago count as settled (`fs/fileid.py`): these pulls follow each other within a second."""
+    monkeypatch.setattr(fileid, "SETTLED_NS", 0)
 
 
 @pytest.fixture
@@ -87,6 +94,7 @@ def test_a_blob_damaged_after_it_was_kept_is_read_again_and_its_damage_found(
     _pull(ref, tmp_path / "two", cache)
     layer = next(path for path in (cache / "blobs/sha256").iterdir() if path.name in {d.split(":")[1] for d in reads})
     data = layer.read_bytes()
+    time.sleep(0.05)  # past the kernel's coarse timestamp tick, as a later call's damage would be
     layer.chmod(0o600)
     layer.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size, same inode
     before = len(reads)
@@ -156,4 +164,17 @@ def test_layers_of_empty_members_are_dropped_once_their_members_pass_the_total()
         replay.remember(f"layer{number}", blob, kept)
     assert replay.recall("layer0", blob) is None
     assert replay.recall(f"layer{number}", blob) is not None
+    replay.forget_all()
+
+
+def test_a_layer_blob_written_within_the_settling_time_is_not_kept_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change within one tick of the kernel's clock could leave the identity as it was: not trusted yet."""
+    monkeypatch.setattr(fileid, "SETTLED_NS", 3600 * 10**9)
+    replay.forget_all()
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"just written")
+    replay.remember("layer", str(blob), ((Member("a", "", b"0", 0o644, 1, 0), b"x"),))
+    assert replay.recall("layer", str(blob)) is None
     replay.forget_all()

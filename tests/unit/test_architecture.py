@@ -27,7 +27,7 @@ FLOORS: dict[str, int] = {
     "registry.transport": 2, "registry.ggcrtext": 2, "registry.connections": 2, "registry.pools": 2,
     "registry.watchdog": 2, "registry.tlsprobe": 2, "registry.challenge": 2, "registry.authmemo": 2, "registry.download": 2, "cache.partials": 2, "cache.unwritable": 2,
     "cache": 2, "cache.store": 2, "cache.index": 2, "cache.connection": 2, "cache.memo": 2, "cache.opened": 2, "cache.verified": 2, "cache.prune": 2, "cache.rows": 2, "cache.repair": 2, "cache.tidy": 2, "cache.grants": 2, "cache.archive": 2, "cache.staging": 2,
-    "fs": 2, "fs.locks": 2, "fs.swap": 2, "fs.swapset": 2, "fs.swapping": 2, "fs.paths": 2, "fs.extract": 2, "fs.remove": 2, "fs.limits": 2, "fs.tarread": 2, "fs.replay": 2, "fs.gunzip": 2, "fs.dropbehind": 2,
+    "fs": 2, "fs.locks": 2, "fs.swap": 2, "fs.swapset": 2, "fs.swapping": 2, "fs.paths": 2, "fs.extract": 2, "fs.remove": 2, "fs.limits": 2, "fs.tarread": 2, "fs.replay": 2, "fs.fileid": 2, "fs.gunzip": 2, "fs.dropbehind": 2,
     "engine": 3, "engine.content": 3, "engine.access": 3, "engine.image": 3, "engine.pull": 3, "engine.relocate": 3, "engine.stream": 3,
     "engine.verify": 3, "engine.sync": 3, "engine.placement": 3, "engine.sources": 3, "engine.delegate": 3, "engine.referrers": 3, "engine.verification": 3, "engine.seed": 3, "engine.export": 3,
     "settings": 4, "output": 4, "__main__": 4,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from ocivendir.cache import verified
 from ocivendir.cache.store import BlobStore
 from ocivendir.errors import DigestMismatch
+from ocivendir.fs import fileid
 from ocivendir.oci.reference import Digest
 
 MANIFEST = b'{"schemaVersion":2,"layers":[]}' * 10
@@ -27,7 +29,9 @@ def digest_of(data: bytes) -> Digest:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[BlobStore]:
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[BlobStore]:
+    """A fresh cache whose blobs count as settled at once (the rule itself: the last test)."""
+    monkeypatch.setattr(fileid, "SETTLED_NS", 0)
     verified.forget_all()
     made = BlobStore(tmp_path / "cache")
     made.ensure_layout()
@@ -67,6 +71,7 @@ def test_a_blob_rewritten_in_place_with_its_mtime_restored_is_read_again_and_dro
     store.read_verified(digest, None, "test")
     path = Path(store.path(digest))
     before = path.stat()
+    time.sleep(0.05)  # past the kernel's coarse timestamp tick: settled, as a blob from an earlier call is
     path.write_bytes(MANIFEST.replace(b"2", b"3"))  # same size, same inode
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # ctime cannot be given back
     with pytest.raises(DigestMismatch, match="is corrupt"):
@@ -130,3 +135,16 @@ def test_a_blob_that_failed_its_check_is_never_kept(store: BlobStore) -> None:
     with pytest.raises(DigestMismatch):
         store.read_verified(digest, None, "test")
     assert verified.kept(store.path(digest)) is None
+
+
+def test_a_blob_written_within_the_settling_time_is_read_from_disk_until_it_settles(
+    store: BlobStore, opened: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change within one tick of the kernel's clock could leave the identity as it was: not trusted yet."""
+    monkeypatch.setattr(fileid, "SETTLED_NS", 3600 * 10**9)
+    digest = digest_of(MANIFEST)
+    store.admit_bytes(digest, MANIFEST)
+    opened.clear()
+    for _ in range(2):
+        assert store.read_verified(digest, None, "test") == MANIFEST
+    assert opened == [store.path(digest)] * 2

@@ -7,8 +7,9 @@ the next call's extraction reads the same members from memory: `fs/extract.py` a
 stream's (paths, limits, whiteouts, modes and mtimes are all decided there, every time), so the tree is the same.
 Only the bytes are not read, hashed and inflated again — they were verified in this process, and memory is not a
 file another process can change. The blob must still be in the cache and held by the repository (the caller checks
-that first, as before), and its file the one that was verified: same device, inode, size, mtime and ctime (a blob
-truncated, rewritten or replaced is read from disk again, where its damage is found as before).
+that first, as before), and its file the one that was verified: same device, inode, size, mtime and ctime, once
+settled (`fs/fileid.py`; a blob truncated, rewritten or replaced is read from disk again, where its damage is found as
+before, and one written within the last two seconds is not kept yet).
 
 Kept only for layers whose members and data come to at most MAX_LAYER bytes, at most MAX_TOTAL bytes in all, the least
 recently used dropped first; keyed by the layer's digest (content-addressed: the bytes are all the members depend on).
@@ -23,6 +24,7 @@ import os
 from collections import OrderedDict
 from threading import Lock
 
+from ocivendir.fs.fileid import Identity, identity, settled
 from ocivendir.fs.tarread import Member, TarReader
 
 TYPE_CHECKING = False
@@ -36,9 +38,8 @@ MAX_TOTAL = 16 << 20
 MEMBER_COST = 512  # a member's objects in memory, about a tar header block's size
 _LOCK = Lock()  # per-process: guards _layers
 _Kept = tuple[tuple[Member, bytes], ...]
-_Identity = tuple[int, int, int, int, int]
 # the blob file's identity when it verified, what its tar stream gave, and what that costs
-_layers: OrderedDict[str, tuple[_Identity, _Kept, int]] = OrderedDict()  # per-process: keyed by the layer's digest
+_layers: OrderedDict[str, tuple[Identity, _Kept, int]] = OrderedDict()  # per-process: keyed by the layer's digest
 _total = 0  # per-process: the cost of everything in _layers
 _FIELDS = ("name", "linkname", "type", "mode", "size", "mtime", "sparse", "header_bytes")
 
@@ -117,12 +118,13 @@ class Replay(TarReader):
         return chunk
 
 
-def _identity(path: str) -> _Identity | None:
+def _identity(path: str, *, keeping: bool = False) -> Identity | None:
+    """The identity of the file at `path` (`fs/fileid.py`); when `keeping`, None until it has settled."""
     try:
         info = os.lstat(path)
     except OSError:
         return None
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    return None if keeping and not settled(info) else identity(info)
 
 
 def recall(key: str, blob: str) -> Replay | None:
@@ -139,19 +141,19 @@ def recall(key: str, blob: str) -> Replay | None:
 def remember(key: str, blob: str, kept: _Kept | None) -> None:
     """Keep what a verified read of the blob at `blob` gave under `key` (nothing when None)."""
     global _total  # noqa: PLW0603 - the memo's running cost, under _LOCK
-    identity = _identity(blob)
-    if kept is None or identity is None:
+    found = _identity(blob, keeping=True)
+    if kept is None or found is None:
         return
     cost = sum(_cost(member) + len(data) for member, data in kept)
     with _LOCK:
         _total_less(_layers.pop(key, None))
-        _layers[key] = (identity, kept, cost)
+        _layers[key] = (found, kept, cost)
         _total += cost
         while _total > MAX_TOTAL:
             _total_less(_layers.popitem(last=False)[1])
 
 
-def _total_less(dropped: tuple[_Identity, _Kept, int] | None) -> None:
+def _total_less(dropped: tuple[Identity, _Kept, int] | None) -> None:
     """Take a dropped layer's cost off the running total (under _LOCK)."""
     global _total  # noqa: PLW0603 - the memo's running cost, under _LOCK
     if dropped is not None:
