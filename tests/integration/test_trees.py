@@ -440,3 +440,48 @@ def test_oci_layer_semantics_hold_where_the_upstream_tools_deviate(
     result = sync(tmp_path, image_config(ref))
     assert result.exit_code == 0, result.stderr
     assert listing(tmp_path / "vendor") == {"c/": 0o755, **{f"c/{k}": v for k, v in expected.items()}}
+
+
+# --- a stage is nobody else's while it is filled ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["pull", "sync -d"])
+def test_a_stage_is_the_callers_alone_while_it_is_filled_and_gets_its_mode_once_complete(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    command: str,
+) -> None:  # fmt: skip
+    """With umask 0 the output directory is 0777 (imgpkg's and vendir's rule), but not before it is complete.
+
+    A stage anyone may write in while layers are applied would let another user swap a directory for a link in it.
+    """
+    import ocivendir.engine.pull as pull_module  # noqa: PLC0415
+    import ocivendir.engine.sources as sources_module  # noqa: PLC0415
+
+    ref = pusher.image(f"{repo_prefix}/img", make_image(entries=[Entry("d/f.txt", b"f", 0o644)]))
+    seen: list[int] = []
+    for module in (pull_module, sources_module):
+        real = module.extract_layers
+
+        def recording(content: object, image: object, dest: str, *args: object, real=real, **kwargs: object):
+            seen.append(stat.S_IMODE(os.lstat(dest).st_mode))
+            return real(content, image, dest, *args, **kwargs)
+
+        monkeypatch.setattr(module, "extract_layers", recording)
+    previous = os.umask(0)
+    try:
+        if command == "pull":
+            result, _ = pull("-i", ref, "-o", str(tmp_path / "out"))
+            out = tmp_path / "out"
+        else:
+            (tmp_path / "w").mkdir()
+            assert sync(tmp_path / "w", image_config(ref)).exit_code == 0  # its stage's root is 0700: c inside it
+            seen.clear()
+            result = sync(tmp_path / "w", image_config(ref), "-d", "vendor/c")  # c's own stage
+            out = tmp_path / "w" / "vendor" / "c"
+    finally:
+        os.umask(previous)
+    assert result.exit_code == 0, result.stderr
+    assert seen
+    assert set(seen) == {0o700}
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777
+    assert stat.S_IMODE((out / "d").stat().st_mode) == 0o777

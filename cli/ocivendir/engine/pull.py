@@ -276,10 +276,10 @@ def pull(options: PullOptions, content: Content, lock_dir: str) -> PullResult:
     with target_lock(lock_dir, target):
         recover(target, keep=content.store.root)
         stage = new_sibling(target, STAGE)
-        os.mkdir(stage, 0o777 & ~options.umask)
-        os.chmod(stage, 0o777 & ~options.umask)
+        os.mkdir(stage, 0o700)  # nobody else may write in it while it is filled (a umask of 0 would let anyone)
         try:
             image, pulled = _fill(content, options, stage)
+            os.chmod(stage, 0o777 & ~options.umask)  # imgpkg's mode for the output directory, once it is complete
         except BaseException:
             remove_tree(stage)
             raise

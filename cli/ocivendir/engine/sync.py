@@ -81,6 +81,7 @@ class _Task:
     existing: str
     digest: str = ""
     reuse: LockContent | None = None
+    stage_root: bool = False  # under -d: `dest` is the content's own stage (made 0700; its mode set by `finish`)
 
 
 _LINKLESS = frozenset({"image", "imgpkgBundle"})  # sources whose trees only fs/extract.py lays down
@@ -319,7 +320,9 @@ class _Syncer:
             from ocivendir.engine.delegate import delegate_content  # noqa: PLC0415 - only for delegated types
 
             return delegate_content(self.options.delegate_vendir, config, context, dest)
-        if config.source_type in {"image", "imgpkgBundle"}:
+        if config.source_type in {"image", "imgpkgBundle"} and task.stage_root:
+            os.makedirs(dest, 0o700, exist_ok=True)  # nobody else may write in it while it is filled: `finish` sets it
+        elif config.source_type in {"image", "imgpkgBundle"}:
             os.makedirs(dest, 0o777 & ~self.options.umask, exist_ok=True)
             os.chmod(dest, 0o777 & ~self.options.umask)
         else:
@@ -363,7 +366,7 @@ class _Syncer:
             permissions = config.permissions if config.permissions is not None else directory.permissions
             if permissions is not None:
                 own.chmods.insert(0, (dest, permissions))
-            task = _Task(directory=directory, config=config, dest=dest, existing=existing)
+            task = _Task(directory=directory, config=config, dest=dest, existing=existing, stage_root=staged is None)
             own.tasks.append(task)
             tasks.append(task)
         return tasks
@@ -409,7 +412,10 @@ class _Syncer:
         for staged in self.staged:
             if not self.options.allow_all_symlinks and staged.may_hold_links():
                 _check_symlinks(staged.stage)
-            for path, mode in staged.chmods:
+            for task in staged.tasks:  # under -d, an image's own stage gets its mode now that it is complete
+                if task.stage_root and task.reuse is None and task.config.source_type in _LINKLESS:
+                    os.chmod(task.dest, 0o777 & ~self.options.umask)
+            for path, mode in staged.chmods:  # then the configured permissions, which win
                 os.chmod(path, stat.S_IMODE(mode))
         for staged in self.staged:
             staged.swapped = True  # from here on the stages are swap_set's: swapped in, removed, or journaled
