@@ -56,7 +56,10 @@ cc=${CC:-cc}
 # With glibc, where the C library has no static archive (libc.a), the client is linked dynamically, as before; so it
 # is where the linker warns (--fatal-warnings): static glibc cannot load what getpwuid(), getaddrinfo() or iconv need
 # at run time, and a client built so would fail on a machine with another glibc.
-flags=(-std=c11 -Wall -Wextra -Werror -O2 -s -DOCIVENDIR_BUILD="\"$build\"")
+# Hardening: a stack protector in both; _FORTIFY_SOURCE and a read-only RELRO segment with glibc only (musl has
+# neither; the client's input is its own caller's argv and environment, and its server's frames, bounded by length).
+# musl's strerror words a few errors differently (ELOOP, ENAMETOOLONG, EMFILE): only the client's own messages show them.
+flags=(-std=c11 -Wall -Wextra -Werror -O2 -s -fstack-protector-strong -DOCIVENDIR_BUILD="\"$build\"")
 source=$here/client/ocivendir-client.c
 build_with() {
     "$cc" "${flags[@]}" -D_FORTIFY_SOURCE=2 "$@" -o "$output.tmp" "$source"
@@ -66,10 +69,18 @@ build_musl() {
     shift
     musl-gcc "${flags[@]}" -fPIE -pie -nostartfiles "$lib/rcrt1.o" "$lib/crti.o" "$(musl-gcc -print-file-name=crtbeginS.o)" \
         "$source" "$@" "$(musl-gcc -print-file-name=crtendS.o)" "$lib/crtn.o" \
-        -Wl,-static -Wl,--no-dynamic-linker -Wl,-z,text -Wl,--fatal-warnings -o "$output.tmp" &&
-        ! readelf -l -W "$output.tmp" | grep -q INTERP && ! readelf -d -W "$output.tmp" | grep -q NEEDED
+        -Wl,-static -Wl,--no-dynamic-linker -Wl,-z,text -Wl,--fatal-warnings -o "$output.tmp" || return 1
+    local headers  # the result checked, not assumed: no interpreter, no library (readelf's own failure fails it)
+    headers=$(readelf -l -d -W "$output.tmp") || return 1
+    case $headers in *INTERP* | *NEEDED*) echo "not a static executable: $headers" >&2; return 1 ;; esac
 }
 trap 'rm -f "$output.log" "$output.tmp"' EXIT
+if [ -n "${CC:-}" ] && command -v musl-gcc >/dev/null 2>&1; then
+    echo "client: CC is set ($CC): linking with its C library, not musl" >&2
+fi
+if [ -z "${CC:-}" ] && command -v musl-gcc >/dev/null 2>&1 && ! { lib=$(musl_lib) && [ -f "$lib/rcrt1.o" ]; }; then
+    echo "client: musl-gcc links with no rcrt1.o (static-pie) here: linking with cc" >&2
+fi
 if [ -z "${CC:-}" ] && lib=$(musl_lib) && [ -f "$lib/rcrt1.o" ]; then
     if build_musl "$lib" "$@" 2>"$output.log"; then
         mv -f "$output.tmp" "$output"
