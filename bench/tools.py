@@ -15,6 +15,8 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ocivendir import __version__
+
 ROOT = Path(__file__).resolve().parents[1]
 # PYTHONPATH is the benchmark's own import path (bench/run.sh): a call carrying it runs in-process, never served
 _SCRUB = ("OCIVENDIR_", "VENDIR_", "IMGPKG_", "REGISTRY_", "PYTHONPATH")
@@ -43,13 +45,15 @@ class Tools:
         tools.dist = built if built.exists() else None
         if tools.dist is None:
             tools.skipped["dist build"] = f"{built} is not built (scripts/dist.sh builds it)"
-        wheels = sorted((ROOT / "dist").glob("ocivendir-*-py3-none-any.whl"))
+        wheel = built.parent.parent / f"ocivendir-{__version__}-py3-none-any.whl"  # dist.sh's, beside the build
         try:
-            tools.pip_client = pip_install(wheels[-1], ROOT / "build" / "bench-pip") if wheels else None
-        except (OSError, subprocess.CalledProcessError) as exc:
-            tools.skipped["pip install"] = f"installing {wheels[-1].name} failed: {exc}"
-        if not wheels:
-            tools.skipped["pip install"] = "no wheel in dist/ (scripts/dist.sh builds it)"
+            tools.pip_client = pip_install(wheel, ROOT / "build" / "bench-pip") if wheel.exists() else None
+        except OSError as exc:
+            tools.skipped["pip install"] = f"installing {wheel.name} failed: {exc}"
+        except subprocess.CalledProcessError as exc:
+            tools.skipped["pip install"] = f"installing {wheel.name} failed: {exc.stderr.decode(errors='replace')}"
+        if not wheel.exists():
+            tools.skipped["pip install"] = f"no {wheel.name} in {wheel.parent} (scripts/dist.sh builds it)"
         tools.vendir = tools._from_env("VENDIR_BIN", "real vendir")
         tools.imgpkg = tools._from_env("IMGPKG_BIN", "imgpkg")
         found = shutil.which("skopeo")

@@ -118,3 +118,11 @@ def test_a_lock_file_that_is_not_a_regular_file_is_written_without_resolving_its
     """kapp-controller's `--lock-file /dev/null`: written in place, with no realpath walk of /dev."""
     monkeypatch.setattr(os.path, "realpath", lambda *_args, **_kwargs: pytest.fail("resolved"))
     assert write_if_changed("/dev/null", b"lock") is True
+
+
+def test_a_link_to_dev_null_stays_a_link_and_dev_null_stays_a_device(tmp_path: Path) -> None:
+    link = tmp_path / "lock.yml"
+    link.symlink_to("/dev/null")
+    assert write_if_changed(link, b"lock") is True
+    assert link.is_symlink()
+    assert stat.S_ISCHR(Path("/dev/null").stat().st_mode)
