@@ -82,22 +82,27 @@ def file_lock(path: str | os.PathLike[str], *, shared: bool = False, timeout: fl
         yield
         return
     try:
-        kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        if timeout is None:
-            fcntl.flock(fd, kind)
-        else:
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, kind | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise LockBusy(str(path)) from None
-                    time.sleep(_POLL_SECONDS)
+        _flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, timeout, path)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def _flock(fd: int, kind: int, timeout: float | None, name: str) -> None:
+    """Take `kind` on `fd`: waited for (`timeout=None`), or polled until `timeout` passes (LockBusy naming `name`)."""
+    if timeout is None:
+        fcntl.flock(fd, kind)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise LockBusy(name) from None
+            time.sleep(min(_POLL_SECONDS, timeout))
+        else:
+            return
 
 
 def hold_lock(path: str) -> int:
@@ -117,12 +122,12 @@ def hold_lock(path: str) -> int:
     return fd
 
 
-def lock_open_file(fd: int, *, wait: bool = True) -> None:
-    """An exclusive flock on a file already open as `fd` (waited for, or BlockingIOError when `wait` is False).
+def lock_open_file(fd: int, *, timeout: float | None = None) -> None:
+    """An exclusive flock on a file already open as `fd`, as `file_lock` takes one (LockBusy after `timeout`).
 
     It goes when the descriptor is closed.
     """
-    fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _flock(fd, fcntl.LOCK_EX, timeout, f"descriptor {fd}")
 
 
 def is_held(path: str) -> bool:

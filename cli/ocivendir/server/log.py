@@ -69,8 +69,8 @@ def append(path: str, message: str, created: float | None = None) -> None:
         return
     try:
         if os.fstat(fd).st_size >= MAX_LOG_BYTES:
-            full, fd = fd, -1
-            fd = _rotate(path, full)  # closes `full`
+            full, fd = fd, -1  # `_rotate` closes it, whatever happens: never closed twice here
+            fd = _rotate(path, full)
             if fd < 0 or os.fstat(fd).st_size >= MAX_LOG_BYTES:
                 return  # not rotated (`<path>.1` cannot be made): the log stays bounded, the record is dropped
         os.write(fd, data)
@@ -110,22 +110,14 @@ def _rotate(path: str, fd: int) -> int:
     rotating, which takes microseconds: it is tried for at most ROTATE_WAIT seconds, and a lock held longer (by
     anyone who can read the file) leaves the log as it is. `fd` is closed, whatever happens.
     """
-    from ocivendir.fs.locks import lock_open_file  # noqa: PLC0415 - only once a log is full
+    from ocivendir.fs.locks import LockBusy, lock_open_file  # noqa: PLC0415 - only once a log is full
 
     try:
-        deadline = time.monotonic() + ROTATE_WAIT
-        while True:
-            try:
-                lock_open_file(fd, wait=False)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(ROTATE_WAIT / 10)
+        lock_open_file(fd, timeout=ROTATE_WAIT)
         held, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
         if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino) and held.st_size >= MAX_LOG_BYTES:
             os.replace(path, f"{path}.1")
-    except OSError:
+    except (OSError, LockBusy):
         pass
     finally:
         os.close(fd)  # the lock goes with it
