@@ -18,12 +18,14 @@ another process can change does not: bytes that verified.
 
 from __future__ import annotations
 
-import os
-import stat
 from collections import OrderedDict
 
-from ocivendir.fs.fileid import Identity, identity, settled
+from ocivendir.fs.fileid import Identity, current, identity, settled
 from ocivendir.kept import recall, remember
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
 
 __all__ = ["MAX_BLOB", "forget_all", "keep", "kept"]
 
@@ -35,15 +37,7 @@ _blobs: OrderedDict[str, tuple[Identity, bytes]] = OrderedDict()  # per-process:
 def kept(path: str) -> bytes | None:
     """The verified bytes kept for the blob at `path`, if the regular file there is still the one read."""
     found = recall(_blobs, path)
-    if found is None:
-        return None
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(info.st_mode) or identity(info) != found[0]:
-        return None
-    return found[1]
+    return found[1] if found is not None and current(path) == found[0] else None
 
 
 def keep(path: str, read_from: os.stat_result, data: bytes) -> None:

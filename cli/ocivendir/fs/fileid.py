@@ -11,9 +11,10 @@ A file written just now is read from disk again until it has settled.
 from __future__ import annotations
 
 import os
+import stat
 import time
 
-__all__ = ["SETTLED_NS", "Identity", "identity", "settled"]
+__all__ = ["SETTLED_NS", "Identity", "current", "identity", "settled"]
 
 SETTLED_NS = 2_000_000_000  # the coarsest timestamp granularity of a Linux filesystem (FAT's two seconds)
 Identity = tuple[int, int, int, int, int]
@@ -27,3 +28,17 @@ def identity(info: os.stat_result) -> Identity:
 def settled(info: os.stat_result) -> bool:
     """Whether a file so described may be kept by its identity: its last change is SETTLED_NS in the past."""
     return time.time_ns() - info.st_ctime_ns >= SETTLED_NS
+
+
+def current(path: str, *, settled_only: bool = False) -> Identity | None:
+    """The identity of the regular file at `path` now (a link there is not followed), or None.
+
+    With `settled_only`, None too while the file has not settled: what is about to be kept by it.
+    """
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or (settled_only and not settled(info)):
+        return None
+    return identity(info)

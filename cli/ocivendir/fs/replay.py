@@ -20,11 +20,10 @@ members, and what they take in memory must count against the bounds as data does
 from __future__ import annotations
 
 import io
-import os
 from collections import OrderedDict
 from threading import Lock
 
-from ocivendir.fs.fileid import Identity, identity, settled
+from ocivendir.fs.fileid import Identity, current
 from ocivendir.fs.tarread import Member, TarReader
 
 TYPE_CHECKING = False
@@ -118,20 +117,11 @@ class Replay(TarReader):
         return chunk
 
 
-def _identity(path: str, *, keeping: bool = False) -> Identity | None:
-    """The identity of the file at `path` (`fs/fileid.py`); when `keeping`, None until it has settled."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    return None if keeping and not settled(info) else identity(info)
-
-
 def recall(key: str, blob: str) -> Replay | None:
     """A replay of the layer kept under `key`, if its blob file at `blob` is still the one that was verified."""
     with _LOCK:
         found = _layers.pop(key, None)
-        if found is None or _identity(blob) != found[0]:
+        if found is None or current(blob) != found[0]:
             _total_less(found)
             return None
         _layers[key] = found
@@ -141,7 +131,7 @@ def recall(key: str, blob: str) -> Replay | None:
 def remember(key: str, blob: str, kept: _Kept | None) -> None:
     """Keep what a verified read of the blob at `blob` gave under `key` (nothing when None)."""
     global _total  # noqa: PLW0603 - the memo's running cost, under _LOCK
-    found = _identity(blob, keeping=True)
+    found = current(blob, settled_only=True)
     if kept is None or found is None:
         return
     cost = sum(_cost(member) + len(data) for member, data in kept)
