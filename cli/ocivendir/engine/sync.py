@@ -320,11 +320,10 @@ class _Syncer:
             from ocivendir.engine.delegate import delegate_content  # noqa: PLC0415 - only for delegated types
 
             return delegate_content(self.options.delegate_vendir, config, context, dest)
-        if config.source_type in {"image", "imgpkgBundle"} and task.stage_root:
-            os.makedirs(dest, 0o700, exist_ok=True)  # nobody else may write in it while it is filled: `finish` sets it
-        elif config.source_type in {"image", "imgpkgBundle"}:
-            os.makedirs(dest, 0o777 & ~self.options.umask, exist_ok=True)
-            os.chmod(dest, 0o777 & ~self.options.umask)
+        if config.source_type in _LINKLESS:  # an image's tree: 0777 & ~umask, as imgpkg makes it
+            os.makedirs(dest, 0o700, exist_ok=True)
+            if not task.stage_root:  # a content's own stage (-d) is nobody else's while it is filled: `finish` sets it
+                os.chmod(dest, 0o777 & ~self.options.umask)
         else:
             os.makedirs(dest, 0o700, exist_ok=True)
         return native(config, context, dest)

@@ -206,9 +206,11 @@ class _Layer:
         self.stats.skipped += 1
 
     def directory(self, relative: str, member: Member) -> None:
-        if self.policy.directories == "entries" and self._parents(relative, create=True):
+        mode = file_mode(member.mode, self.policy.umask) | 0o700
+        if self.policy.directories == "entries":
+            self._parents(relative, create=True)
             try:  # the common case, nothing there yet: made at once (mkdir never follows a link at its path)
-                self._mkdir(self._at(relative), file_mode(member.mode, self.policy.umask) | 0o700)
+                self._mkdir(self._at(relative), mode)
             except FileExistsError:
                 pass
             else:
@@ -216,7 +218,7 @@ class _Layer:
                 return
         target = self._clear_for(relative, keep_directory=True)
         if self.policy.directories == "entries" and not os.path.exists(target):
-            self._mkdir(target, file_mode(member.mode, self.policy.umask) | 0o700)
+            self._mkdir(target, mode)
         if os.path.exists(target):
             self.known.add(relative)
 
