@@ -107,16 +107,10 @@ def settle_bundle(content: Content, image: FetchedImage, root: str, *, recheck: 
     """Validate a staged bundle's images.yml and rewrite it (keeping its mode) when the bundle is relocated."""
     lock, path = read_images_lock(root)
     decision = decide(content, image.repo, image.digest, lock, recheck_seconds=recheck)
-    if decision.relocated:  # in place, like imgpkg's WriteFile: the extracted mode stays
-        data = memoryview(rewritten(lock, image.repo))
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # no buffer: one write, no seeks
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.ftruncate(fd, len(data))
-        finally:
-            os.close(fd)
+    if decision.relocated:
+        with open(path, "r+b") as handle:  # in place, like imgpkg's WriteFile: the extracted mode stays
+            handle.write(rewritten(lock, image.repo))
+            handle.truncate()
     return lock, decision
 
 
