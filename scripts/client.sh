@@ -75,14 +75,18 @@ build_musl() {
     case $headers in *INTERP* | *NEEDED*) echo "not a static executable: $headers" >&2; return 1 ;; esac
 }
 trap 'rm -f "$output.log" "$output.tmp"' EXIT
-if [ -n "${CC:-}" ] && command -v musl-gcc >/dev/null 2>&1; then
-    echo "client: CC is set ($CC): linking with its C library, not musl" >&2
+musl=""  # musl's library directory, when the client is linked with musl (probed once)
+if command -v musl-gcc >/dev/null 2>&1; then
+    if [ -n "${CC:-}" ]; then
+        echo "client: CC is set ($CC): linking with its C library, not musl" >&2
+    elif lib=$(musl_lib) && [ -f "$lib/rcrt1.o" ]; then
+        musl=$lib
+    else
+        echo "client: musl-gcc links with no rcrt1.o (static-pie) here: linking with cc" >&2
+    fi
 fi
-if [ -z "${CC:-}" ] && command -v musl-gcc >/dev/null 2>&1 && ! { lib=$(musl_lib) && [ -f "$lib/rcrt1.o" ]; }; then
-    echo "client: musl-gcc links with no rcrt1.o (static-pie) here: linking with cc" >&2
-fi
-if [ -z "${CC:-}" ] && lib=$(musl_lib) && [ -f "$lib/rcrt1.o" ]; then
-    if build_musl "$lib" "$@" 2>"$output.log"; then
+if [ -n "$musl" ]; then
+    if build_musl "$musl" "$@" 2>"$output.log"; then
         mv -f "$output.tmp" "$output"
         exit 0
     fi
