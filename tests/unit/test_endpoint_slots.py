@@ -4,32 +4,60 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from ocivendir.registry.endpoints import Slots
 
 
-def test_at_most_size_hold_a_slot_and_waiters_are_served_in_arrival_order() -> None:
-    slots, order, holding, peak, lock = Slots(2), [], [0], [0], threading.Lock()
+def _arrive_in_order(slots: Slots, count: int, held: Callable[[int], None]) -> None:
+    """`count` threads take `slots` one after another, then run `held(name)` while they hold one; back when all are done.
+
+    Each thread has a slot or is queued before the next starts, and no holder goes on until every thread has arrived.
+    """
+    go, lock, taken = threading.Event(), threading.Lock(), [0]
 
     def hold(name: int) -> None:
         with slots:
             with lock:
-                order.append(name)
-                holding[0] += 1
-                peak[0] = max(peak[0], holding[0])
-            time.sleep(0.02)
-            with lock:
-                holding[0] -= 1
+                taken[0] += 1
+            go.wait(timeout=10)
+            held(name)
+
+    def arrived() -> int:  # holding or queued: each thread counts once from its arrival on
+        with lock, slots._mutex:
+            return taken[0] + len(slots._waiting)
 
     threads = []
-    for name in range(6):
+    for name in range(count):
         threads.append(threading.Thread(target=hold, args=(name,)))
         threads[-1].start()
-        time.sleep(0.005)  # arrive in order
+        deadline = time.monotonic() + 10
+        while arrived() <= name and time.monotonic() < deadline:
+            time.sleep(0.001)
+    go.set()
     for thread in threads:
         thread.join()
-    assert (peak[0], sorted(order)) == (2, list(range(6)))
-    assert order[2:] == [2, 3, 4, 5]  # the waiters, in the order they came
+
+
+def test_at_most_size_hold_a_slot_at_once() -> None:
+    slots, holding, peak, lock = Slots(2), [0], [0], threading.Lock()
+
+    def held(_name: int) -> None:
+        with lock:
+            holding[0] += 1
+            peak[0] = max(peak[0], holding[0])
+        time.sleep(0.005)
+        with lock:
+            holding[0] -= 1
+
+    _arrive_in_order(slots, 6, held)
+    assert peak[0] == 2
+
+
+def test_waiters_are_served_in_arrival_order() -> None:
+    slots, order = Slots(1), []  # one slot: each holder hands it to the next waiter, so the order is the handover's
+    _arrive_in_order(slots, 6, order.append)
+    assert order == [0, 1, 2, 3, 4, 5]
 
 
 def test_a_released_slot_is_free_again() -> None:
