@@ -181,10 +181,13 @@ def test_a_killed_worker_fails_the_native_call_clearly_and_the_next_is_served(pl
 def test_a_first_call_with_no_server_is_served_by_the_server_it_starts(place: ServerPlace, native: Path,
                                                                        tmp_path: Path) -> None:  # fmt: skip
     """It waits for the server to listen rather than run in-process beside its start-up (a second start-up's CPU)."""
-    done = run(place, native, "version", "--debug", cwd=tmp_path)
+    done = run(place, native, "version", "--debug", cwd=tmp_path, OCIVENDIR_SERVER_TEST_HOOKS="1")
     assert done[0] == 0
     assert "running in-process" not in done[2]
     assert served(place) == 1  # the call (a status query reports the connections before its own)
+    environ = Path(f"/proc/{place.status()['pid']}/environ").read_bytes().split(b"\0")
+    assert f"OCIVENDIR_SERVER_DIR={place.dir}".encode() in environ
+    assert not [entry for entry in environ if entry.startswith(b"OCIVENDIR_SERVER_TEST_HOOKS=")]  # by hand only
 
 
 def test_a_server_of_another_build_is_never_used(place: ServerPlace, native: Path, tmp_path: Path) -> None:

@@ -40,9 +40,8 @@ class OneWorker:
     def __init__(self, place: ServerPlace, bin_dir: Path, **env: str) -> None:
         """Start the server (one worker, never retired for its count)."""
         self.place, self.bin_dir = place, bin_dir
-        self.server_pid = place.start(
-            **{"OCIVENDIR_SERVER_WORKERS": "1", "OCIVENDIR_SERVER_MAX_CALLS": "100000", **env}
-        )
+        self.server_pid = place.start(**{"OCIVENDIR_SERVER_WORKERS": "1", "OCIVENDIR_SERVER_MAX_CALLS": "100000",
+                                         "OCIVENDIR_SERVER_TEST_HOOKS": "1", **env})  # fmt: skip
 
     def retired(self) -> int:
         """How many workers the server has retired (its `status` facts, asked over the wire)."""
@@ -242,6 +241,18 @@ def test_a_call_that_leaves_something_behind_retires_its_worker(one: OneWorker, 
     assert after == clean
     assert fresh != pid
     assert one.retired() == 1
+
+
+@pytest.mark.parametrize("leak", ["raise", "thread"])
+def test_a_server_not_started_with_the_hooks_switched_on_ignores_a_calls_leak_hook(
+    place: ServerPlace, bin_dir: Path, tmp_path: Path, leak: str
+) -> None:
+    one = OneWorker(place, bin_dir, OCIVENDIR_SERVER_TEST_HOOKS="")
+    clean, pid = one.served("vendir", "version", cwd=tmp_path)
+    asked, same = one.served("vendir", "version", cwd=tmp_path, env=one.env(OCIVENDIR_SERVER_TEST_LEAK=leak))
+    assert (asked, same) == (clean, pid)
+    assert one.served("vendir", "version", cwd=tmp_path) == (clean, pid)
+    assert one.retired() == 0
 
 
 def test_max_calls_one_gives_a_fresh_worker_for_every_call(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:

@@ -158,11 +158,12 @@ def test_a_sitecustomize_on_pythonpath_runs_only_in_the_calls_that_carry_it(plac
 
 def test_a_server_starts_with_a_scrubbed_environment_and_an_isolated_interpreter(place: ServerPlace,
                                                                                 tmp_path: Path) -> None:  # fmt: skip
-    """The first call's environment (credentials, proxies, the harmless PYTHON* ones) never becomes the server's."""
+    """A first call's environment never becomes the server's: credentials, proxies, the harmless PYTHON*, hooks."""
     process = subprocess.run([str(program(tmp_path / "bin", "vendir")), "version"], capture_output=True, cwd=tmp_path,
                              env=place.env(IMGPKG_PASSWORD="secret", HTTPS_PROXY="http://proxy:1",
                                            PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", LANG="C.UTF-8",
-                                           TMPDIR=str(tmp_path)), timeout=60, check=False)  # fmt: skip
+                                           TMPDIR=str(tmp_path), OCIVENDIR_SERVER_TEST_HOOKS="1"),
+                             timeout=60, check=False)  # fmt: skip
     assert process.returncode == 0
     place.wait_for(lambda: place.status() != {})
     [pid] = server_parents(place.dir)
@@ -171,6 +172,7 @@ def test_a_server_starts_with_a_scrubbed_environment_and_an_isolated_interpreter
     assert names <= {"PATH", "HOME", "TMPDIR", "XDG_RUNTIME_DIR", "LC_ALL", "LC_CTYPE", "LANG"} | {
         name for name in names if name.startswith("OCIVENDIR_SERVER_")}  # fmt: skip
     assert {"OCIVENDIR_SERVER_DIR", "LANG", "TMPDIR"} <= names
+    assert "OCIVENDIR_SERVER_TEST_HOOKS" not in names  # only a server started by hand takes the suite's hook switch
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert cmdline[1] in {b"-EsP", b"-EP"}  # no PYTHON* variable read, no script directory on sys.path
 

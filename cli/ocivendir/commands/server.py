@@ -76,7 +76,7 @@ def _start_detached() -> None:
     try:
         directory, build = server_dir(), build_id()
         socket_path(directory, build)
-        started = start_server(directory, build, stderr=write)
+        started = start_server(directory, build, stderr=write, by_hand=True)
     except Unusable as exc:
         os.close(read)
         raise OcivendirError(f"the server directory is unusable: {exc}") from None

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["HARMLESS", "KEPT", "STARTUP_NAMES", "STARTUP_PREFIXES", "locale_key", "server_environment",
+__all__ = ["HARMLESS", "KEPT", "STARTUP_NAMES", "STARTUP_PREFIXES", "TEST_HOOKS", "locale_key", "server_environment",
            "startup_variable"]  # fmt: skip
 
 STARTUP_PREFIXES = ("PYTHON", "LD_", "MALLOC_", "OPENSSL_")
@@ -31,6 +31,9 @@ HARMLESS = frozenset({"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"})
 KEPT = ("PATH", "HOME", "TMPDIR", "XDG_RUNTIME_DIR", "LC_ALL", "LC_CTYPE", "LANG")
 _C_LOCALES = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8", "UTF-8"})  # the C locale and Python's coercion targets
 _KEPT_PREFIX = "OCIVENDIR_SERVER_"  # the server's place and settings (OCIVENDIR_SERVER_DIR, _IDLE, _WORKERS, …)
+# `1` in the environment of a server started by hand (`server start`): its workers honour the suite's leak hook
+# (`server/worker.py`). A server a call starts never has it, so no caller can switch the hook on.
+TEST_HOOKS = "OCIVENDIR_SERVER_TEST_HOOKS"
 
 
 def startup_variable(environ: Mapping[str, str]) -> str | None:
@@ -41,9 +44,16 @@ def startup_variable(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """What of `environ` a server starts with: its place, its settings, PATH, HOME and the locale; nothing else."""
-    return {name: value for name, value in environ.items() if name in KEPT or name.startswith(_KEPT_PREFIX)}
+def server_environment(environ: Mapping[str, str], *, by_hand: bool = True) -> dict[str, str]:
+    """What of `environ` a server starts with: its place, its settings, PATH, HOME and the locale; nothing else.
+
+    A server a call starts (not `by_hand`) never takes the suite's hook switch (TEST_HOOKS) from that call.
+    """
+    return {
+        name: value
+        for name, value in environ.items()
+        if (name in KEPT or name.startswith(_KEPT_PREFIX)) and (by_hand or name != TEST_HOOKS)
+    }
 
 
 def locale_key(environ: Mapping[str, str]) -> str:

@@ -40,8 +40,11 @@ def server_argv() -> list[str]:
     return [sys.executable, flags, "-m", "ocivendir", "server", "start", "--foreground"]
 
 
-def start_server(directory: str, build: str, *, stderr: int = -1) -> bool:
-    """Start this build's server detached unless a start is under way (False then); OSError or Unusable if it can't."""
+def start_server(directory: str, build: str, *, stderr: int = -1, by_hand: bool = False) -> bool:
+    """Start this build's server detached unless a start is under way (False then); OSError or Unusable if it can't.
+
+    `by_hand`: for `server start`, not for a call that finds no server (`server_environment`).
+    """
     from ocivendir.fs.locks import LockBusy, hold_lock, is_held  # noqa: PLC0415 - only when no server runs
 
     ensure_dir(directory)
@@ -52,7 +55,7 @@ def start_server(directory: str, build: str, *, stderr: int = -1) -> bool:
     try:
         if is_held(lock_path(directory, build)):
             return False  # a server runs: it listened (and let the start lock go) since this call looked for it
-        spawn_detached(server_argv(), server_environment(os.environ), keep=lock, stderr=stderr)
+        spawn_detached(server_argv(), server_environment(os.environ, by_hand=by_hand), keep=lock, stderr=stderr)
     finally:
         os.close(lock)
     return True

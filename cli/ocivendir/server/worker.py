@@ -32,6 +32,7 @@ import time
 
 from ocivendir.server import ownstatus
 from ocivendir.server.identity import mismatch
+from ocivendir.server.interpreter import TEST_HOOKS
 from ocivendir.server.leaks import Baseline
 from ocivendir.server.slots import BUSY, IDLE, Slots
 from ocivendir.server.watch import Watcher
@@ -47,6 +48,9 @@ __all__ = ["REQUEST_SECONDS", "TEST_LEAK", "Entry", "take", "work"]
 
 REQUEST_SECONDS = 5.0  # a connection that has not sent its whole request by then is closed unanswered
 TEST_LEAK = "OCIVENDIR_SERVER_TEST_LEAK"  # the suite's hook: `thread`, `descriptor`, `environ` left, or `raise`
+# whether the hook acts: only in a server started by hand with TEST_HOOKS=1 (read as the server starts: the daemon
+# imports this module before it takes a call, whose environment is the caller's)
+_HOOKS = os.environ.get(TEST_HOOKS) == "1"
 _CHANNEL_MESSAGE = 1 << 16
 _PEERCRED = struct.Struct("3i")
 _ACCEPT_PAUSE = 0.1  # seconds, after an accept that failed for want of a descriptor or memory
@@ -371,7 +375,12 @@ def _flush(code: int) -> int:
 
 
 def _plant(request: Request, entry: Entry) -> Entry:
-    """The suite's hook: leave a thread, a descriptor or an environment variable behind, or raise from the call."""
+    """The suite's hook: leave a thread, a descriptor or an environment variable behind, or raise from the call.
+
+    Honoured only by a server whose starter switched it on (TEST_HOOKS); any other ignores the call's TEST_LEAK.
+    """
+    if not _HOOKS:
+        return entry
     leak = request.env.get(TEST_LEAK)
     if leak == "thread":
         threading.Thread(target=threading.Event().wait, name="planted", daemon=True).start()
