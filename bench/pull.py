@@ -30,7 +30,7 @@ from tests.support.registry import Registry
 from bench import seed
 from bench.accesslog import AccessLog, Traffic, counting
 from bench.measure import Run, interleaved, run
-from bench.serverstat import server_cpu_s, stop_servers
+from bench.serverstat import PrivateGrowth, server_cpu_s, stop_servers
 from bench.tools import Tools, clean_env, named
 
 SERVER_TOOL = "ocivendir (server)"
@@ -98,11 +98,12 @@ _Measured = tuple[Callable[[], Run], Callable[[], None], list[Traffic]]  # one p
 
 
 def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None = None, *, cwd: Path | None = None,
-          env_extra: dict[str, str] | None = None) -> _Measured:  # fmt: skip
+          env_extra: dict[str, str] | None = None, memory: list[int] | None = None) -> _Measured:  # fmt: skip
     """One tool's cold pull (or sync, run in `cwd`), ready to repeat: output and cache removed before every repetition.
 
     With `server`, ocivendir hands the call to the resident server living there; each repetition's CPU adds what the
-    server and its worker used to the client's.
+    server and its worker used to the client's, and with `memory` too, the private memory the call added to the
+    server's processes (`PrivateGrowth`, sampled: not for timed repetitions).
     """
     traffic: list[Traffic] = []
     extra = {"OCIVENDIR_SERVER": "on", "OCIVENDIR_SERVER_DIR": str(server)} if server else {"OCIVENDIR_SERVER": "off"}
@@ -111,7 +112,12 @@ def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None =
 
     def one() -> Run:
         served = server_cpu_s(server) if server else 0.0
-        done = run(argv, env=env, cwd=cwd)
+        if server is not None and memory is not None:
+            with PrivateGrowth(server) as growth:
+                done = run(argv, env=env, cwd=cwd)
+            memory.append(growth.kib)
+        else:
+            done = run(argv, env=env, cwd=cwd)
         if server is None:
             return done
         return Run(done.code, done.wall_s, done.cpu_s + server_cpu_s(server) - served, done.rss_kib, done.stdout,
@@ -142,22 +148,31 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
         with contextlib.ExitStack() as servers:
             server = servers.enter_context(_server(tools.ocivendir, work / "server", work))
             pulls = {name: _cold(registry, argv, work) for name, argv in commands.items()}
-            pulls[SERVER_TOOL] = _cold(registry, commands["ocivendir"], work, server)
             syncs = _sync_commands(tools, ref, work, work / "cache")
             pulls |= {name: _cold(registry, argv, work, cwd=work) for name, argv in syncs.items()}
-            pulls[SYNC_SERVER_TOOL] = _cold(registry, syncs[SYNC_TOOL], work, server, cwd=work)
+            served: dict[str, tuple[Path, list[str], dict[str, Any]]] = {
+                SERVER_TOOL: (tools.ocivendir, commands["ocivendir"], {}),
+                SYNC_SERVER_TOOL: (tools.ocivendir, syncs[SYNC_TOOL], {"cwd": work}),
+            }
+            servers_of = {tools.ocivendir: server}
             if tools.dist and (native := tools.dist.parent / "vendir").exists():
-                sidecar = servers.enter_context(_server(tools.dist, work / "server-dist", work))
-                cache = {"VENDIR_CACHE_DIR": str(work / "cache")}
-                pulls[SIDECAR_SYNC_TOOL] = _cold(registry, [str(native), *_SYNC], work, sidecar, cwd=work,
-                                                 env_extra=cache)  # fmt: skip
+                servers_of[tools.dist] = servers.enter_context(_server(tools.dist, work / "server-dist", work))
                 as_imgpkg = [str(named(native, work / "bin", "imgpkg")), "pull", "-b", ref, "-o", str(work / "out")]
-                pulls[NATIVE_PULL_TOOL] = _cold(registry, as_imgpkg, work, sidecar,
-                                                env_extra={"OCIVENDIR_CACHE_DIR": str(work / "cache")})  # fmt: skip
+                served[SIDECAR_SYNC_TOOL] = (
+                    tools.dist,
+                    [str(native), *_SYNC],
+                    {"cwd": work, "env_extra": {"VENDIR_CACHE_DIR": str(work / "cache")}},
+                )
+                served[NATIVE_PULL_TOOL] = (tools.dist, as_imgpkg,
+                                            {"env_extra": {"OCIVENDIR_CACHE_DIR": str(work / "cache")}})  # fmt: skip
+            pulls |= {name: _cold(registry, argv, work, servers_of[program], **kw)
+                      for name, (program, argv, kw) in served.items()}  # fmt: skip
             measured = interleaved({name: (once, before) for name, (once, before, _) in pulls.items()}, reps)
+            memory = _memory(registry, work, served, servers_of)
         _empty(work)
         results.append({"name": case.name, "ref": ref, "tools": {
-            name: {**measured[name].as_dict(), "requests": traffic[-1].requests, "bytes": traffic[-1].bytes}
+            name: {**measured[name].as_dict(), "requests": traffic[-1].requests, "bytes": traffic[-1].bytes,
+                   **({"private_growth_kib": memory[name]} if name in memory else {})}
             for name, (_, _, traffic) in pulls.items()}})  # fmt: skip
         if case.size_mib and (largest is None or case.size_mib > largest[0].size_mib):
             largest = (case, ref)
@@ -174,12 +189,46 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
                      "the same server; dist build, native client + server: as kapp-controller's sidecar runs "
                      "it). ocivendir pull (dist build, native client + server): the pull through the dist's native "
                      "client linked as imgpkg, handed to that server (ocivendir (server) starts the venv's Python "
-                     "client, ~20 ms of it)"}  # fmt: skip
+                     "client, ~20 ms of it). Private memory: what one served call added to the server's processes at "
+                     "its peak, sampled in a pass after the timed ones: a fresh worker's first call, then a reused "
+                     "worker's"}  # fmt: skip
+
+
+def _memory(registry: Registry, work: Path, served: dict[str, tuple[Path, list[str], dict[str, Any]]],
+            servers_of: dict[Path, Path]) -> dict[str, dict[str, int]]:  # fmt: skip
+    """Each served tool's private-memory growth (`PrivateGrowth`): a fresh worker's first call, then a reused one's.
+
+    The tool's server is restarted first, so the first call is a fresh worker's (its copy-on-write of the
+    interpreter's pages and its threads' first allocations included); the second is served by a worker that has
+    served before, as nearly every call is.
+    """
+    found: dict[str, dict[str, int]] = {}
+    for name, (program, argv, kw) in served.items():
+        directory = servers_of[program]
+        stop_servers(directory)
+        _start(program, directory, work)
+        growth: list[int] = []
+        once, before, _ = _cold(registry, argv, work, directory, memory=growth, **kw)
+        for _ in range(2):
+            before()
+            if (done := once()).code != 0:
+                raise RuntimeError(f"{name} failed with exit code {done.code}: {done.stderr[-2000:]}")
+        found[name] = {"fresh_worker": growth[0], "reused_worker": growth[1]}
+    return found
 
 
 @contextlib.contextmanager
 def _server(program: Path, server: Path, work: Path) -> Iterator[Path]:
     """A resident server of `program` in socket directory `server` for one case's served calls, stopped after them."""
+    _start(program, server, work)
+    try:
+        yield server
+    finally:
+        stop_servers(server)
+
+
+def _start(program: Path, server: Path, work: Path) -> None:
+    """Start a server of `program` in a new socket directory `server` (`server start`: back once it listens)."""
     shutil.rmtree(server, ignore_errors=True)
     server.mkdir(mode=0o700, parents=True)
     (work / "home").mkdir(parents=True, exist_ok=True)
@@ -187,10 +236,6 @@ def _server(program: Path, server: Path, work: Path) -> Iterator[Path]:
     started = run([str(program), "server", "start"], env=env)
     if started.code != 0:
         raise RuntimeError(f"ocivendir server start failed: {started.stderr[-2000:]}")
-    try:
-        yield server
-    finally:
-        stop_servers(server)
 
 
 def _push(registry: Registry, case: Case, number: int, work: Path) -> str:

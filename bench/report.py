@@ -69,14 +69,21 @@ def _pull(section: Row) -> list[str]:
     for case in section.get("cases", []):
         base = case["tools"]["ocivendir"]["wall_s"]["median"]
         rows = [[name, stat(m["wall_s"]), f"{ratio(m['wall_s']['median'], base)}", stat(m["cpu_s"]),
-                 mib(m["max_rss_kib"]["median"]), str(m["requests"]), f"{m['bytes']:,}"]
+                 mib(m["max_rss_kib"]["median"]), _private(m), str(m["requests"]), f"{m['bytes']:,}"]
                 for name, m in case["tools"].items()]  # fmt: skip
         lines += [f"### {case['name']}", ""]
-        lines += table(["tool", "wall", "÷ ocivendir", "CPU (user+sys)", "peak RSS MiB", "requests", "bytes"], rows)
+        lines += table(["tool", "wall", "÷ ocivendir", "CPU (user+sys)", "peak RSS MiB",
+                        "server's private MiB added (fresh / reused worker)", "requests", "bytes"], rows)  # fmt: skip
         lines.append("")
     lines += [f"- {what} skipped: {why}" for what, why in section.get("skipped", {}).items()]
     resumed = section.get("resume")
     return [*lines, "", *_resume(resumed), ""] if resumed else [*lines, ""]
+
+
+def _private(measured: Row) -> str:
+    """What a served call added to the server's private memory at its peak (`bench/serverstat.PrivateGrowth`)."""
+    growth = measured.get("private_growth_kib")
+    return f"{mib(growth['fresh_worker'])} / {mib(growth['reused_worker'])}" if growth else "-"
 
 
 def _resume(resumed: Row) -> list[str]:

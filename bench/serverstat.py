@@ -1,4 +1,4 @@
-"""Owns: what the benchmark knows of a resident ocivendir server — its process, its CPU and its workers', stopping it.
+"""Owns: what the benchmark knows of a resident server — its processes, their CPU and a call's memory, stopping it.
 
 A server is found by what it is, not by asking it (a query would fork a worker and cost CPU of its own): the process
 whose command line is `... server start --foreground` and whose environment names the benchmark's server directory.
@@ -10,12 +10,14 @@ batch of calls, never per call.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
+from typing import Self
 
 from tests.support.server import server_pids, stop_servers
 
-__all__ = ["server_cpu_s", "server_pids", "stop_servers"]
+__all__ = ["PrivateGrowth", "server_cpu_s", "server_pids", "stop_servers"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -57,3 +59,74 @@ def _ended(pid: str) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in {"Z", "X"}
     except OSError:
         return False
+
+
+class PrivateGrowth:
+    """The private memory a call added to the server's processes at its peak (issue 33's goal: at most 16 MiB).
+
+    A context around one call. Private memory is Private_Clean + Private_Dirty of /proc/PID/smaps_rollup: pages this
+    process alone maps, so pages it shared with the server's parent count once they are copied on write. Sampled every
+    `interval` seconds by a thread (a read costs ~0.4 ms, which is why the benchmark does this in a pass of its own,
+    not in its timed repetitions). `kib` is the sum over the server's processes of (peak − before); a process that
+    appears during the call (the spare forked ahead of the next call) counts with all of its private memory.
+    """
+
+    def __init__(self, directory: Path, interval: float = 0.005) -> None:  # noqa: D107
+        self._directory, self._interval = directory, interval
+        self._before: dict[int, int] = {}
+        self._peak: dict[int, int] = {}
+        self._parents: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="private-growth", daemon=True)
+
+    def __enter__(self) -> Self:  # noqa: D105
+        found = server_pids(self._directory)
+        self._parents = [pid for pid in found if _parent_of(pid) not in found]
+        for pid in found:
+            if (private := _private_kib(pid)) is not None:
+                self._before[pid] = self._peak[pid] = private
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:  # noqa: D105
+        self._stop.set()
+        self._thread.join()
+        self._once()
+
+    @property
+    def kib(self) -> int:
+        """The growth, in KiB, once the context has ended."""
+        return sum(peak - self._before.get(pid, 0) for pid, peak in self._peak.items())
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._once()
+
+    def _once(self) -> None:
+        """One sample of the parents and their children now (a worker forked meanwhile among them)."""
+        for parent in self._parents:
+            try:
+                children = [int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+            except OSError:
+                children = []
+            for pid in (parent, *children):
+                if (private := _private_kib(pid)) is not None:
+                    self._peak[pid] = max(self._peak.get(pid, 0), private)
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _private_kib(pid: int) -> int | None:
+    """Private_Clean + Private_Dirty of `pid` in KiB, or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    return sum(
+        int(line.split()[1]) for line in text.splitlines() if line.startswith(("Private_Clean:", "Private_Dirty:"))
+    )
