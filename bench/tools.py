@@ -11,9 +11,12 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from ocivendir import __version__
 
@@ -95,10 +98,15 @@ def pip_install(wheel: Path, where: Path) -> Path:
 
     Not editable: this project's own venv is (`pip install -e`), and an editable install's build id checks the source
     tree (about 150 stat calls, 0.8 ms of each call through the Python client, `server/build.py`), which a user's
-    install does not. The dependencies are this venv's, on the new one's path through a `.pth` file (no network, the
-    same versions); made again only when the wheel or the interpreter changed.
+    install does not. Its site-packages holds what a user's would: ocivendir as pip installs it, and its runtime
+    dependencies (no extras), linked from this venv (no network, the same versions). Not this venv's whole
+    site-packages: the test and bench extras would be more for the build id to look at on every call than a user's
+    install holds. Made again only when the wheel, the interpreter or the dependencies changed.
     """
-    stamp = f"{hashlib.sha256(wheel.read_bytes()).hexdigest()} {sys.version}\n"
+    dependencies = _runtime_dependencies()
+    stamp = f"{hashlib.sha256(wheel.read_bytes()).hexdigest()} {sys.version}\n" + "".join(
+        f"{dist.metadata['Name']} {dist.version}\n" for dist in dependencies
+    )
     script = where / "bin" / "ocivendir"
     if script.exists() and (where / "bench-stamp").exists() and (where / "bench-stamp").read_text() == stamp:
         return script
@@ -107,13 +115,31 @@ def pip_install(wheel: Path, where: Path) -> Path:
     python = where / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
-    Path(purelib, "ocivendir-bench-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    for dist in dependencies:
+        for name in {file.parts[0] for file in dist.files or [] if file.parts[0] not in {"..", "__pycache__"}}:
+            Path(purelib, name).symlink_to(Path(str(dist.locate_file(name))))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
                     "--no-index", "--ignore-installed", str(wheel)], check=True, capture_output=True)  # fmt: skip
     if not script.exists():  # pip found the editable install on the path and would install nothing without
         raise OSError(f"pip installed no console script at {script}")  # --ignore-installed
     (where / "bench-stamp").write_text(stamp)
     return script
+
+
+def _runtime_dependencies() -> list[metadata.Distribution]:
+    """What ocivendir needs at run time, as installed here: its requirements without extras, theirs, and so on."""
+    found: dict[str, metadata.Distribution] = {}
+    wanted = ["ocivendir"]
+    while wanted:
+        for line in metadata.requires(wanted.pop()) or []:
+            requirement = Requirement(line)
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            key = canonicalize_name(requirement.name)
+            if key not in found:
+                found[key] = metadata.distribution(requirement.name)
+                wanted.append(requirement.name)
+    return sorted(found.values(), key=lambda dist: canonicalize_name(dist.metadata["Name"]))
 
 
 def _first_line(argv: list[str]) -> str:
