@@ -296,7 +296,8 @@ static void close_from(int first) {
 /* What a server starts with (server/interpreter.py): its place and settings, PATH, HOME and the locale; never the
  * suite's hook switch, which only a server started by hand takes (TEST_HOOKS). */
 static int kept_for_server(const char *entry) {
-    if (strncmp(entry, "OCIVENDIR_SERVER_TEST_HOOKS=", 28) == 0)
+    static const char hooks[] = "OCIVENDIR_SERVER_TEST_HOOKS=";
+    if (strncmp(entry, hooks, sizeof(hooks) - 1) == 0)
         return 0;
     static const char *const kept[] = {"PATH=", "HOME=", "TMPDIR=", "XDG_RUNTIME_DIR=", "LC_ALL=", "LC_CTYPE=",
                                        "LANG=", NULL};

@@ -28,7 +28,7 @@ from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
 from tests.support.builders import Pusher, make_image, publish_bundle
 from tests.support.faults import silent_server
 from tests.support.registry import Registry
-from tests.support.server import ServerPlace, left, program, worker_in, workers
+from tests.support.server import ServerPlace, left, program, server_parents, worker_in, workers
 
 pytestmark = pytest.mark.integration
 
@@ -358,8 +358,8 @@ def _raw_request(place: ServerPlace, request: wire.Request, uid: int | None = No
         "import os, socket, sys\n"
         "from ocivendir.server import wire\n"
         f"if {uid is not None}: os.setuid({uid})\n"
-        f"request = wire.Request(op={request.op!r}, build={request.build!r}, umask=0o22, cwd='/', argv=['vendir'],"
-        " env={})\n"
+        f"request = wire.Request(op={request.op!r}, build={request.build!r}, umask=0o22, cwd='/',"
+        f" argv={request.argv or ['vendir']!r}, env={request.env!r})\n"
         "s = socket.socket(socket.AF_UNIX)\n"
         f"s.connect({str(place.dir / f'server-{build_id()}.sock')!r})\n"
         "fds = [0, 1, 2, os.open('/', os.O_RDONLY)]\n"
@@ -377,6 +377,24 @@ def test_a_request_of_another_build_is_refused_before_it_starts(place: ServerPla
     place.start()
     answer = _raw_request(place, wire.Request(op="call", build="0" * 16, umask=0, cwd="/", argv=[], env={}))
     assert answer.startswith(b"(b'R', b'build 0000000000000000 asked of a server of build ")
+
+
+@pytest.mark.parametrize("args", [["server", "start", "--foreground"], ["--debug", "server", "start"]])
+def test_a_server_command_is_refused_by_a_worker(place: ServerPlace, tmp_path: Path, args: list[str]) -> None:
+    """Refused unstarted (its caller runs it itself): it would start a server from the call's environment, or become one.
+
+    No client sends one; this request, made by hand, asks for the suite's hooks switched on as well.
+    """
+    place.start()
+    elsewhere = tmp_path / "elsewhere"
+    request = wire.Request(op="call", build=build_id(), umask=0o22, cwd="/", argv=["vendir", *args],
+                           env=place.env(OCIVENDIR_SERVER_DIR=str(elsewhere), OCIVENDIR_SERVER_TEST_HOOKS="1"))  # fmt: skip
+    answer = _raw_request(place, request)
+    assert answer.startswith(b"(b'R', ")
+    assert b"a server command runs in the caller's own process" in answer
+    time.sleep(0.5)
+    assert not elsewhere.exists()
+    assert len(server_parents(place.dir)) == 1
 
 
 def test_another_uid_is_refused(place: ServerPlace) -> None:

@@ -25,9 +25,15 @@ def test_a_server_keeps_its_place_settings_path_home_and_locale_only() -> None:
                "LC_CTYPE": "C", "OCIVENDIR_SERVER_DIR": "/d", "OCIVENDIR_SERVER_IDLE": "0", "OCIVENDIR_SERVER": "on",
                "IMGPKG_PASSWORD": "pw", "PYTHONPATH": "/p", "LD_PRELOAD": "/x.so", "LC_MESSAGES": "de",
                "HTTPS_PROXY": "http://p:1", "LOCPATH": "/l"}  # fmt: skip
-    assert server_environment(environ) == {
+    assert server_environment(environ, by_hand=True) == {
         "PATH": "/bin", "HOME": "/h", "TMPDIR": "/t", "XDG_RUNTIME_DIR": "/r", "LANG": "C.UTF-8", "LC_ALL": "",
         "LC_CTYPE": "C", "OCIVENDIR_SERVER_DIR": "/d", "OCIVENDIR_SERVER_IDLE": "0"}  # fmt: skip
+
+
+def test_only_a_server_started_by_hand_keeps_the_suites_hook_switch() -> None:
+    environ = {"PATH": "/bin", "OCIVENDIR_SERVER_DIR": "/d", "OCIVENDIR_SERVER_TEST_HOOKS": "1"}
+    assert server_environment(environ, by_hand=True) == environ
+    assert server_environment(environ, by_hand=False) == {"PATH": "/bin", "OCIVENDIR_SERVER_DIR": "/d"}
 
 
 @pytest.mark.parametrize(("one", "other", "same"), [

@@ -44,10 +44,10 @@ def startup_variable(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def server_environment(environ: Mapping[str, str], *, by_hand: bool = True) -> dict[str, str]:
+def server_environment(environ: Mapping[str, str], *, by_hand: bool) -> dict[str, str]:
     """What of `environ` a server starts with: its place, its settings, PATH, HOME and the locale; nothing else.
 
-    A server a call starts (not `by_hand`) never takes the suite's hook switch (TEST_HOOKS) from that call.
+    A server a call starts (not `by_hand`: said each time) never takes the suite's hook switch (TEST_HOOKS) from it.
     """
     return {
         name: value

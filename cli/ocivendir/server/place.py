@@ -21,6 +21,7 @@ __all__ = [
     "check_dir",
     "ensure_dir",
     "lock_path",
+    "manages_server",
     "server_dir",
     "socket_path",
     "start_path",
@@ -46,11 +47,19 @@ def wanted(argv: list[str], environ: Mapping[str, str] | None = None) -> bool:
         return False
     if not argv or not (mode == "on" or os.path.basename(argv[0]) == "vendir"):
         return False
+    return not manages_server(argv)
+
+
+def manages_server(argv: list[str]) -> bool:
+    """Whether `argv` is a `server …` command, which runs where it was typed and never in a worker.
+
+    In a worker it would start a server from the caller's environment, or make the worker one.
+    """
     if len(argv) > 1 and not argv[1].startswith("-"):  # the command itself (`sync`), as click reads it
-        return argv[1] != "server"
+        return argv[1] == "server"
     from ocivendir.flagscan import command_of  # noqa: PLC0415 - tables and one function, for a leading flag
 
-    return command_of(argv[1:]) != "server"
+    return command_of(argv[1:]) == "server"
 
 
 def server_dir(environ: Mapping[str, str] | None = None) -> str:

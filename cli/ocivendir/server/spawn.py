@@ -97,7 +97,7 @@ def restart_clean() -> None:
     """
     if getattr(sys, "frozen", False):
         return
-    clean = server_environment(os.environ)
+    clean = server_environment(os.environ, by_hand=True)
     if os.environ == clean and sys.flags.ignore_environment:
         return
     argv = server_argv()

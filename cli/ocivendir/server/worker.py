@@ -34,6 +34,7 @@ from ocivendir.server import ownstatus
 from ocivendir.server.identity import mismatch
 from ocivendir.server.interpreter import TEST_HOOKS
 from ocivendir.server.leaks import Baseline
+from ocivendir.server.place import manages_server
 from ocivendir.server.slots import BUSY, IDLE, Slots
 from ocivendir.server.watch import Watcher
 from ocivendir.server.wire import Request, WireError, frame, receive_request
@@ -296,9 +297,15 @@ def _serve(
 
 
 def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:
-    """Why this worker must not run the call, or None: another build, or a caller whose rights differ from ours."""
+    """Why this worker must not run the call, or None: another build, a `server …` command, or a caller unlike us.
+
+    No client sends a `server` command (`place.manages_server`); one made by hand would start a server from the
+    caller's environment, or make this worker one. A caller unlike us has other rights (`identity.mismatch`).
+    """
     if request.build != build:
         return f"build {request.build} asked of a server of build {build}"
+    if manages_server(request.argv):
+        return "a server command runs in the caller's own process"
     return mismatch(conn, request.env)  # the caller's credentials, limits and start-up settings are ours
 
 
