@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Self
 
-from tests.support.server import server_pids, stop_servers
+from tests.support.server import server_parents, server_pids, stop_servers
 
 __all__ = ["PrivateGrowth", "server_cpu_s", "server_pids", "stop_servers"]
 
@@ -76,21 +76,24 @@ class PrivateGrowth:
         self._before: dict[int, int] = {}
         self._peak: dict[int, int] = {}
         self._parents: list[int] = []
+        self._failed: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="private-growth", daemon=True)
 
     def __enter__(self) -> Self:  # noqa: D105
-        found = server_pids(self._directory)
-        self._parents = [pid for pid in found if _parent_of(pid) not in found]
-        for pid in found:
-            if (private := _private_kib(pid)) is not None:
-                self._before[pid] = self._peak[pid] = private
+        self._parents = server_parents(self._directory)
+        if not self._parents:  # a figure of no process would read as a call that added nothing
+            raise RuntimeError(f"no server serves {self._directory}")
+        self._once()
+        self._before = dict(self._peak)
         self._thread.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:  # noqa: D105
         self._stop.set()
         self._thread.join()
+        if self._failed is not None:  # a sampler that died would leave only the last sample: too low, and silent
+            raise RuntimeError("sampling the server's memory failed") from self._failed
         self._once()
 
     @property
@@ -99,8 +102,11 @@ class PrivateGrowth:
         return sum(peak - self._before.get(pid, 0) for pid, peak in self._peak.items())
 
     def _sample(self) -> None:
-        while not self._stop.wait(self._interval):
-            self._once()
+        try:
+            while not self._stop.wait(self._interval):
+                self._once()
+        except Exception as exc:  # noqa: BLE001 - any failure is reported by __exit__, in the measuring thread
+            self._failed = exc
 
     def _once(self) -> None:
         """One sample of the parents and their children now (a worker forked meanwhile among them)."""
@@ -112,13 +118,6 @@ class PrivateGrowth:
             for pid in (parent, *children):
                 if (private := _private_kib(pid)) is not None:
                     self._peak[pid] = max(self._peak.get(pid, 0), private)
-
-
-def _parent_of(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _private_kib(pid: int) -> int | None:

@@ -116,7 +116,9 @@ def pip_install(wheel: Path, where: Path) -> Path:
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     for dist in dependencies:
-        for name in {file.parts[0] for file in dist.files or [] if file.parts[0] not in {"..", "__pycache__"}}:
+        if not dist.files:  # nothing to link: the install would miss a module only at its first import
+            raise OSError(f"{dist.metadata['Name']} {dist.version} lists no files (no RECORD): cannot link it")
+        for name in {file.parts[0] for file in dist.files if file.parts[0] not in {"..", "__pycache__"}}:
             Path(purelib, name).symlink_to(Path(str(dist.locate_file(name))))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
                     "--no-index", "--ignore-installed", str(wheel)], check=True, capture_output=True)  # fmt: skip

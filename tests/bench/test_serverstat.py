@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,3 +85,16 @@ def test_a_process_forked_during_the_call_counts_with_all_of_its_private_memory(
     with PrivateGrowth(tmp_path, interval=60) as growth:
         stand_in.tell("fork")
     assert 8 * MIB <= growth.kib < 14 * MIB
+
+
+def test_its_own_sampling_catches_memory_held_for_a_while(stand_in: StandIn, tmp_path: Path) -> None:
+    with PrivateGrowth(tmp_path, interval=0.005) as growth:
+        stand_in.tell("hold")
+        time.sleep(0.3)  # some 60 samples' time; one is enough
+        stand_in.tell("free")
+    assert 16 * MIB <= growth.kib < 20 * MIB
+
+
+def test_no_server_is_an_error_not_a_call_that_added_nothing(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="no server serves"), PrivateGrowth(tmp_path):
+        pass
