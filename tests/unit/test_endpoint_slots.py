@@ -34,18 +34,21 @@ def _arrive_in_order(slots: Slots, count: int, held: Callable[[int], None]) -> N
         deadline = time.monotonic() + 10
         while arrived() <= name and time.monotonic() < deadline:
             time.sleep(0.001)
+        assert arrived() > name, f"thread {name} neither holds a slot nor waits for one"
     go.set()
     for thread in threads:
         thread.join()
 
 
 def test_at_most_size_hold_a_slot_at_once() -> None:
-    slots, holding, peak, lock = Slots(2), [0], [0], threading.Lock()
+    slots, holding, peak, lock, both = Slots(2), [0], [0], threading.Lock(), threading.Barrier(2, timeout=10)
 
-    def held(_name: int) -> None:
+    def held(name: int) -> None:
         with lock:
             holding[0] += 1
             peak[0] = max(peak[0], holding[0])
+        if name < 2:  # the first two meet while both hold: two at once, whatever the scheduling
+            both.wait()
         time.sleep(0.005)
         with lock:
             holding[0] -= 1
