@@ -30,6 +30,7 @@ import struct
 import threading
 import time
 
+import ocivendir.flagscan  # noqa: F401 - place.manages_server's scanner, loaded here: a module a call imports retires it
 from ocivendir.server import ownstatus
 from ocivendir.server.identity import mismatch
 from ocivendir.server.interpreter import TEST_HOOKS
