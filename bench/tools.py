@@ -49,14 +49,15 @@ class Tools:
         if tools.dist is None:
             tools.skipped["dist build"] = f"{built} is not built (scripts/dist.sh builds it)"
         wheel = built.parent.parent / f"ocivendir-{__version__}-py3-none-any.whl"  # dist.sh's, beside the build
-        try:
-            tools.pip_client = pip_install(wheel, ROOT / "build" / "bench-pip") if wheel.exists() else None
-        except OSError as exc:
-            tools.skipped["pip install"] = f"installing {wheel.name} failed: {exc}"
-        except subprocess.CalledProcessError as exc:
-            tools.skipped["pip install"] = f"installing {wheel.name} failed: {exc.stderr.decode(errors='replace')}"
         if not wheel.exists():
             tools.skipped["pip install"] = f"no {wheel.name} in {wheel.parent} (scripts/dist.sh builds it)"
+        else:
+            try:
+                tools.pip_client = pip_install(wheel, ROOT / "build" / "bench-pip")
+            except OSError as exc:
+                tools.skipped["pip install"] = f"installing {wheel.name} failed: {exc}"
+            except subprocess.CalledProcessError as exc:
+                tools.skipped["pip install"] = f"installing {wheel.name} failed: {exc.stderr.decode(errors='replace')}"
         tools.vendir = tools._from_env("VENDIR_BIN", "real vendir")
         tools.imgpkg = tools._from_env("IMGPKG_BIN", "imgpkg")
         found = shutil.which("skopeo")
