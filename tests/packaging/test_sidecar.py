@@ -3,12 +3,14 @@
 The root holds the build (root-owned, read-only) under /opt/ocivendir with /vendir linked to it, glibc's libraries,
 /etc/passwd and /etc/group, the CA bundle at photon's path, /dev/null, /dev/urandom and /tmp; no Python, no /proc,
 PATH=/ only. The registry speaks TLS with a test CA; a CONNECT proxy stands in for kapp-controller's httpsProxy.
+The server a call started in the root (vendir mode's default) is ended with the test, as the pod would end it.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
 import subprocess
 from collections.abc import Callable, Iterator
@@ -35,6 +37,32 @@ def _require_root() -> None:
         if os.environ.get("CI"):
             pytest.fail("the sidecar test needs root (chroot, mknod) and CI is set")
         pytest.skip("the sidecar test needs root (chroot, mknod)")
+
+
+def _end_processes_rooted_in(root: Path) -> list[int]:
+    """SIGKILL every process whose root directory is `root` (the servers its calls started); their pids."""
+    target = root.stat()
+    ended = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            rooted = os.stat(f"/proc/{entry}/root")
+            if (rooted.st_dev, rooted.st_ino) == (target.st_dev, target.st_ino):
+                os.kill(int(entry), signal.SIGKILL)
+                ended.append(int(entry))
+        except OSError:  # gone meanwhile, or not ours to look at
+            continue
+    return ended
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Iterator[Path]:
+    """Where the test builds its root; every process left running in it is ended with the test."""
+    path = tmp_path / "root"
+    yield path
+    if path.exists():
+        _end_processes_rooted_in(path)
 
 
 def _copy_system_library(root: Path, name: str) -> None:
@@ -168,7 +196,7 @@ def tls_registry_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[regis
 
 
 def test_the_build_syncs_in_a_glibc_only_root_as_uid_1000_cold_warm_and_with_the_registry_stopped(
-    frozen: Path, tls_registry_own: registry_support.Registry, tmp_path: Path
+    frozen: Path, tls_registry_own: registry_support.Registry, root: Path
 ) -> None:
     _require_root()
     registry = tls_registry_own
@@ -179,7 +207,6 @@ def test_the_build_syncs_in_a_glibc_only_root_as_uid_1000_cold_warm_and_with_the
     bundle = published.ref(registry, "sc/relocated")
     image = pusher.image("sc/app", make_image({"app.yml": "app: 1\n"}))
     stdin, expected = PLACEHOLDER + _config(bundle, image), _lock(bundle, image)
-    root = tmp_path / "root"
     build_root(root, frozen, registry.ca_cert)
     sidecar = Sidecar(root)
     untouched = _snapshot(root, (MEM_TMP, "tmp"))
@@ -231,14 +258,13 @@ def connect_proxy() -> Iterator[ConnectProxy]:
 
 
 def test_the_build_reaches_the_registry_through_https_proxy_and_honours_no_proxy(
-    frozen: Path, tls_registry: registry_support.Registry, connect_proxy: ConnectProxy, tmp_path: Path
+    frozen: Path, tls_registry: registry_support.Registry, connect_proxy: ConnectProxy, root: Path
 ) -> None:
     _require_root()
     assert tls_registry.ca_cert is not None
     digest_ref = Pusher(tls_registry).image("sc/proxied", make_image({"p.yml": "proxied: true\n"}))
     named = digest_ref.replace("127.0.0.1:", "registry.test:", 1)  # unresolvable in the root: only the proxy knows it
     stdin = PLACEHOLDER + _config_image(named)
-    root = tmp_path / "root"
     build_root(root, frozen, tls_registry.ca_cert)
     sidecar = Sidecar(root)
     proxy = f"127.0.0.1:{connect_proxy.server_address[1]}"  # no scheme, as kapp-controller's config allows
