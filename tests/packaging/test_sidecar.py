@@ -43,14 +43,14 @@ def _end_processes_rooted_in(root: Path) -> list[int]:
     """SIGKILL every process whose root directory is `root` (the servers its calls started); their pids."""
     target = root.stat()
     ended = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
             continue
         try:
-            rooted = os.stat(f"/proc/{entry}/root")
+            rooted = (entry / "root").stat()
             if (rooted.st_dev, rooted.st_ino) == (target.st_dev, target.st_ino):
-                os.kill(int(entry), signal.SIGKILL)
-                ended.append(int(entry))
+                os.kill(int(entry.name), signal.SIGKILL)
+                ended.append(int(entry.name))
         except OSError:  # gone meanwhile, or not ours to look at
             continue
     return ended
