@@ -48,7 +48,7 @@ def test_code_ships_as_bytecode_and_the_symlink_named_vendir_is_vendir(frozen: P
     assert "ctypes/__init__.pyc" in pycs  # fs/swap.py exchanges trees with renameat2 through ctypes
     link = tmp_path / "vendir"
     link.symlink_to(frozen / "ocivendir")
-    env = {"PATH": "/nonexistent"}
+    env = {"PATH": "/nonexistent", "OCIVENDIR_SERVER": "off"}  # named vendir, it would start the user's own server
     as_vendir = subprocess.run([str(link), "version"], capture_output=True, text=True, env=env, check=True)
     assert as_vendir.stdout.startswith(f"vendir version 0.41.1+ocivendir.{__version__}\n")
     as_self = subprocess.run([str(frozen / "ocivendir"), "--version"], capture_output=True, text=True, env=env,
