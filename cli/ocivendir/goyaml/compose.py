@@ -54,7 +54,8 @@ def _new_node(event: yaml.NodeEvent, anchors: dict[str, Node], open_nodes: set[N
         node.target = target
         return node
     if isinstance(event, yaml.ScalarEvent):
-        node = Node(SCALAR, line, event.value, plain=event.style in {None, ""}, tag=event.tag)
+        node = Node(SCALAR, line, event.value, plain=event.style in {None, ""}, tag=event.tag,
+                    implicit=event.implicit[0])  # fmt: skip
     else:
         node = Node(SEQUENCE if isinstance(event, yaml.SequenceStartEvent) else MAPPING, line)
     if event.anchor is not None:
