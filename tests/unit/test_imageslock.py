@@ -79,6 +79,20 @@ def test_the_rewrite_is_byte_identical_to_imgpkgs_observed_output() -> None:
     assert len(out) == 243
 
 
+def test_float_annotations_are_rewritten_as_imgpkg_0_43_1_rewrote_them() -> None:
+    # imgpkg reads an annotation float into its map[string]string as Go's float32 text (`1.2345679e+08`), a float
+    # past float64 stays text, and `.inf` is the text `+Inf` (observed with imgpkg 0.43.1, adversarial review)
+    values = ["123456789.123", "99999999999999999999", ".inf", "1e400"]
+    annotations = "".join(f"    n{i}: {value}\n" for i, value in enumerate(values))
+    lock = parse_images_lock(f"{HEAD}images:\n- image: r.io/app@sha256:{HEX}\n  annotations:\n{annotations}".encode())
+    out = rewrite(lock, parse_reference("r.io/relocated").repository)
+    assert out.decode() == (
+        "---\napiVersion: imgpkg.carvel.dev/v1alpha1\nimages:\n- annotations:\n"
+        '    n0: "1.2345679e+08"\n    n1: "1e+20"\n    n2: +Inf\n    n3: 1e400\n'
+        f"  image: r.io/relocated@sha256:{HEX}\nkind: ImagesLock\n"
+    )
+
+
 def test_a_bundle_without_images_rewrites_to_the_empty_form_and_counts_as_relocated() -> None:
     lock = parse_images_lock(HEAD.encode())
     assert rewrite(lock, parse_reference("r.io/xy").repository) == (

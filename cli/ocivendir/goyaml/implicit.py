@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ocivendir.goyaml.scalars import all_digits, is_float
+from ocivendir.goyaml.scalars import all_digits, go_float
 
 __all__ = ["reads_as_string"]
 
@@ -109,9 +109,9 @@ def _resolves_to_non_string(text: str) -> bool:
         return False
     if text in _BOOL_NULL:
         return True
-    if hint in "DS" and (_go_int(text) or is_float(text.replace("_", "")) or _is_timestamp(text)):
+    if hint in "DS" and (_go_int(text) or go_float(text) is not None or _is_timestamp(text)):
         return True
-    return hint == "." and is_float(text)
+    return hint == "." and go_float(text) is not None
 
 
 def reads_as_string(text: str) -> bool:

@@ -8,6 +8,8 @@ its `unsupported map key` error.
 
 from __future__ import annotations
 
+from ocivendir.goyaml.gofloat import format_float32
+
 __all__ = ["UnsupportedKeyError", "go_key", "go_value"]
 
 _INT64 = 1 << 63
@@ -43,53 +45,10 @@ def go_value(value: object) -> str:  # noqa: PLR0911 - one return per Go kind
     return str(value)
 
 
-def _shortest(single: float) -> tuple[str, int]:
-    """The shortest significant digits that read back as the same float32, and the decimal exponent."""
-    import struct  # noqa: PLC0415 - float keys are rare
-
-    def to_single(number: float) -> float:
-        value: float = struct.unpack("f", struct.pack("f", number))[0]
-        return value
-
-    text = f"{single:.8e}"
-    for places in range(9):
-        text = f"{single:.{places}e}"
-        if to_single(float(text)) == single:
-            break
-    mantissa, exponent = text.split("e")
-    return mantissa.lstrip("-").replace(".", "").rstrip("0") or "0", int(exponent)
-
-
 def _float32(value: float) -> str:
     """strconv.FormatFloat(value, 'g', -1, 32) with go-yaml's names for infinities and NaN."""
-    import math  # noqa: PLC0415 - float keys are rare
-    import struct  # noqa: PLC0415
-
-    if math.isnan(value):
-        return ".nan"
-    try:
-        single: float = struct.unpack("f", struct.pack("f", value))[0]
-    except OverflowError:
-        single = math.copysign(math.inf, value)
-    if math.isinf(single):
-        return ".inf" if single > 0 else "-.inf"
-    sign = "-" if math.copysign(1.0, single) < 0 else ""
-    if single == 0:
-        return sign + "0"
-    return sign + _format_g(*_shortest(abs(single)))
-
-
-def _format_g(digits: str, exponent: int) -> str:
-    """Go's %g of the shortest digits: %e below 1e-4 and from 1e6 on, plain decimals between."""
-    if exponent < -4 or exponent >= 6:  # noqa: PLR2004 - Go's %g switch to %e for the shortest form
-        body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{body}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
-    point = exponent + 1
-    if point <= 0:
-        return f"0.{'0' * -point}{digits}"
-    if point >= len(digits):
-        return digits + "0" * (point - len(digits))
-    return f"{digits[:point]}.{digits[point:]}"
+    text = format_float32(value)
+    return {"+Inf": ".inf", "-Inf": "-.inf", "NaN": ".nan"}.get(text, text)
 
 
 def go_key(key: object, value: object) -> str:

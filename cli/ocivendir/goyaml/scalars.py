@@ -1,12 +1,14 @@
 """Owns: what go-yaml v2 makes of a plain scalar (YAML 1.1 resolution) and Go's string form of the result.
 
-`0755` is octal 493, `1e3` a float, `yes`/`on` booleans, `~` null, timestamps stay text; a value decoded into a
-string field (or used as a map key) takes Go's string form.
+`0755` is octal 493, `1e3` a float (`1e400`, past float64, stays text), `yes`/`on` booleans, `~` null, timestamps
+stay text; a value decoded into a string field (or used as a map key) takes Go's string form.
 """
 
 from __future__ import annotations
 
-__all__ = ["all_digits", "go_string", "is_float", "resolve_plain"]
+from ocivendir.goyaml.gofloat import format_float32, parses_finite
+
+__all__ = ["all_digits", "go_float", "go_string", "is_float", "resolve_plain"]
 
 _BOOLS = {
     **dict.fromkeys(["y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"], True),
@@ -91,24 +93,27 @@ def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML t
         number = _go_int(text)
         if number is not None:
             return number
-        if is_float(text.replace("_", "")):
-            return float(text.replace("_", ""))
+        if (value := go_float(text)) is not None:
+            return value
     return text
 
 
-def _go_float(value: float) -> str:
-    if value.is_integer() and abs(value) < 1e21:  # noqa: PLR2004 - Go's JSON switch to exponent form
-        return str(int(value))
-    text = repr(value)
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        sign = "-" if exponent.startswith("-") else "+"
-        return f"{mantissa}e{sign}{abs(int(exponent)):02d}"
-    return text
+def go_float(text: str) -> float | None:
+    """The float go-yaml v2 reads from a plain scalar that is no int, else None (then it stays a string).
+
+    After a sign or a digit, underscores are removed and the rest must be yamlStyleFloat; after a `.`, ParseFloat
+    takes the text as it is (no underscore). Either way a magnitude beyond float64's (`1e400`) is ParseFloat's
+    ErrRange, and go-yaml keeps the text.
+    """
+    plain = text if text[:1] == "." else text.replace("_", "")
+    return parses_finite(plain) if is_float(plain) else None
 
 
 def go_string(value: object) -> str:
-    """Go's string form of a decoded scalar (what sigs.k8s.io/yaml puts into a string field)."""
+    """Go's string form of a decoded scalar (what sigs.k8s.io/yaml puts into a string field).
+
+    A float is FormatFloat(f, 'g', -1, 32): `1.234567e+06` for `1234567.0`, `+Inf` for `.inf` (`gofloat.py`).
+    """
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -116,5 +121,5 @@ def go_string(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return _go_float(value)
+        return format_float32(value)
     return str(value)

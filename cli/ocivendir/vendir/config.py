@@ -381,8 +381,46 @@ _UNMARSHALING = {
 }
 
 
+_RESOURCE_FIELDS = frozenset({"apiversion", "kind"})  # vendir's `resource` struct: its string fields, folded
+_POSITIVE, _NEGATIVE = float("inf"), float("-inf")
+
+
+def _not_finite(value: object, *, into_string: bool = False) -> str | None:
+    """json.Marshal's name for the first float it refuses in `value` (sorted keys, as it walks a map), or None.
+
+    A float that goes into a string field was made a string before (`+Inf` and `NaN` are texts there).
+    """
+    if isinstance(value, float):
+        if into_string or value - value == 0:
+            return None
+        return "NaN" if value != value else ("+Inf" if value > 0 else "-Inf")  # noqa: PLR0124 - NaN
+    children = [value[key] for key in sorted(value)] if isinstance(value, dict) else value
+    if isinstance(children, list):
+        for child in children:
+            if (found := _not_finite(child)) is not None:
+                return found
+    return None
+
+
+def unsupported_value(doc: object) -> str | None:
+    """Why vendir's first decode of a document, into its `resource` struct (apiVersion, kind), fails: or None.
+
+    sigs.k8s.io/yaml turns the document into JSON before encoding/json decodes it. A number goes into JSON as a
+    number, except where a string field takes it; and JSON has no infinity or NaN: a `.inf` or `.nan` anywhere else
+    in the document is json.Marshal's error, whatever the document is (vendir: `Unmarshaling doc: …`).
+    """
+    found = None if isinstance(doc, dict) else _not_finite(doc)
+    for key, value in sorted(doc.items()) if isinstance(doc, dict) else ():
+        scalar_field = not isinstance(value, dict | list) and go_fold(key) in _RESOURCE_FIELDS
+        if (found := _not_finite(value, into_string=scalar_field)) is not None:
+            break
+    return None if found is None else f"error converting YAML to JSON: json: unsupported value: {found}"
+
+
 def _dispatch(doc: object, source: str, found: dict[str, list[Any]]) -> None:
     prefix = f"Parsing resource config '{source}'"
+    if (unsupported := unsupported_value(doc)) is not None:
+        raise ConfigError(f"{prefix}: Unmarshaling doc: {unsupported}")
     mapping = doc if isinstance(doc, dict) else {}
     api = go_string_field(get(mapping, "apiVersion"), "resource.apiVersion")  # vendir's `resource` struct
     kind = go_string_field(get(mapping, "kind"), "resource.kind")
