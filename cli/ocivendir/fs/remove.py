@@ -6,10 +6,16 @@ The walk holds one directory descriptor at a time (descending with `openat(name)
 neither Python's recursion limit, the open-file limit nor PATH_MAX bounds the depth it can remove: a stage left by a
 layer nested thousands of levels deep is removed like any other. Directories without owner permissions are made
 owner-writable first; a symlink is removed as a link, never followed.
+
+Each climb is checked: the `..` reached must be the directory the walk came down through (its device and inode,
+kept for every level). A directory of the tree that someone moved elsewhere while it was being emptied has another
+parent now; climbing into that one would empty directories outside the tree that happen to share a name with the
+tree's. The walk stops there instead, with an error, and removes nothing outside what it descended into.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -55,6 +61,11 @@ def _open_dir(parent: int, name: str) -> int:
         return os.open(name, _DIR_FLAGS, dir_fd=parent)
 
 
+def _identity(directory: int) -> tuple[int, int]:
+    info = os.fstat(directory)
+    return info.st_dev, info.st_ino
+
+
 def _empty_files(directory: int) -> list[str]:
     """Unlink every non-directory in `directory`; return the names of its subdirectories."""
     if stat.S_IMODE(os.fstat(directory).st_mode) & _OWNER != _OWNER:
@@ -75,6 +86,7 @@ def _empty_files(directory: int) -> list[str]:
 def _remove_directory(parent: int, name: str) -> None:
     """Depth-first, one descriptor open at a time; each directory is listed once."""
     current = _open_dir(parent, name)
+    came_through = [_identity(current)]  # each directory of the walk's path, from `name` down
     pending = [_empty_files(current)]
     path: list[str] = []
     try:
@@ -84,6 +96,7 @@ def _remove_directory(parent: int, name: str) -> None:
                 opened = _open_dir(current, child)
                 os.close(current)
                 current = opened
+                came_through.append(_identity(current))
                 path.append(child)
                 pending.append(_empty_files(current))
                 continue
@@ -93,6 +106,10 @@ def _remove_directory(parent: int, name: str) -> None:
             above = os.open("..", _DIR_FLAGS & ~os.O_NOFOLLOW, dir_fd=current)
             os.close(current)
             current = above
+            came_through.pop()
+            if _identity(current) != came_through[-1]:
+                moved = os.path.join(name, *path)
+                raise OSError(errno.EXDEV, f"{moved} was moved out of the tree being removed: removal stopped")
             os.rmdir(path.pop(), dir_fd=current)
     finally:
         os.close(current)
