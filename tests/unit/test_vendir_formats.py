@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from ocivendir.errors import ConfigError, SyncError
-from ocivendir.vendir.config import config_digest, parse_stream
+from ocivendir.vendir.config import config_digest, parse_stream, unix_mode
 from ocivendir.vendir.globs import MAX_ALTERNATIVES, expand_braces, match
 from ocivendir.vendir.lockfile import LockConfig, LockContent, LockDirectory, parse_lock
 from ocivendir.vendir.semver import select_tag
@@ -37,6 +37,34 @@ def test_decoding_is_lenient_like_sigs_k8s_yaml() -> None:
     assert directory.contents[0].source["paths"] == {
         "a.txt": "1000", "b.txt": "true", "c.txt": "31", "d.txt": "", "e.txt": "2024-01-01",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("permissions", "mode"),
+    [
+        (0o755, 0o755),
+        (0o4755, 0o755),
+        (0o2775, 0o775),
+        (0o1777, 0o777),  # the Unix bits as a number are no flag of Go's: dropped
+        ((1 << 23) | 0o755, 0o4755),
+        ((1 << 22) | 0o775, 0o2775),
+        ((1 << 20) | 0o777, 0o1777),  # Go's own flags
+        ((1 << 31) | 0o700, 0o700),  # fs.ModeDir and the other type bits: not a mode os.Chmod sets
+    ],
+)
+def test_permissions_are_an_fs_filemode_applied_as_go_os_chmod_applies_it(permissions: int, mode: int) -> None:
+    assert unix_mode(permissions) == mode  # observed with vendir 0.40.0 (adversarial review)
+
+
+@pytest.mark.parametrize(("value", "literal"), [("-1", "-1"), ("4294967296", "4294967296"), ("1.5", "1.5")])
+def test_permissions_an_fs_filemode_cannot_hold_are_gos_error(value: str, literal: str) -> None:
+    message = error(HEAD + f"directories:\n- path: v\n  contents:\n  - path: .\n    permissions: {value}\n"
+                           "    manual: {}\n")  # fmt: skip
+    assert message == (
+        "Parsing resource config '-': Unmarshaling config: error unmarshaling JSON: while decoding JSON: json: "
+        f"cannot unmarshal number {literal} into Go struct field .directories.0.contents.0.permissions of type "
+        "fs.FileMode"
+    )
 
 
 def test_a_wrong_kind_for_a_bool_is_gos_error_with_the_field_path() -> None:

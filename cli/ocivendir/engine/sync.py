@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -27,6 +26,7 @@ from ocivendir.vendir.config import (
     Directory,
     InputStream,
     config_digest,
+    unix_mode,
 )
 from ocivendir.vendir.config import (
     Content as ContentConfig,
@@ -415,7 +415,7 @@ class _Syncer:
                 if task.stage_root and task.reuse is None and task.config.source_type in _LINKLESS:
                     os.chmod(task.dest, 0o777 & ~self.options.umask)
             for path, mode in staged.chmods:  # then the configured permissions, which win
-                os.chmod(path, stat.S_IMODE(mode))
+                os.chmod(path, unix_mode(mode))
         for staged in self.staged:
             staged.swapped = True  # from here on the stages are swap_set's: swapped in, removed, or journaled
         swap_set([(staged.stage, staged.target) for staged in self.staged])

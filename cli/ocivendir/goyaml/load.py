@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "DecodeError", "SeparatorError", "field", "go_bool", "go_bytes", "go_int", "go_string", "load_documents",
+    "DecodeError", "SeparatorError", "field", "go_bool", "go_bytes", "go_file_mode", "go_int", "go_string",
+    "load_documents",
     "resolve_plain", "split_documents",
 ]  # fmt: skip
 
@@ -111,6 +112,39 @@ def go_bool(value: object, path: str) -> bool:
     if isinstance(value, bool):
         return value
     raise _mismatch(value, path, "bool")
+
+
+_UINT32 = 1 << 32
+
+
+def _json_number(value: float) -> str:
+    """How encoding/json writes a float64 (the literal its unmarshal errors quote): plain from 1e-6 to 1e21."""
+    if value.is_integer() and abs(value) < 1e21:  # noqa: PLR2004 - encoding/json's switch to exponent form
+        return str(int(value))
+    text = repr(value)
+    if "e" not in text:
+        return text
+    if abs(value) >= 1e-6:  # noqa: PLR2004
+        import decimal  # noqa: PLC0415 - only in this error's text
+
+        return format(decimal.Decimal(text), "f")
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0') or '0'}" if exponent[0] == "-" else text
+
+
+def go_file_mode(value: object, path: str) -> int | None:
+    """An fs.FileMode field (a uint32; None when absent or null): a number it cannot hold is Go's unmarshal error."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _mismatch(value, path, "fs.FileMode")
+    if (isinstance(value, float) and not value.is_integer()) or not 0 <= value < _UINT32:
+        literal = str(value) if isinstance(value, int) else _json_number(value)
+        raise DecodeError(
+            f"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal number {literal} into Go struct "
+            f"field {path} of type fs.FileMode"
+        )
+    return int(value)
 
 
 def go_int(value: object, path: str, go_type: str = "int64") -> int | None:

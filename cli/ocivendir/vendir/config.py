@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import stat
 from dataclasses import dataclass, field, replace
 
 from ocivendir import VENDIR_COMPAT_VERSION
@@ -19,6 +20,7 @@ from ocivendir.goyaml.load import (
     SeparatorError,
     go_bool,
     go_bytes,
+    go_file_mode,
     go_int,
     go_string_field,
     load_documents,
@@ -65,8 +67,22 @@ _SCHEMAS: dict[str, Any] = {
 }  # fmt: skip
 _CONTENT_FIELDS: dict[str, Any] = {
     "path": str, "lazy": bool, "includePaths": [str], "excludePaths": [str], "ignorePaths": [str],
-    "legalPaths": [str], "newRootPath": str, "permissions": int,
+    "legalPaths": [str], "newRootPath": str, "permissions": "fs.FileMode",
 }  # fmt: skip
+_SETUID, _SETGID, _STICKY = 1 << 23, 1 << 22, 1 << 20  # Go's fs.ModeSetuid, ModeSetgid, ModeSticky
+
+
+def unix_mode(file_mode: int) -> int:
+    """The mode os.Chmod gives a file for an fs.FileMode: its permission bits, and Go's own setuid, setgid and sticky.
+
+    Go's flags are high bits (`8389101` is setuid and 0755); the Unix bits written as a number (`0o4755`) are no flag
+    of Go's, and os.Chmod drops them, as vendir does.
+    """
+    mode = file_mode & 0o777
+    for flag, bit in ((_SETUID, stat.S_ISUID), (_SETGID, stat.S_ISGID), (_STICKY, stat.S_ISVTX)):
+        if file_mode & flag:
+            mode |= bit
+    return mode
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +199,8 @@ def _decode(schema: Any, value: Any, path: str) -> Any:  # noqa: ANN401, C901, P
         return go_bool(value, path)
     if schema is int:
         return go_int(value, path)
+    if schema == "fs.FileMode":
+        return go_file_mode(value, path)
     if isinstance(schema, list):
         if value is None:
             return None
@@ -263,7 +281,7 @@ def _directory(value: Any, index: int) -> tuple[Directory, list[list[str]]]:  # 
     directory = Directory(
         path=go_string_field(get(value, "path"), f"{path}.path"),
         contents=tuple(c for c, _ in parsed),
-        permissions=go_int(get(value, "permissions"), f"{path}.permissions"),
+        permissions=go_file_mode(get(value, "permissions"), f"{path}.permissions"),
     )
     return directory, [found for _, found in parsed]
 
