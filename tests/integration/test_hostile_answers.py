@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ocivendir.oci.manifest import MAX_CONFIG_BYTES
 from tests.conftest import run_cli
 from tests.support.builders import Image, make_image, sha
 from tests.support.hostile import Reply, Seen, hostile, image_routes, write_tag_selection
@@ -153,3 +154,17 @@ def test_a_malformed_tag_list_answer_is_an_error_naming_the_registry(
     error = _error(result)
     assert f"Listing tags of '{server.host}/{REPO}': {words}" in error["message"]
     assert server.paths() == [f"/v2/{REPO}/tags/list?n=1000"]
+
+
+def test_a_config_larger_than_an_image_config_may_be_is_refused_before_it_is_fetched(tmp_path: Path) -> None:
+    # a config is read whole into memory: a registry's 400 MiB one was fetched, cached and read (adversarial review)
+    image = _with(lambda doc: doc["config"].__setitem__("size", MAX_CONFIG_BYTES + 1))
+    with hostile(image_routes(REPO, image)) as server:
+        result = run_cli("pull", "-i", f"{server.host}/{REPO}@{image.digest}", "-o", str(tmp_path / "o"), "--json")
+    error = _error(result)
+    assert error["message"] == (
+        f"Reading config of '{server.host}/{REPO}': the config is {MAX_CONFIG_BYTES + 1} bytes, more than the "
+        f"{MAX_CONFIG_BYTES} an image config may be"
+    )
+    assert not [path for path in server.paths() if "/blobs/" in path]  # neither the config nor a layer was asked for
+    assert not (tmp_path / "o").exists()

@@ -26,6 +26,7 @@ from ocivendir.errors import CacheError, DigestMismatch, OcivendirError, Unsuppo
 from ocivendir.fs.limits import DEFAULT_MAX_ENTRIES
 from ocivendir.fs.remove import remove_tree
 from ocivendir.oci.manifest import (
+    MAX_CONFIG_BYTES,
     Descriptor,
     Index,
     Manifest,
@@ -53,7 +54,7 @@ IMGPKG_TAR = "imgpkg-tar"
 OCI_LAYOUT = "oci-layout"
 ROOT_BUNDLE_LABEL = "dev.carvel.imgpkg.copy.root-bundle"
 MAX_MANIFEST = 4 << 20  # as the registry client reads a manifest
-MAX_CONFIG = 64 << 20
+MAX_CONFIG = MAX_CONFIG_BYTES
 MAX_DESCRIPTORS = DEFAULT_MAX_ENTRIES
 MAX_DEPTH = 8  # indexes inside indexes
 

@@ -27,6 +27,7 @@ from ocivendir.fs.limits import ExtractLimits
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.oci import parsed
 from ocivendir.oci.manifest import (
+    MAX_CONFIG_BYTES,
     Descriptor,
     ImageConfig,
     Index,
@@ -346,8 +347,11 @@ class Content:
             raise RegistryError(f"Reading manifest '{repo.at(digest)}': {exc.message}", hint=exc.hint) from None
 
     def config(self, repo: Repository, manifest: Manifest) -> ImageConfig:
-        """An image's config (labels)."""
+        """An image's config (labels); one that says it is larger than MAX_CONFIG_BYTES is refused unread."""
         what = f"Reading config of '{repo}'"
+        if manifest.config.size > MAX_CONFIG_BYTES:
+            raise RegistryError(f"{what}: the config is {manifest.config.size} bytes, more than the {MAX_CONFIG_BYTES} "
+                                "an image config may be")  # fmt: skip
         for attempt in range(2):
             self.ensure_blobs(repo, (manifest.config,))
             try:

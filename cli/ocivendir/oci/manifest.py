@@ -27,6 +27,7 @@ __all__ = [
     "LAYER_ZSTD",
     "MAGIC_BYTES",
     "MANIFEST_TYPES",
+    "MAX_CONFIG_BYTES",
     "OCI_INDEX",
     "OCI_MANIFEST",
     "Descriptor",
@@ -49,6 +50,7 @@ MANIFEST_TYPES = frozenset({DOCKER_MANIFEST, OCI_MANIFEST})
 INDEX_TYPES = frozenset({DOCKER_MANIFEST_LIST, OCI_INDEX})
 ACCEPT_MANIFESTS = f"{OCI_MANIFEST}, {OCI_INDEX}, {DOCKER_MANIFEST}, {DOCKER_MANIFEST_LIST}"
 BUNDLE_LABEL = "dev.carvel.imgpkg.bundle"
+MAX_CONFIG_BYTES = 64 << 20  # an image config is a few KiB: a larger one is neither fetched nor read into memory
 
 LAYER_GZIP = "gzip"
 LAYER_PLAIN = "tar"
