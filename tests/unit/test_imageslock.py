@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
+from ocivendir.engine.pull import read_images_lock
 from ocivendir.errors import ImagesLockError
-from ocivendir.oci.imageslock import parse_bundle_lock, parse_image_locations, parse_images_lock
+from ocivendir.oci.imageslock import (
+    MAX_IMAGES_LOCK_BYTES,
+    parse_bundle_lock,
+    parse_image_locations,
+    parse_images_lock,
+)
 from ocivendir.oci.reference import Digest, parse_reference
 from ocivendir.oci.relocation import evaluate, plan, rewrite
 from ocivendir.results import ImageStatus
@@ -171,3 +179,17 @@ def test_a_rewrite_that_would_read_back_otherwise_is_refused_and_nothing_is_retu
     lock = parse_images_lock(text.encode())
     with pytest.raises(ImagesLockError, match=r"Rewriting images lock for r.io/relocated: it would not read back"):
         rewrite(lock, parse_reference("r.io/relocated").repository)
+
+
+def test_an_images_lock_larger_than_4_mib_is_refused_unread(tmp_path: Path) -> None:
+    # a 1.3 MiB layer can hold a 300 MiB images.yml (one comment); read whole, it took 1.8 GiB (adversarial review)
+    (tmp_path / ".imgpkg").mkdir()
+    lock = tmp_path / ".imgpkg" / "images.yml"
+    lock.write_bytes(f"{HEAD}images: []\n#".encode() + b"x" * MAX_IMAGES_LOCK_BYTES)
+    with pytest.raises(ImagesLockError) as caught:
+        read_images_lock(tmp_path)
+    assert caught.value.message == (
+        f"Reading path {lock}: the file is larger than the {MAX_IMAGES_LOCK_BYTES} bytes an images lock may be"
+    )
+    lock.write_bytes(f"{HEAD}images: []\n#".encode().ljust(MAX_IMAGES_LOCK_BYTES, b"x"))
+    assert read_images_lock(tmp_path)[0].images == ()

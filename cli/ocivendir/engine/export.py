@@ -31,7 +31,7 @@ from ocivendir.errors import CacheError, DigestMismatch, ImagesLockError, Ociven
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.fs.remove import remove_file
 from ocivendir.fs.tarread import TarFormatError, TarReader
-from ocivendir.oci.imageslock import parse_images_lock
+from ocivendir.oci.imageslock import MAX_IMAGES_LOCK_BYTES, parse_images_lock
 from ocivendir.oci.manifest import Descriptor, Index, Manifest, parse_config, parse_manifest
 from ocivendir.reports import ArchiveItem, CacheExportResult
 from ocivendir.results import ProgressEvent
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["export_tar"]
 
-_MAX_LOCK = 4 << 20
 _CHUNK = 1 << 20
 
 
@@ -174,7 +173,7 @@ class _Exporter:
                     reader = TarReader(layer_stream(handle, layer.media_type, f"layer {layer.digest}"))
                     for member in reader:
                         name = member.name.replace("\\", "/").removeprefix("./")
-                        if name == ".imgpkg/images.yml" and member.isreg() and member.size <= _MAX_LOCK:
+                        if name == ".imgpkg/images.yml" and member.isreg() and member.size <= MAX_IMAGES_LOCK_BYTES:
                             found = b"".join(iter(reader.read, b""))
             except (TarFormatError, DigestMismatch) as exc:
                 raise CacheError(f"Exporting '{ref}': cannot read its layer {layer.digest}: {exc}") from None

@@ -22,7 +22,7 @@ from ocivendir.errors import ImagesLockError, OcivendirError, UsageError
 from ocivendir.fs.locks import LockBusy, file_lock
 from ocivendir.fs.remove import remove_file, remove_tree
 from ocivendir.fs.tarread import TarFormatError, TarReader
-from ocivendir.oci.imageslock import parse_images_lock
+from ocivendir.oci.imageslock import MAX_IMAGES_LOCK_BYTES, parse_images_lock
 from ocivendir.oci.manifest import Manifest
 from ocivendir.reports import ArchiveItem, CacheImportResult
 from ocivendir.results import ProgressEvent, WarningEvent
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["STAGE_PREFIX", "import_archive"]
 
 STAGE_PREFIX = "import-"  # tmp/import-<hex>: an import's stage; locks/import-<hex>: held while it runs
-_MAX_LOCK = 4 << 20  # bytes of a bundle's images.yml read to decide its verdict
 _METHOD = "import"
 
 
@@ -65,7 +64,7 @@ def _images_lock_digests(archive: Archive, node: Node) -> set[Digest] | None:
                 reader = TarReader(layer_stream(handle, layer.media_type, f"layer {layer.digest}"))
                 for member in reader:
                     name = member.name.replace("\\", "/").removeprefix("./")
-                    if name == ".imgpkg/images.yml" and member.isreg() and member.size <= _MAX_LOCK:
+                    if name == ".imgpkg/images.yml" and member.isreg() and member.size <= MAX_IMAGES_LOCK_BYTES:
                         found = b"".join(iter(reader.read, b""))
         except (OSError, TarFormatError, OcivendirError):
             return None

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_VERSION",
+    "MAX_IMAGES_LOCK_BYTES",
     "BundleLock",
     "ImageEntry",
     "ImageLocation",
@@ -36,6 +37,9 @@ class ImageEntry:
     image: str
     reference: Reference
     annotations: dict[str, str] | None
+
+
+MAX_IMAGES_LOCK_BYTES = 4 << 20  # some 16,000 images: a larger `.imgpkg/images.yml` is refused, not read into memory
 
 
 @dataclass(frozen=True, kw_only=True)
