@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["loads"]
+__all__ = ["go_loads", "loads"]
 
 
 def loads(
@@ -36,3 +36,17 @@ def loads(
         text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
         start = len(text) - len(text.lstrip(" \t\n\r"))  # where the document starts, as json's errors count
         raise json.JSONDecodeError("Nested too deeply", text, start) from None
+
+
+def _constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def go_loads(data: bytes, *, object_pairs_hook: Callable[[list[tuple[str, object]]], object] | None = None) -> object:
+    """`loads` of a document Go's encoding/json must read as well: UTF-8 only, nothing JSON does not define.
+
+    json.loads guesses UTF-16 and UTF-32, skips a UTF-8 byte-order mark and reads NaN and Infinity; Go refuses them
+    all. Bytes that are not UTF-8 inside a string are a refusal here, where Go would replace them: either way, no
+    document means one thing to Go and another here.
+    """
+    return loads(data.decode("utf-8"), object_pairs_hook=object_pairs_hook, parse_constant=_constant)

@@ -156,6 +156,28 @@ def test_a_malformed_tag_list_answer_is_an_error_naming_the_registry(
     assert server.paths() == [f"/v2/{REPO}/tags/list?n=1000"]
 
 
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b'{"tags":["1.0.0"],"Tags":["9.9.9"]}', "the tag list has the key 'Tags', which Go's encoding/json reads as"),
+        (b'{"Tags":["9.9.9"]}', "the tag list has the key 'Tags'"),
+        (b'{"tags":["1.0.0"],"tags":["9.9.9"]}', "the tag list has the field 'tags' more than once"),
+        (b'\xef\xbb\xbf{"tags":["1.0.0"]}', "invalid JSON in the answer"),
+    ],
+    ids=["tags-beside-Tags", "Tags-alone", "tags-twice", "byte-order-mark"],
+)
+def test_a_tag_list_go_would_read_otherwise_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes, words: str
+) -> None:
+    # vendir reads `Tags` as `tags` (the last wins) and would lock 9.9.9 where ours listed 1.0.0 (adversarial review)
+    monkeypatch.setenv("OCIVENDIR_CACHE_DIR", str(tmp_path / "cache"))
+    with hostile(lambda _request: Reply(headers=[("Content-Type", "application/json")], body=body)) as server:
+        write_tag_selection(tmp_path / "vendir.yml", f"{server.host}/{REPO}")
+        result = run_cli("sync", "--chdir", str(tmp_path), "--json")
+    error = _error(result)
+    assert f"Listing tags of '{server.host}/{REPO}': {words}" in error["message"]
+
+
 def test_a_config_larger_than_an_image_config_may_be_is_refused_before_it_is_fetched(tmp_path: Path) -> None:
     # a config is read whole into memory: a registry's 400 MiB one was fetched, cached and read (adversarial review)
     image = _with(lambda doc: doc["config"].__setitem__("size", MAX_CONFIG_BYTES + 1))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ocivendir.errors import UnsupportedMediaType
 from ocivendir.gofold import go_fold
 
-__all__ = ["CONFIG_FILE", "MANIFEST_OR_INDEX", "JSONObject", "check", "with_repeats"]
+__all__ = ["CONFIG_FILE", "MANIFEST_OR_INDEX", "TAG_LIST", "JSONObject", "check", "with_repeats"]
 
 # a struct: its field names, each with the struct (a dict) or list of structs (a one-element tuple) beneath, or None
 Shape = dict[str, "Shape | tuple[Shape] | None"]
@@ -46,6 +46,9 @@ CONFIG_FILE: Shape = {
     "rootfs": dict.fromkeys(("type", "diff_ids")),
     "config": _RUN_CONFIG,
 }
+
+
+TAG_LIST: Shape = dict.fromkeys(("name", "tags"))  # a registry's tag list, as go-containerregistry's remote reads it
 
 
 class JSONObject(dict[str, object]):

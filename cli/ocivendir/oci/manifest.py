@@ -9,6 +9,7 @@ from types import MappingProxyType
 from ocivendir import jsondoc
 from ocivendir.errors import BadReference, RegistryError, UnsupportedMediaType
 from ocivendir.oci import gokeys
+from ocivendir.oci.configtypes import check_config_types
 from ocivendir.oci.reference import Digest, parse_digest
 
 TYPE_CHECKING = False
@@ -174,7 +175,7 @@ _JSON_TYPES = {
 def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Index:
     """Parse manifest bytes; the `mediaType` field wins over the Content-Type the registry sent."""
     try:
-        doc = jsondoc.loads(raw, object_pairs_hook=gokeys.with_repeats)
+        doc = jsondoc.go_loads(raw, object_pairs_hook=gokeys.with_repeats)
     except ValueError as exc:
         raise UnsupportedMediaType(f"manifest is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -188,7 +189,8 @@ def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Inde
         return Index(media_type=kind, manifests=tuple(_descriptor(m, "index entry") for m in entries))
     if kind not in MANIFEST_TYPES:
         raise UnsupportedMediaType(f"unsupported manifest media type '{kind}'")
-    if doc.get("schemaVersion") != 2:  # noqa: PLR2004 - the only schema version of both formats
+    version = doc.get("schemaVersion")  # 2, the only schema version of both formats (2.0 is no int to Go)
+    if version != 2 or not isinstance(version, int):  # noqa: PLR2004
         raise UnsupportedMediaType(f"unsupported manifest schemaVersion {doc.get('schemaVersion')!r}")
     layers = _typed(doc, "layers", list, [], "manifest")
     return Manifest(
@@ -201,10 +203,11 @@ def parse_manifest(raw: bytes, media_type: str | None = None) -> Manifest | Inde
 def parse_config(raw: bytes) -> ImageConfig:
     """Read the labels of an image config."""
     try:
-        doc = jsondoc.loads(raw, object_pairs_hook=gokeys.with_repeats)
+        doc = jsondoc.go_loads(raw, object_pairs_hook=gokeys.with_repeats)
     except ValueError as exc:
         raise UnsupportedMediaType(f"image config is not valid JSON: {exc}") from None
     gokeys.check(doc, gokeys.CONFIG_FILE, "image config")
+    check_config_types(doc)
     config = doc.get("config") if isinstance(doc, dict) else None
     labels = config.get("Labels") if isinstance(config, dict) else None
     if not isinstance(labels, dict):

@@ -14,8 +14,17 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ocivendir import diag
-from ocivendir.errors import Denied, DigestMismatch, RateLimited, RegistryError, Transient, Unauthorized
+from ocivendir import diag, jsondoc
+from ocivendir.errors import (
+    Denied,
+    DigestMismatch,
+    RateLimited,
+    RegistryError,
+    Transient,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from ocivendir.oci import gokeys
 from ocivendir.oci.manifest import ACCEPT_MANIFESTS, served_digest, sha256_digest
 from ocivendir.oci.reference import Digest, Reference, Repository
 from ocivendir.registry.download import BlobFile, range_start
@@ -347,11 +356,18 @@ def _tags_unbounded(what: str, endpoint: Endpoint, past: str) -> RegistryError:
 
 
 def _tag_page(response: Response, what: str) -> list[str]:
-    """The tags of one page: `{"tags": [names…]}` (null or absent: none); any other answer is a RegistryError."""
+    """The tags of one page: `{"tags": [names…]}` (null or absent: none); any other answer is a RegistryError.
+
+    Read as its keys would be by Go (`oci/gokeys.py`): a `Tags` beside `tags`, which vendir would take, is refused.
+    """
     try:
-        body = response.json()
+        body = jsondoc.go_loads(response.content, object_pairs_hook=gokeys.with_repeats)
     except ValueError:
         raise RegistryError(f"{what}: invalid JSON in the answer") from None
+    try:
+        gokeys.check(body, gokeys.TAG_LIST, f"{what}: the tag list")
+    except UnsupportedMediaType as exc:
+        raise RegistryError(exc.message) from None
     listed = (body.get("tags") or []) if isinstance(body, dict) else None
     if not isinstance(listed, list) or not all(isinstance(tag, str) for tag in listed):
         raise RegistryError(f"{what}: the answer is not a tag list")
