@@ -47,6 +47,42 @@ def test_auths_entries_decode_auth_and_docker_hub_aliases(tmp_path: Path) -> Non
         DockerConfig.load(tmp_path / "bad.json")
 
 
+GOOD = base64.b64encode(b"alice:pw").decode()
+GO_WOULD_READ_OTHERWISE = {
+    "Auths-beside-auths": ({"auths": {"r.io": {"auth": "bm9ib2R5Ondyb25n"}}, "Auths": {"r.io": {"auth": GOOD}}},
+                           "has the key 'Auths', which Go's encoding/json reads as the field 'auths'"),
+    "AUTHS-alone": ({"AUTHS": {"r.io": {"auth": GOOD}}}, "has the key 'AUTHS'"),
+    "Auth-in-an-entry": ({"auths": {"r.io": {"Auth": GOOD}}}, "auths['r.io'] has the key 'Auth'"),
+    "auth-with-junk": ({"auths": {"r.io": {"auth": GOOD[:8] + "!!" + GOOD[8:]}}}, "its auth field is not base64"),
+    "auth-without-colon": ({"auths": {"r.io": {"auth": base64.b64encode(b"alice").decode()}}}, "no 'user:password'"),
+    "auth-empty-user": ({"auths": {"r.io": {"auth": base64.b64encode(b":pw").decode()}}}, "no 'user:password'"),
+    "another-registry-bad": ({"auths": {"r.io": {"auth": GOOD}, "s.io": {"auth": "%%"}}}, "auths['s.io']"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("doc", "words"), GO_WOULD_READ_OTHERWISE.values(), ids=GO_WOULD_READ_OTHERWISE.keys())
+def test_a_config_docker_cli_would_read_otherwise_is_refused(
+    tmp_path: Path, doc: dict[str, object], words: str
+) -> None:
+    # imgpkg 0.43.1 took `Auths` for `auths` (merged with it) and refused an `auth` with junk in it; every entry's
+    # `auth` is decoded when the file loads, whichever registry is asked for (adversarial review)
+    with pytest.raises(ConfigError) as caught:
+        DockerConfig.load(write_config(tmp_path / "config.json", doc))
+    assert words in caught.value.message
+    assert str(tmp_path / "config.json") in caught.value.message
+
+
+def test_an_auth_split_by_line_breaks_and_a_password_with_nul_padding_read_as_docker_cli_reads_them(
+    tmp_path: Path,
+) -> None:
+    auth = base64.b64encode(b"alice:pw\0\0").decode()
+    config = DockerConfig.load(
+        write_config(tmp_path / "c.json", {"auths": {"r.io": {"auth": auth[:4] + "\n" + auth[4:]}}})
+    )
+    assert config is not None
+    assert config.lookup("r.io") == Credential(username="alice", password="pw")
+
+
 def test_cred_helpers_and_creds_store_are_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     helper(tmp_path / "bin", "pass", {"Username": "bob", "Secret": "s3"})
     helper(tmp_path / "bin", "token", {"Username": "<token>", "Secret": "refresh"})

@@ -115,6 +115,18 @@ def test_vendir_secrets() -> None:
         secret_rules("d", "kubernetes.io/dockerconfigjson", {".dockerconfigjson": bad})
 
 
+def test_a_dockerconfigjson_secrets_untagged_fields_match_any_case_once_as_vendir_reads_them() -> None:
+    # vendir's secretDockerConfigJSON has no JSON tags: `Auths`/`Username` are its fields in any case, and two keys
+    # of one field would be merged by Go (adversarial review)
+    config = json.dumps({"AUTHS": {"r.io": {"USERNAME": "bob", "Password": "pw"}}})
+    rules = secret_rules("d", "kubernetes.io/dockerconfigjson", {".dockerconfigjson": config})
+    assert rules.lookup("r.io/app") == Credential(username="bob", password="pw")
+    for twice in ('{"auths": {}, "Auths": {}}', '{"auths": {"r.io": {"auth": "x", "Auth": "y"}}}',
+                  '{"auths": {}, "auths": {}}'):  # fmt: skip
+        with pytest.raises(ConfigError, match=r"is given more than once .*, which Go would merge; refused"):
+            secret_rules("d", "kubernetes.io/dockerconfigjson", {".dockerconfigjson": twice})
+
+
 def _auth_outcome(auth: str) -> str:
     config = json.dumps({"auths": {"r.io": {"auth": auth}}})
     try:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import binascii
 import os
 from dataclasses import dataclass, replace
 
 from ocivendir import diag, jsondoc
-from ocivendir.errors import ConfigError, os_reason
+from ocivendir.errors import ConfigError, UnsupportedMediaType, os_reason
+from ocivendir.oci import gokeys
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
 
 TYPE_CHECKING = False
@@ -42,10 +42,12 @@ class DockerConfig:
         except OSError as exc:
             raise ConfigError(f"Reading docker config '{path}': {exc.strerror}") from None
         try:
-            doc = jsondoc.loads(raw) if raw.strip() else {}
+            doc = jsondoc.loads(raw, object_pairs_hook=gokeys.with_repeats) if raw.strip() else {}
         except ValueError as exc:
             raise ConfigError(f"Parsing docker config '{path}': {exc}") from None
-        return cls(path, doc if isinstance(doc, dict) else {})
+        doc = doc if isinstance(doc, dict) else {}
+        _check_as_go_reads(doc, path)
+        return cls(path, doc)
 
     def _keys_for(self, registry: str) -> tuple[str, ...]:
         if registry in {"index.docker.io", "registry-1.docker.io"}:
@@ -71,6 +73,53 @@ class DockerConfig:
         return None
 
 
+# docker/cli's ConfigFile and AuthConfig, as imgpkg 0.43.1 vendors them: the JSON names Go matches ignoring case
+_CONFIG_FILE: gokeys.Shape = dict.fromkeys((
+    "auths", "HttpHeaders", "psFormat", "imagesFormat", "networksFormat", "pluginsFormat", "volumesFormat",
+    "statsFormat", "detachKeys", "credsStore", "credHelpers", "serviceInspectFormat", "servicesFormat", "tasksFormat",
+    "secretFormat", "configFormat", "nodesFormat", "pruneFilters", "proxies", "experimental", "currentContext",
+    "cliPluginsExtraDirs", "plugins", "aliases",
+))  # fmt: skip
+_AUTH_CONFIG: gokeys.Shape = dict.fromkeys(
+    ("username", "password", "auth", "email", "serveraddress", "identitytoken", "registrytoken")
+)
+
+
+def _check_as_go_reads(doc: dict[str, Any], path: str) -> None:
+    """Refuse a config docker/cli would read otherwise, as imgpkg and vendir load it (every `auth` decoded at once).
+
+    A key Go matches to a field without being its name (`Auths`, `AUTHS`) or a field given twice is refused
+    (`oci/gokeys.py`): Go merges `auths` met twice and takes `Auths` for `auths`. Every entry's `auth` must be what
+    docker/cli's decodeAuth takes, whichever registry is asked for: one it refuses fails the whole file there.
+    """
+    where = f"Parsing docker config '{path}':"
+    try:
+        gokeys.check(doc, _CONFIG_FILE, where)
+        auths = doc.get("auths")
+        for address, entry in auths.items() if isinstance(auths, dict) else ():
+            gokeys.check(entry, _AUTH_CONFIG, f"{where} auths[{address!r}]")
+            if isinstance(entry, dict) and entry.get("auth"):
+                _decode_auth(entry["auth"], f"{where} auths[{address!r}]")
+    except UnsupportedMediaType as exc:
+        raise ConfigError(exc.message) from None
+
+
+def _decode_auth(text: object, where: str) -> tuple[str, str]:
+    """docker/cli's decodeAuth: standard base64 (line breaks skipped), then `user:password`, the user not empty."""
+    import base64  # noqa: PLC0415 - only where a config names an `auth`
+
+    if not isinstance(text, str):  # Go: a string field given another kind fails the whole load
+        raise ConfigError(f"{where} its auth field is not a string")
+    try:
+        decoded = base64.b64decode(text.replace("\r", "").replace("\n", ""), validate=True).decode()
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise ConfigError(f"{where} its auth field is not base64") from None
+    username, colon, password = decoded.partition(":")
+    if not colon or not username:
+        raise ConfigError(f"{where} its auth field is no 'user:password' (Invalid auth configuration file)")
+    return username, password.strip("\0")
+
+
 def _from_auth_entry(entry: dict[str, Any], path: str) -> Credential | None:
     if entry.get("identitytoken"):
         return Credential(username=str(entry.get("username", "")), identity_token=str(entry["identitytoken"]))
@@ -78,10 +127,7 @@ def _from_auth_entry(entry: dict[str, Any], path: str) -> Credential | None:
         return Credential(registry_token=str(entry["registrytoken"]))
     username, password = str(entry.get("username", "")), str(entry.get("password", ""))
     if entry.get("auth"):
-        try:
-            username, _, password = binascii.a2b_base64(str(entry["auth"])).decode().partition(":")  # b64decode
-        except (binascii.Error, UnicodeDecodeError):
-            raise ConfigError(f"Parsing docker config '{path}': invalid auth field") from None
+        username, password = _decode_auth(entry["auth"], f"Parsing docker config '{path}':")
     if not username and not password:
         return None
     return Credential(username=username, password=password)

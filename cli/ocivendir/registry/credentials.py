@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from ocivendir import jsondoc
 from ocivendir.errors import ConfigError
+from ocivendir.gofold import go_fold
+from ocivendir.oci.gokeys import with_repeats
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -193,20 +195,36 @@ def _plain_secret(name: str, data: Mapping[str, str]) -> CredentialRules:
     return CredentialRules(default=credential)
 
 
+def _go_field(doc: object, name: str) -> object:
+    """The value of the one key Go's encoding/json gives the untagged field `name` (any case); None when none does.
+
+    vendir's secretDockerConfigJSON has no JSON tags: `Auths`, `auths` and `AUTHS` all set its field, and two of them
+    would be merged by Go. Exactly one is read as Go reads it; more than one (or one key twice) is refused.
+    """
+    if not isinstance(doc, dict):
+        return None
+    keys = [key for key in doc if go_fold(key) == name.lower()]
+    if len(keys) > 1 or set(keys) & getattr(doc, "repeated", frozenset()):
+        raise ConfigError(f"Unmarshaling dockerconfigjson: the field '{name}' is given more than once "
+                          f"({', '.join(repr(key) for key in keys)}), which Go would merge; refused")  # fmt: skip
+    return doc[keys[0]] if keys else None
+
+
 def _dockerconfig_secret(raw: str) -> CredentialRules:
     try:
-        doc = jsondoc.loads(raw)
+        doc = jsondoc.loads(raw, object_pairs_hook=with_repeats)
     except ValueError as exc:
         raise ConfigError(f"Unmarshaling dockerconfigjson: {exc}") from None
-    auths = doc.get("auths") if isinstance(doc, dict) else None
+    auths = _go_field(doc, "Auths")
     if not isinstance(auths, dict):
         auths = {}
     hosts = []
     for host in sorted(auths):
         entry = auths[host] if isinstance(auths[host], dict) else {}
-        username, password = str(entry.get("username", "")), str(entry.get("password", ""))
-        if not password and entry.get("auth"):
-            username, password = _decode_auth(str(entry["auth"]))
+        username, password = str(_go_field(entry, "Username") or ""), str(_go_field(entry, "Password") or "")
+        auth = _go_field(entry, "Auth")
+        if not password and auth:
+            username, password = _decode_auth(str(auth))
         hosts.append(HostCredential(hostname=host, credential=Credential(username=username, password=password)))
     return CredentialRules(hosts=tuple(hosts))
 
