@@ -12,7 +12,7 @@ import pytest
 
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.extract import ExtractStats, TreePolicy, apply_layer, file_mode
-from ocivendir.fs.limits import MAX_DEPTH, MAX_HEADER_CHAIN, ExtractLimits, Tally
+from ocivendir.fs.limits import DIRECTORY_BYTES, MAX_DEPTH, MAX_HEADER_CHAIN, ExtractLimits, Tally
 from tests.support.builders import Entry, base256, padded, pax_chain, pax_header, pax_record, raw_header, tar_bytes
 
 TYPE_CHECKING = False
@@ -85,7 +85,7 @@ def test_regular_files_are_written_with_imgpkg_modes(tmp_path: Path) -> None:
     assert (tmp_path / "run.sh").stat().st_mtime == 0
     assert stats.files == 4
     assert stats.tally.entries == 6
-    assert stats.tally.bytes == len(b"app: 1\n") + len(b"#!/bin/sh\n") + 2
+    assert stats.tally.bytes == len(b"app: 1\n") + len(b"#!/bin/sh\n") + 2 + 2 * DIRECTORY_BYTES  # `.`, `config`
 
 
 EMPTY_DIRS = [Entry("data/", kind="dir", mode=0o755), Entry("data/empty/", kind="dir", mode=0o755),
@@ -372,3 +372,17 @@ def test_a_link_already_at_a_files_or_directorys_path_is_replaced_never_followed
     apply(stage, [Entry("f", b"x"), Entry("d", kind="dir", mode=0o755), Entry("d/g", b"y")], directories=directories)
     assert not outside.exists()
     assert listing(stage) == {"d/": 0o755, "d/g": 0o644, "f": 0o644}
+
+
+def test_every_directory_made_counts_a_block_against_the_size_limit(fenced: Path) -> None:
+    # 100,000 `dN/x` empty files in a 0.9 MiB layer made a 393 MiB tree under --max-extract-size 1Mi: directories,
+    # named or implied, counted nothing (adversarial review)
+    limits = ExtractLimits(max_bytes=10 * DIRECTORY_BYTES)
+    stats = ExtractStats(tally=Tally(limits))
+    with pytest.raises(UnsafeArchive, match=re.escape("entry 'd10/' (4 KiB) would expand the image past the limit")):
+        apply(fenced, [Entry(f"d{n}/x") for n in range(50)], stats, limits=limits)
+    assert stats.tally.bytes == 10 * DIRECTORY_BYTES
+    assert len(list(fenced.iterdir())) == 10
+    named = ExtractStats(tally=Tally(limits))
+    with pytest.raises(UnsafeArchive, match=re.escape("entry 'e10' (4 KiB) would expand")):
+        apply(fenced / "d0", [Entry(f"e{n}", kind="dir") for n in range(50)], named, limits=limits)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ocivendir.errors import UnsafeArchive
 from ocivendir.fs.dropbehind import DropBehind
-from ocivendir.fs.limits import ExtractLimits, Tally, check_path, human
+from ocivendir.fs.limits import DIRECTORY_BYTES, ExtractLimits, Tally, check_path, human
 from ocivendir.fs.paths import pure
 from ocivendir.fs.remove import remove_tree
 from ocivendir.fs.tarread import Member, TarFormatError, TarReader
@@ -154,7 +154,7 @@ class _Layer:
                 if not create:
                     return False
                 if current not in self.stats.layer_paths:  # made for a path, not for an entry (counted already)
-                    self.stats.tally.entry(self.what)
+                    self.stats.tally.directory(current, self.what)
                 self._mkdir(path, self.implicit_mode)
             self.known.add(current)
         return True
@@ -272,6 +272,7 @@ def _apply_member(layer: _Layer, archive: TarReader, member: Member) -> None:
     if member.sparse:
         raise UnsafeArchive(f"{layer.what}: refusing sparse entry '{member.name}' ({human(member.size)} declared)")
     counted = member.header_bytes + (member.size if member.has_data() else 0)  # decompressed, written or not
+    counted += DIRECTORY_BYTES if member.isdir() else 0  # its block on disk
     if counted:  # extended headers and data, written or skipped: they count against the limit either way
         layer.stats.tally.reserve(relative or member.name, counted, layer.what)
     if posixpath.basename(relative).startswith(_WHITEOUT):

@@ -4,8 +4,10 @@ Checked while extracting, member by member, before anything is written for the m
 one image's layers (`--max-extract-size`, the entry limit), the depth and length of each path, and the size and number
 of the extended headers a member carries and of the pax records in them. The bytes counted are every member's data,
 written or skipped (a device or a type nobody knows may carry data too), and its extended headers: whatever the tar
-stream makes the extractor inflate. A bound that is hit refuses the layer with the unsafe-archive error, so a gzip bomb
-or a path nested thousands of levels deep costs at most the limit, never the disk or the interpreter's stack.
+stream makes the extractor inflate; and a block (`DIRECTORY_BYTES`) for each directory made, named or implied by a
+path, which is what a directory takes on disk with no data at all (100,000 of them in a 0.9 MiB layer took 393 MiB).
+A bound that is hit refuses the layer with the unsafe-archive error, so a gzip bomb or a path nested thousands of
+levels deep costs at most the limit, never the disk or the interpreter's stack.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ocivendir.errors import UnsafeArchive
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "DEFAULT_MAX_EXTRACT_SIZE",
+    "DIRECTORY_BYTES",
     "ExtractLimits",
     "Tally",
     "check_declared",
@@ -31,6 +34,7 @@ MAX_NAME = 255  # bytes in one component (NAME_MAX)
 MAX_PATH = 2048  # bytes in a member path, well under PATH_MAX once joined to the output directory
 MAX_HEADER = 1 << 20  # bytes in one pax or GNU long-name header
 MAX_HEADER_CHAIN = 16  # extended headers in a row before one member (pax, GNU long names: a chain that never ends)
+DIRECTORY_BYTES = 4096  # a directory's own block on disk, counted against the size limit as data is
 MAX_PAX_RECORDS = 64  # pax records (per-member and global) read for one member: path, times, ids, names, xattrs…
 _SIZE_HINT = "raise --max-extract-size (OCIVENDIR_MAX_EXTRACT_SIZE) if the image is meant to be this large"
 
@@ -65,6 +69,11 @@ class Tally:
         self.entries += 1
         if self.entries > self.limits.max_entries:
             raise UnsafeArchive(f"{what}: more than {self.limits.max_entries} entries; refusing to extract further")
+
+    def directory(self, name: str, what: str) -> None:
+        """Count a directory made for a path (an entry, and its block on disk) before it is made."""
+        self.entry(what)
+        self.reserve(name + "/", DIRECTORY_BYTES, what)
 
     def reserve(self, name: str, size: int, what: str) -> None:
         """Count a regular member's declared size before any of its bytes are written."""
