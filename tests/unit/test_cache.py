@@ -291,12 +291,13 @@ def test_verify_finds_and_repair_removes_junk_damaged_orphans_stale_files_and_a_
     (Path(store.root) / "mine.txt").write_text("left alone")
     report = verify(store, index, exclusive=True)
     assert report.consistent is False
-    assert len(report.repairs) == 9
+    assert len(report.repairs) == 8  # the target's lock file is no damage: a killed pull's, taken by its next run
     assert (Path(store.blobs) / "notes.txt").exists()  # reporting changes nothing
     assert verify(store, index).repairs == ()  # without the cache to itself only blobs are re-hashed
     fixed = verify(store, index, repair=True, exclusive=True)
     assert fixed.consistent is True
-    assert len(fixed.repairs) == 9
+    assert len(fixed.repairs) == 9  # and repairing removes it too
+    assert not (Path(store.locks) / f"target-{'d' * 64}").exists()
     assert verify(store, index, exclusive=True).repairs == ()
     assert (
         fixed.unreferenced

@@ -3,10 +3,12 @@
 Junk under `blobs/` (and blob files no entry records whose bytes do not hash to their name), stale temp files (a
 partial download only when `cache/partials.py` finds it stale: a recent one is kept for the next pull to resume),
 stray entries under `locks/`, a broken `oci-layout` or `index.json`, and a directory where a blob or a lock file
-belongs. It runs only while the caller holds the cache's root lock exclusively, so no running pull or sync is
-writing. Unknown entries at the top of the cache directory are left alone: the directory may have been named by
-mistake. A blob file no entry records but whose bytes verify (a fetch that failed after downloading, a killed prune)
-is no damage: it is reported as unreferenced and left to `cache prune`, which reclaims it (`cache/prune.py`).
+belongs. A target's lock file is what a pull or sync killed mid-run leaves (the next run of that target takes it
+again): no damage, so it is not reported, and `--repair` removes it. It runs only while the caller holds the cache's
+root lock exclusively, so no running pull or sync is writing. Unknown entries at the top of the cache directory are
+left alone: the directory may have been named by mistake. A blob file no entry records but whose bytes verify (a
+fetch that failed after downloading, a killed prune) is no damage: it is reported as unreferenced and left to
+`cache prune`, which reclaims it (`cache/prune.py`).
 """
 
 from __future__ import annotations
@@ -73,8 +75,10 @@ def _scratch(store: BlobStore, *, repair: bool) -> list[str]:
     for path in sorted(Path(store.locks).iterdir()):
         if path.is_symlink() or not path.is_file():
             found.append(_remove(path, "not a regular file where a lock file belongs", repair=repair))
-        elif not _LOCK.fullmatch(path.name) or path.name.startswith("target-"):
+        elif not _LOCK.fullmatch(path.name):
             found.append(_remove(path, "stale lock file", repair=repair))
+        elif path.name.startswith("target-") and repair:  # a killed pull's or sync's: no damage, its next run's
+            found.append(_remove(path, "lock file left by a pull or sync that was killed", repair=repair))
     return found
 
 
