@@ -97,8 +97,8 @@ def test_timestamps_are_decided_as_the_pattern_and_datetime_did() -> None:
               "T1:2:3.5-0530", "T1:2:3-05:3", "T1:2", "T1:2:3Zx", "T1:2:345", "X1:2:3", "T1:2:3.", "T\u0661:2:3+\u06605:30"]  # fmt: skip
     corpus = [d + c for d in dates for c in clocks]
     corpus += _strings(["2001", "-", "1", "12", "31", "T", " ", ":", ".", "Z", "+05:30", "\u0663"], 5)
-    assert [(v, implicit._is_timestamp(v)) for v in corpus] == [(v, _old_timestamp(v)) for v in corpus]
-    assert sum(map(implicit._is_timestamp, corpus)) > 25
+    assert [(v, implicit.is_timestamp(v)) for v in corpus] == [(v, _old_timestamp(v)) for v in corpus]
+    assert sum(map(implicit.is_timestamp, corpus)) > 25
 
 
 def test_key_order_takes_digit_runs_from_where_keys_differ_and_no_superscript_digit_fails() -> None:

@@ -11,7 +11,7 @@ import datetime as dt
 
 from ocivendir.goyaml.scalars import all_digits, go_float
 
-__all__ = ["reads_as_string"]
+__all__ = ["is_timestamp", "reads_as_string"]
 
 _BOOL_NULL = frozenset({
     "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
@@ -55,7 +55,7 @@ def _valid_date(year: int, month: int, day: int) -> bool:
     return True
 
 
-def _is_timestamp(text: str) -> bool:
+def is_timestamp(text: str) -> bool:
     """go-yaml v2's timestamp test: `YYYY-M-D`, optionally `[Tt ]h:m:s[.fraction][Z|±hh:mm]`, a real date.
 
     Digits are ASCII, as Go's time.Parse takes them; only the date's values are checked.
@@ -109,7 +109,7 @@ def _resolves_to_non_string(text: str) -> bool:
         return False
     if text in _BOOL_NULL:
         return True
-    if hint in "DS" and (_go_int(text) or go_float(text) is not None or _is_timestamp(text)):
+    if hint in "DS" and (_go_int(text) or go_float(text) is not None or is_timestamp(text)):
         return True
     return hint == "." and go_float(text) is not None
 

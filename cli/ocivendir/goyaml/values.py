@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 
+from ocivendir.goyaml.implicit import is_timestamp
 from ocivendir.goyaml.keys import UnsupportedKeyError, go_key, go_value
 from ocivendir.goyaml.nodes import MAPPING, SCALAR, SEQUENCE, ComposeError, Node, is_merge
 from ocivendir.goyaml.scalars import resolve_plain
@@ -37,19 +38,37 @@ def _tagged(node: Node, tag: str) -> object:
     """
     short = tag.removeprefix(_CORE) if tag.startswith(_CORE) else ""
     if short == "binary":
-        try:
-            return base64.b64decode(node.value, validate=True).decode("utf-8", "replace")
+        try:  # Go's StdEncoding skips line breaks: a block scalar may wrap the base64
+            data = base64.b64decode(node.value.replace("\r", "").replace("\n", ""), validate=True)
         except binascii.Error:
             raise ComposeError("!!binary value contains invalid base64 data") from None
+        return _go_json_text(data)
     if short not in _RESOLVED:
         return node.value
     value = resolve_plain(node.value)
     kind = _kind(value)
-    if kind == short or (short == "timestamp" and kind == "str"):
-        return value
+    if kind == short or (short == "timestamp" and kind == "str" and is_timestamp(node.value)):
+        return value  # a timestamp decoded into interface{} stays its text, as go-yaml keeps it
     if short == "float" and kind == "int":
         return float(value)  # type: ignore[arg-type]
     raise ComposeError(f"cannot decode !!{kind} `{node.value}` as a !!{short}")
+
+
+def _go_json_text(data: bytes) -> str:
+    """Bytes as encoding/json writes them in a string: each byte that starts no valid UTF-8 sequence is one U+FFFD.
+
+    (Python's `replace` makes one U+FFFD of a whole broken sequence: `e2 82 41` is one and `A` there, two and `A` in
+    Go.)
+    """
+    parts: list[str] = []
+    while True:
+        try:
+            parts.append(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            parts += [data[: exc.start].decode("utf-8"), "\ufffd"]
+            data = data[exc.start + 1 :]
+        else:
+            return "".join(parts)
 
 
 def _scalar(node: Node) -> object:
