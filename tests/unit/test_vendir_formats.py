@@ -61,7 +61,8 @@ def test_permissions_an_fs_filemode_cannot_hold_are_gos_error(value: str, litera
     message = error(HEAD + f"directories:\n- path: v\n  contents:\n  - path: .\n    permissions: {value}\n"
                            "    manual: {}\n")  # fmt: skip
     assert message == (
-        "Parsing resource config '-': Unmarshaling config: error unmarshaling JSON: while decoding JSON: json: "
+        "Parsing resource config '-': Unmarshaling config: Unmarshaling config: error unmarshaling JSON: while decoding "
+        "JSON: json: "
         f"cannot unmarshal number {literal} into Go struct field .directories.0.contents.0.permissions of type "
         "fs.FileMode"
     )
@@ -70,7 +71,8 @@ def test_permissions_an_fs_filemode_cannot_hold_are_gos_error(value: str, litera
 def test_a_wrong_kind_for_a_bool_is_gos_error_with_the_field_path() -> None:
     message = error(HEAD + "directories:\n- path: v\n  contents:\n  - path: .\n    lazy: sure\n    manual: {}\n")
     assert message == (
-        "Parsing resource config '-': Unmarshaling config: error unmarshaling JSON: while decoding JSON: json: "
+        "Parsing resource config '-': Unmarshaling config: Unmarshaling config: error unmarshaling JSON: while decoding "
+        "JSON: json: "
         "cannot unmarshal string into Go struct field .directories.0.contents.0.lazy of type bool"
     )
 

@@ -452,8 +452,9 @@ def _dispatch(doc: object, source: str, found: dict[str, list[Any]]) -> None:
             found["config_maps"].append(_config_map(mapping))
         else:
             found["configs"].append(parse_config_document(mapping))
-    except DecodeError as exc:
-        raise ConfigError(f"{prefix}: {what}: {exc}") from None
+    except DecodeError as exc:  # a Config's is wrapped twice, by NewConfigFromBytes and its caller (spec §2.3)
+        twice = f"{what}: {what}" if kind == "Config" else what
+        raise ConfigError(f"{prefix}: {twice}: {exc}") from None
     except ConfigError as exc:
         if exc.message.startswith(prefix):
             raise
