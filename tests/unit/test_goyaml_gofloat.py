@@ -41,8 +41,13 @@ def test_floats_go_yaml_reads(text: str, value: float) -> None:
     assert resolve_plain(text) == value
 
 
-def test_after_a_dot_underscores_are_not_removed() -> None:
-    # go-yaml hands a scalar starting with `.` to ParseFloat as it is, which refuses underscores in a decimal
-    assert resolve_plain(".5_0") == ".5_0"
+@pytest.mark.parametrize(("text", "value"), [(".5_0", 0.5), (".5e1_0", 5e9), ("._5", "._5"), (".5_", ".5_"),
+                                           (".5__0", ".5__0"), (".5_e1", ".5_e1")])  # fmt: skip
+def test_after_a_dot_parsefloat_takes_underscores_only_between_digits(text: str, value: object) -> None:
+    # go-yaml hands a scalar starting with `.` to ParseFloat as it is (vendir 0.40.0: `.5_0` is the directory 0.5)
+    assert resolve_plain(text) == value
+
+
+def test_parsefloat_range() -> None:
     assert parses_finite("1e308") == 1e308
     assert parses_finite("1e309") is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import sys
 from types import FrameType
 
@@ -236,3 +237,15 @@ def test_strict_refuses_a_merge_over_a_key_already_set() -> None:
 
 def test_tabs_and_line_breaks_are_printable() -> None:
     assert load(b"a: b\tc\r\nd: 'e\tf'\n") == [{"a": "b\tc", "d": "e\tf"}]
+
+
+def test_binary_bytes_become_text_as_encoding_json_writes_them() -> None:
+    # Go 1.22's json.Marshal of the same bytes: one U+FFFD for each byte that starts no valid UTF-8 sequence
+    data = bytes([0xE2, 0x82, 0x41, 0xFF, 0xFE, 0x6F, 0x6B, 0xED, 0xA0, 0x80, 0xF0, 0x9F, 0x98, 0x80, 0xF0, 0x9F, 0x98,
+                  0xC0, 0x80])  # fmt: skip
+    document = f"a: !!binary {base64.b64encode(data).decode()}\n"
+    assert load(document) == [
+        {"a": "\ufffd\ufffdA\ufffd\ufffdok\ufffd\ufffd\ufffd\U0001f600\ufffd\ufffd\ufffd\ufffd\ufffd"}
+    ]
+    many = f"a: !!binary {base64.b64encode(bytes([0xFF]) * 300_000).decode()}\n"  # one pass, not one per bad byte
+    assert load(many) == [{"a": "\ufffd" * 300_000}]

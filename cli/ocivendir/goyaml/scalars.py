@@ -101,12 +101,22 @@ def resolve_plain(text: str) -> object:  # noqa: PLR0911 - one return per YAML t
 def go_float(text: str) -> float | None:
     """The float go-yaml v2 reads from a plain scalar that is no int, else None (then it stays a string).
 
-    After a sign or a digit, underscores are removed and the rest must be yamlStyleFloat; after a `.`, ParseFloat
-    takes the text as it is (no underscore). Either way a magnitude beyond float64's (`1e400`) is ParseFloat's
-    ErrRange, and go-yaml keeps the text.
+    After a sign or a digit, go-yaml removes underscores and the rest must be yamlStyleFloat; after a `.`, it hands
+    the text to ParseFloat as it is, which takes underscores only between digits (`.5_0` is 0.5, `._5` no number).
+    Either way a magnitude beyond float64's (`1e400`) is ParseFloat's ErrRange, and go-yaml keeps the text.
     """
-    plain = text if text[:1] == "." else text.replace("_", "")
+    if text[:1] == "." and "_" in text and not _underscores_between_digits(text):
+        return None
+    plain = text.replace("_", "")
     return parses_finite(plain) if is_float(plain) else None
+
+
+def _underscores_between_digits(text: str) -> bool:
+    """Strconv's underscoreOK for a decimal: each `_` has a digit just before it and just after it."""
+    return all(
+        0 < at < len(text) - 1 and text[at - 1] in _DIGITS and text[at + 1] in _DIGITS
+        for at, char in enumerate(text) if char == "_"
+    )  # fmt: skip
 
 
 def go_string(value: object) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 
 from ocivendir.goyaml.implicit import is_timestamp
 from ocivendir.goyaml.keys import UnsupportedKeyError, go_key, go_value
@@ -18,6 +19,7 @@ __all__ = ["decode"]
 
 
 _CORE = "tag:yaml.org,2002:"
+_GO_REPLACE = "ocivendir.go-json-replace"  # the codec error handler registered below
 _RESOLVED = {"int", "float", "bool", "null", "timestamp"}  # go-yaml's resolvable tags besides !!str
 
 
@@ -54,21 +56,23 @@ def _tagged(node: Node, tag: str) -> object:
     raise ComposeError(f"cannot decode !!{kind} `{node.value}` as a !!{short}")
 
 
+def _one_byte_replaced(exc: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: U+FFFD for the first byte of a broken sequence, decoding again from the next byte."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return "\ufffd", exc.start + 1
+
+
+codecs.register_error(_GO_REPLACE, _one_byte_replaced)
+
+
 def _go_json_text(data: bytes) -> str:
     """Bytes as encoding/json writes them in a string: each byte that starts no valid UTF-8 sequence is one U+FFFD.
 
     (Python's `replace` makes one U+FFFD of a whole broken sequence: `e2 82 41` is one and `A` there, two and `A` in
-    Go.)
+    Go.) One pass, through a codec error handler: a bundle's images.yml may hold megabytes of such bytes.
     """
-    parts: list[str] = []
-    while True:
-        try:
-            parts.append(data.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            parts += [data[: exc.start].decode("utf-8"), "\ufffd"]
-            data = data[exc.start + 1 :]
-        else:
-            return "".join(parts)
+    return data.decode("utf-8", _GO_REPLACE)
 
 
 def _scalar(node: Node) -> object:
