@@ -19,6 +19,8 @@ GO_TIMES = {
     "2024-01-02T03:04:05Z": True, "2024-01-02T03:04:05.123456789Z": True, "2024-01-02T03:04:05+01:00": True,
     "2024-01-02T03:04:05-23:59": True, "2024-01-02T03:04:05+99:99": True, "2024-01-02T03:04:05,5Z": True,
     "2024-02-29T00:00:00Z": True, "0000-02-29T00:00:00Z": True, "2024-01-02T03:04:05.1234567891234Z": True,
+    "2020-01-01T1:00:00Z": True, "2020-01-01T0:00:00.5+01:00": True, "2020-01-01T:00:00Z": False,
+    "2020-01-01T123:00:00Z": False, "2020-01-01T24:00:00Z": False,
     "2024-01-02t03:04:05Z": False, "2024-01-02T03:04:05z": False, "2024-02-30T00:00:00Z": False,
     "2023-02-29T00:00:00Z": False, "2024-01-02T24:00:00Z": False, "2024-01-02T03:60:05Z": False,
     "2024-01-02T03:04:60Z": False, "2024-01-02T03:04:05.Z": False, "2024-01-02T03:04:05,Z": False,
@@ -97,3 +99,14 @@ def test_a_manifest_go_cannot_read_is_refused(raw: bytes, words: str) -> None:
     with pytest.raises(UnsupportedMediaType) as caught:
         parse_manifest(raw)
     assert caught.value.message.startswith(words)
+
+
+def test_a_time_written_with_a_json_escape_is_refused_as_go_reads_the_raw_bytes() -> None:
+    # time.Time.UnmarshalJSON takes the bytes between the quotes as they are: `\u005a` is no `Z` to it (Go 1.22)
+    escaped = b'{"created": "2020-01-01T00:00:00\\u005a"}'
+    with pytest.raises(UnsupportedMediaType, match="is written with a JSON escape"):
+        parse_config(escaped)
+    twice = b'{"created": "2020-01-01T00:00:00Z", "history": [{"created": "2020-01-01T00:00:00\\u005a"}]}'
+    with pytest.raises(UnsupportedMediaType, match="is written with a JSON escape"):
+        parse_config(twice)
+    assert parse_config(b'{"created": "2020-01-01T00:00:00Z", "history": [{"created": "2020-01-01T00:00:00Z"}]}')

@@ -80,17 +80,22 @@ def _fraction_then_zone(rest: str) -> str | None:
 def is_rfc3339(text: str) -> bool:
     """Whether Go 1.22's time.Time.UnmarshalJSON takes `text`: `2006-01-02T15:04:05[.frac](Z|±07:00)`.
 
-    As imgpkg 0.43.1 (Go 1.22.5) reads a config's times: the fraction may follow a comma, and the zone's hours and
-    minutes are any two digits.
+    As imgpkg 0.43.1 (Go 1.22.5) reads a config's times, through time.Parse(time.RFC3339) when its fast path fails:
+    the hour may be one digit, the fraction may follow a comma, and the zone's hours and minutes are any two digits.
     """
-    shaped = len(text) >= 20 and [text[i] for i in (4, 7, 10, 13, 16)] == ["-", "-", "T", ":", ":"]  # noqa: PLR2004
+    shaped = len(text) >= 19 and [text[i] for i in (4, 7, 10)] == ["-", "-", "T"]  # noqa: PLR2004
     if not (shaped and text[:4].isascii() and text[:4].isdigit() and _two(text, 5, 12) and _two(text, 8, 31)):
         return False
     year, month, day = int(text[:4]), int(text[5:7]), int(text[8:10])
-    clock = _two(text, 11, 23) and _two(text, 14, 59) and _two(text, 17, 59)
-    if not clock or month == 0 or day == 0 or day > _days_in(year, month):
+    if month == 0 or day == 0 or day > _days_in(year, month):
         return False
-    zone = _fraction_then_zone(text[19:])
+    at = 13 if text[12:13] == ":" else 14
+    hour = text[11 : at - 1]
+    if not (hour.isascii() and hour.isdigit() and int(hour) <= 23 and text[at - 1] == ":"):  # noqa: PLR2004
+        return False
+    if not (_two(text, at, 59) and text[at + 2 : at + 3] == ":" and _two(text, at + 3, 59)):
+        return False
+    zone = _fraction_then_zone(text[at + 5 :])
     numeric = zone is not None and len(zone) == 6 and zone[0] in "+-" and zone[3] == ":"  # noqa: PLR2004
     return zone == "Z" or (numeric and _two(zone or "", 1, 99) and _two(zone or "", 4, 99))  # Go 1.22 takes +99:99
 
@@ -144,8 +149,28 @@ def _container(value: object, kind: tuple[str, Type], where: str) -> str | None:
     return None
 
 
-def check_config_types(doc: object) -> None:
-    """Refuse a decoded image config Go's encoding/json would not decode into v1.ConfigFile."""
+def check_config_types(doc: object, raw: bytes) -> None:
+    """Refuse a decoded image config (`raw`, its bytes) Go's encoding/json would not decode into v1.ConfigFile."""
     if doc is not None and not isinstance(doc, dict):
         raise UnsupportedMediaType(f"image config is {_kind(doc)}, not a JSON object: Go tools refuse it; refused")
     _check(doc, CONFIG_FILE, "")
+    _check_times_unescaped(doc or {}, raw)
+
+
+def _check_times_unescaped(doc: dict[str, object], raw: bytes) -> None:
+    """Refuse a time written with a JSON escape (`\\u005a` for `Z`): time.Time.UnmarshalJSON reads the raw bytes.
+
+    A valid time is printable ASCII, so unescaped it appears in the bytes exactly as decoded, quoted: fewer such
+    occurrences than time fields holding that text means one was escaped.
+    """
+    history = doc.get("history")
+    entries = [entry for entry in history if isinstance(entry, dict)] if isinstance(history, list) else []
+    times = [doc.get("created"), *(entry.get("created") for entry in entries)]
+    counts: dict[str, int] = {}
+    for value in times:
+        if isinstance(value, str):
+            counts[value] = counts.get(value, 0) + 1
+    for value, wanted in counts.items():
+        if raw.count(f'"{value}"'.encode()) < wanted:
+            raise UnsupportedMediaType(f"image config: the time {value!r} is written with a JSON escape, which "
+                                       "Go's time decoding does not read: Go tools refuse it; refused")  # fmt: skip

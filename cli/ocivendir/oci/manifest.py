@@ -207,7 +207,7 @@ def parse_config(raw: bytes) -> ImageConfig:
     except ValueError as exc:
         raise UnsupportedMediaType(f"image config is not valid JSON: {exc}") from None
     gokeys.check(doc, gokeys.CONFIG_FILE, "image config")
-    check_config_types(doc)
+    check_config_types(doc, raw)
     config = doc.get("config") if isinstance(doc, dict) else None
     labels = config.get("Labels") if isinstance(config, dict) else None
     if not isinstance(labels, dict):
