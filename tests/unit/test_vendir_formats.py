@@ -56,7 +56,19 @@ def test_permissions_are_an_fs_filemode_applied_as_go_os_chmod_applies_it(permis
     assert unix_mode(permissions) == mode  # observed with vendir 0.40.0 (adversarial review)
 
 
-@pytest.mark.parametrize(("value", "literal"), [("-1", "-1"), ("4294967296", "4294967296"), ("1.5", "1.5")])
+@pytest.mark.parametrize(
+    ("value", "literal"),
+    [
+        ("-1", "-1"),
+        ("4294967296", "4294967296"),
+        ("1.5", "1.5"),
+        ("1e21", "1e+21"),
+        ("1e20", "100000000000000000000"),
+        ("1.5e300", "1.5e+300"),
+        ("5e-05", "0.00005"),
+        ("1e-7", "1e-7"),
+    ],
+)  # encoding/json's literal for the float (vendir 0.40.0's text)
 def test_permissions_an_fs_filemode_cannot_hold_are_gos_error(value: str, literal: str) -> None:
     message = error(HEAD + f"directories:\n- path: v\n  contents:\n  - path: .\n    permissions: {value}\n"
                            "    manual: {}\n")  # fmt: skip

@@ -124,7 +124,7 @@ def _json_number(value: float) -> str:
     text = repr(value)
     if "e" not in text:
         return text
-    if abs(value) >= 1e-6:  # noqa: PLR2004
+    if 1e-6 <= abs(value) < 1e21:  # noqa: PLR2004 - plain between these, exponent form outside
         import decimal  # noqa: PLC0415 - only in this error's text
 
         return format(decimal.Decimal(text), "f")
