@@ -126,7 +126,13 @@ class _Layer:
         remove_tree(path)
 
     def _mkdir(self, path: str, mode: int) -> None:
-        os.mkdir(path, mode)
+        """Make a directory, its block on disk counted against the size limit first (a directory already there: not)."""
+        self.stats.tally.reserve(f"{path[len(self.stage) + 1 :]}/", DIRECTORY_BYTES, self.what)
+        try:
+            os.mkdir(path, mode)
+        except BaseException:
+            self.stats.tally.release(DIRECTORY_BYTES)
+            raise
         os.chmod(path, mode)
         self.stats.directories += 1
 
@@ -154,7 +160,7 @@ class _Layer:
                 if not create:
                     return False
                 if current not in self.stats.layer_paths:  # made for a path, not for an entry (counted already)
-                    self.stats.tally.directory(current, self.what)
+                    self.stats.tally.entry(self.what)
                 self._mkdir(path, self.implicit_mode)
             self.known.add(current)
         return True
@@ -272,7 +278,6 @@ def _apply_member(layer: _Layer, archive: TarReader, member: Member) -> None:
     if member.sparse:
         raise UnsafeArchive(f"{layer.what}: refusing sparse entry '{member.name}' ({human(member.size)} declared)")
     counted = member.header_bytes + (member.size if member.has_data() else 0)  # decompressed, written or not
-    counted += DIRECTORY_BYTES if member.isdir() else 0  # its block on disk
     if counted:  # extended headers and data, written or skipped: they count against the limit either way
         layer.stats.tally.reserve(relative or member.name, counted, layer.what)
     if posixpath.basename(relative).startswith(_WHITEOUT):

@@ -5,7 +5,8 @@ one image's layers (`--max-extract-size`, the entry limit), the depth and length
 of the extended headers a member carries and of the pax records in them. The bytes counted are every member's data,
 written or skipped (a device or a type nobody knows may carry data too), and its extended headers: whatever the tar
 stream makes the extractor inflate; and a block (`DIRECTORY_BYTES`) for each directory made, named or implied by a
-path, which is what a directory takes on disk with no data at all (100,000 of them in a 0.9 MiB layer took 393 MiB).
+path (not one a layer names again), which is what a directory takes on disk with no data at all (100,000 of them in a
+0.9 MiB layer took 393 MiB).
 A bound that is hit refuses the layer with the unsafe-archive error, so a gzip bomb or a path nested thousands of
 levels deep costs at most the limit, never the disk or the interpreter's stack.
 """
@@ -70,10 +71,9 @@ class Tally:
         if self.entries > self.limits.max_entries:
             raise UnsafeArchive(f"{what}: more than {self.limits.max_entries} entries; refusing to extract further")
 
-    def directory(self, name: str, what: str) -> None:
-        """Count a directory made for a path (an entry, and its block on disk) before it is made."""
-        self.entry(what)
-        self.reserve(name + "/", DIRECTORY_BYTES, what)
+    def release(self, size: int) -> None:
+        """Take back what `reserve` counted for something that was not written after all (a directory already there)."""
+        self.bytes -= size
 
     def reserve(self, name: str, size: int, what: str) -> None:
         """Count a regular member's declared size before any of its bytes are written."""
