@@ -57,6 +57,12 @@ GO_WOULD_READ_OTHERWISE = {
     "auth-without-colon": ({"auths": {"r.io": {"auth": base64.b64encode(b"alice").decode()}}}, "no 'user:password'"),
     "auth-empty-user": ({"auths": {"r.io": {"auth": base64.b64encode(b":pw").decode()}}}, "no 'user:password'"),
     "another-registry-bad": ({"auths": {"r.io": {"auth": GOOD}, "s.io": {"auth": "%%"}}}, "auths['s.io']"),
+    "entry-not-an-object": ({"auths": {"r.io": {"auth": GOOD}, "s.io": "x"}}, "'auths.s.io' is a string, not an object"),
+    "auths-a-list": ({"auths": []}, "'auths' is an array, not an object"),
+    "format-a-number": ({"psFormat": 5}, "'psFormat' is a number, not a string"),
+    "auth-a-number": ({"auths": {"r.io": {"auth": 5}}}, "'auths.r.io.auth' is a number, not a string"),
+    "password-not-text": ({"auths": {"r.io": {"auth": base64.b64encode(b"u:\xff").decode()}}},
+                          "its auth field decodes to bytes that are not UTF-8 text"),
 }  # fmt: skip
 
 

@@ -92,6 +92,7 @@ STATE: dict[str, str] = {
     "oci.gokeys:TAG_LIST": "constant table, filled at import, never written",
     "registry.auth:_CONFIG_FILE": "constant table, filled at import, never written",
     "registry.auth:_AUTH_CONFIG": "constant table, filled at import, never written",
+    "registry.auth:_CONFIG_TYPES": "constant table, filled at import, never written",
     "oci.configtypes:CONFIG_FILE": "constant table, filled at import, never written",
     "oci.configtypes:_HISTORY": "constant table, filled at import, never written",
     "oci.configtypes:_RUN_CONFIG": "constant table, filled at import, never written",

@@ -1,4 +1,4 @@
-"""Owns: refusing an image config whose known fields have values Go's encoding/json will not decode.
+"""Owns: refusing a JSON document whose known fields have values Go's encoding/json will not decode (an image config).
 
 imgpkg and vendir decode an image config into go-containerregistry's `v1.ConfigFile`, and fail on a value of the
 wrong JSON type (`"Labels": {"a": 5}`, `"history": {}`), a time that is not RFC 3339 (`"created": "yesterday"`), an
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ocivendir.errors import UnsupportedMediaType
 
-__all__ = ["check_config_types"]
+__all__ = ["Type", "check_config_types", "check_go_types"]
 
 _INT64 = 1 << 63
 Type = str | tuple[str, "Type"] | dict[str, "Type"]  # a leaf, ("list" | "map", element) or a struct's fields
@@ -116,37 +116,44 @@ def _leaf(value: object, kind: str) -> str | None:
     return None if good else "is not a sha256 digest"
 
 
-def _check(value: object, kind: Type, where: str) -> None:
+def _check(value: object, kind: Type, where: str, what: str = "image config") -> None:
     if value is None:
         return
     problem: str | None
     if isinstance(kind, str):
         problem = _leaf(value, kind)
     elif isinstance(kind, tuple):
-        problem = _container(value, kind, where)
+        problem = _container(value, kind, where, what)
     else:
         problem = None if isinstance(value, dict) else f"is {_kind(value)}, not an object"
         if problem is None:
             assert isinstance(value, dict)  # noqa: S101 - checked just above
             for name, beneath in kind.items():
-                _check(value.get(name), beneath, f"{where}.{name}" if where else name)
+                _check(value.get(name), beneath, f"{where}.{name}" if where else name, what)
     if problem is not None:
-        raise UnsupportedMediaType(f"image config: '{where}' {problem}: Go tools (imgpkg, vendir) refuse it; refused")
+        raise UnsupportedMediaType(f"{what}: '{where}' {problem}: Go tools (imgpkg, vendir) refuse it; refused")
 
 
-def _container(value: object, kind: tuple[str, Type], where: str) -> str | None:
+def _container(value: object, kind: tuple[str, Type], where: str, what: str) -> str | None:
     shape, element = kind
     if shape == "list":
         if not isinstance(value, list):
             return f"is {_kind(value)}, not an array"
         for position, item in enumerate(value):
-            _check(item, element, f"{where}[{position}]")
+            _check(item, element, f"{where}[{position}]", what)
         return None
     if not isinstance(value, dict):
         return f"is {_kind(value)}, not an object"
     for key, item in value.items():
-        _check(item, element, f"{where}.{key}")
+        _check(item, element, f"{where}.{key}", what)
     return None
+
+
+def check_go_types(doc: object, shape: dict[str, Type], what: str) -> None:
+    """Refuse a decoded JSON object whose fields of `shape` Go's encoding/json would not decode; `what` names it."""
+    if doc is not None and not isinstance(doc, dict):
+        raise UnsupportedMediaType(f"{what} is {_kind(doc)}, not a JSON object: Go tools refuse it; refused")
+    _check(doc, shape, "", what)
 
 
 def check_config_types(doc: object, raw: bytes) -> None:

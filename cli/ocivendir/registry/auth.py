@@ -8,12 +8,14 @@ from dataclasses import dataclass, replace
 from ocivendir import diag, jsondoc
 from ocivendir.errors import ConfigError, UnsupportedMediaType, os_reason
 from ocivendir.oci import gokeys
+from ocivendir.oci.configtypes import check_go_types
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ocivendir.oci.configtypes import Type
     from ocivendir.registry.mirrors import MirrorPlan
 
 __all__ = ["DockerConfig", "Keyring"]
@@ -83,6 +85,20 @@ _CONFIG_FILE: gokeys.Shape = dict.fromkeys((
 _AUTH_CONFIG: gokeys.Shape = dict.fromkeys(
     ("username", "password", "auth", "email", "serveraddress", "identitytoken", "registrytoken")
 )
+_CONFIG_STRINGS = (
+    "psFormat", "imagesFormat", "networksFormat", "pluginsFormat", "volumesFormat", "statsFormat", "detachKeys",
+    "credsStore", "serviceInspectFormat", "servicesFormat", "tasksFormat", "secretFormat", "configFormat",
+    "nodesFormat", "experimental", "currentContext",
+)  # fmt: skip
+_PROXY_FIELDS = ("httpProxy", "httpsProxy", "noProxy", "ftpProxy", "allProxy")
+_CONFIG_TYPES: dict[str, Type] = {  # the Go types of those fields: a value of another JSON type fails the load
+    **dict.fromkeys(_CONFIG_STRINGS, "string"),
+    **dict.fromkeys(("HttpHeaders", "credHelpers", "aliases"), ("map", "string")),
+    **dict.fromkeys(("pruneFilters", "cliPluginsExtraDirs"), ("list", "string")),
+    "proxies": ("map", dict.fromkeys(_PROXY_FIELDS, "string")),
+    "plugins": ("map", ("map", "string")),
+    "auths": ("map", dict.fromkeys(_AUTH_CONFIG, "string")),
+}
 
 
 def _check_as_go_reads(doc: dict[str, Any], path: str) -> None:
@@ -95,6 +111,7 @@ def _check_as_go_reads(doc: dict[str, Any], path: str) -> None:
     where = f"Parsing docker config '{path}':"
     try:
         gokeys.check(doc, _CONFIG_FILE, where)
+        check_go_types(doc, _CONFIG_TYPES, where.removesuffix(":"))
         auths = doc.get("auths")
         for address, entry in auths.items() if isinstance(auths, dict) else ():
             gokeys.check(entry, _AUTH_CONFIG, f"{where} auths[{address!r}]")
@@ -111,9 +128,13 @@ def _decode_auth(text: object, where: str) -> tuple[str, str]:
     if not isinstance(text, str):  # Go: a string field given another kind fails the whole load
         raise ConfigError(f"{where} its auth field is not a string")
     try:
-        decoded = base64.b64decode(text.replace("\r", "").replace("\n", ""), validate=True).decode()
-    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raw = base64.b64decode(text.replace("\r", "").replace("\n", ""), validate=True)
+    except ValueError:  # binascii.Error
         raise ConfigError(f"{where} its auth field is not base64") from None
+    try:
+        decoded = raw.decode()
+    except UnicodeDecodeError:  # Go keeps the bytes; a credential that is no text is refused here
+        raise ConfigError(f"{where} its auth field decodes to bytes that are not UTF-8 text") from None
     username, colon, password = decoded.partition(":")
     if not colon or not username:
         raise ConfigError(f"{where} its auth field is no 'user:password' (Invalid auth configuration file)")
