@@ -125,6 +125,8 @@ class _Decoder:
                 self._merge(value_node, mapping, lines)
                 continue
             raw = self.values[key_node]
+            if isinstance(raw, list | dict):  # go-yaml's own refusal, as it decodes (before sigs.k8s.io/yaml's)
+                raise ComposeError(f"invalid map key: {go_value(raw)}")
             try:
                 key = go_key(raw, self.values[value_node])
             except UnsupportedKeyError as exc:
