@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,32 @@ def test_a_keyless_signature_by_a_listed_identity_verifies_and_is_extracted(
     assert (tmp_path / "out/app.yml").read_text() == "signed\n"
     listed = json.loads(run_cli("cache", "ls", "--cache-dir", str(tmp_path / "cache"), "--json").stdout)
     assert {e["ref"]: e["signature"] for e in listed["result"]["entries"]}[ref] == "verified"
+
+
+@pytest.mark.parametrize("zone", ["Asia/Kolkata", "America/New_York"])
+def test_a_keyless_signature_verifies_whatever_the_machines_time_zone(
+    registry: Registry,
+    pusher: Pusher,
+    repo_prefix: str,
+    tmp_path: Path,
+    sigstore: Sigstore,
+    monkeypatch: pytest.MonkeyPatch,
+    zone: str,
+) -> None:
+    # the SCT's time (a naive UTC datetime from cryptography) was read as local time: refused east or west of UTC
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        repo = f"{repo_prefix}/app"
+        ref = signed_image(pusher, repo, sigstore)
+        path = write_policy(
+            tmp_path, keyless_policy("keyless", f"{registry.host}/{repo}@*", [{"issuer": ISSUER, "subject": SUBJECT}])
+        )
+        done = pull(ref, tmp_path, path, sigstore.trusted_root(tmp_path / "trusted_root.json"))
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert done.exit_code == 0, done.stderr
 
 
 def test_the_chain_may_come_from_the_signatures_chain_annotation(

@@ -93,6 +93,8 @@ STATE: dict[str, str] = {
     "registry.auth:_CONFIG_FILE": "constant table, filled at import, never written",
     "registry.auth:_AUTH_CONFIG": "constant table, filled at import, never written",
     "registry.auth:_CONFIG_TYPES": "constant table, filled at import, never written",
+    "sign.fulcio:_EPOCH": "a datetime: immutable",
+    "sign.fulcio:_MILLISECOND": "a timedelta: immutable",
     "oci.configtypes:CONFIG_FILE": "constant table, filled at import, never written",
     "oci.configtypes:_HISTORY": "constant table, filled at import, never written",
     "oci.configtypes:_RUN_CONFIG": "constant table, filled at import, never written",

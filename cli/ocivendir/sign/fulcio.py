@@ -12,6 +12,7 @@ whose text says what did not hold.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import struct
 
@@ -122,6 +123,10 @@ def _chain(cert: Certificate, extra: list[Certificate], root: TrustedRoot, when:
         raise ValueError(f"the certificate does not chain to the trusted root at the signing time: {exc}") from None
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MILLISECOND = dt.timedelta(milliseconds=1)
+
+
 def _verify_sct(cert: Certificate, issuer: Certificate, root: TrustedRoot) -> None:
     """An SCT embedded in the certificate, signed by a CT log of the trusted root (RFC 6962 precertificate entry)."""
     from cryptography import x509  # noqa: PLC0415 - keyless only
@@ -143,7 +148,8 @@ def _verify_sct(cert: Certificate, issuer: Certificate, root: TrustedRoot) -> No
         if log is None:
             problems.append(f"SCT of an unknown CT log {sct.log_id.hex()}")
             continue
-        millis = int(sct.timestamp.timestamp() * 1000)
+        # cryptography gives the SCT's time as a naive UTC datetime: its .timestamp() would read it as local time
+        millis = (sct.timestamp.replace(tzinfo=dt.UTC) - _EPOCH) // _MILLISECOND
         extensions = sct.extension_bytes
         signed = (struct.pack(">BBQH", 0, 0, millis, 1) + hashlib.sha256(issuer_key).digest()
                   + len(tbs).to_bytes(3, "big") + tbs + len(extensions).to_bytes(2, "big") + extensions)  # fmt: skip
