@@ -120,3 +120,19 @@ def test_a_warm_run_with_the_same_policy_files_parses_no_policy_and_an_edit_veri
     again = pull_image(ref, tmp_path / "edited", cache, path)
     assert again.exit_code == 0, again.stderr
     assert registry.since(mark) == []
+
+
+def test_two_authorities_of_one_name_each_verify_with_their_own_key(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    # keys were remembered by (policy, authority name): the second `release` checked signatures with the first's key
+    repo = f"{repo_prefix}/app"
+    ref, key = signed(pusher, repo)
+    other = Key.make()
+    text = policy("p", f"{registry.host}/{repo}@*", other, key).replace("name: key-1", "name: key-0")
+    assert text.count("name: key-0") == 2
+    done = pull_image(ref, tmp_path / "out", tmp_path / "cache", write_policy(tmp_path, text))
+    assert done.exit_code == 0, done.stderr  # the second `key-0` holds the signing key
+    swapped = policy("p", f"{registry.host}/{repo}@*", other, Key.make()).replace("name: key-1", "name: key-0")
+    refused = pull_image(ref, tmp_path / "out2", tmp_path / "cache", write_policy(tmp_path, swapped, "b.yaml"))
+    assert refused.exit_code == 1  # neither of the two holds it

@@ -154,7 +154,7 @@ class Verifier:
     def __init__(self, trusted_root: str | None, root_bytes: bytes | None, parsed: TrustedRoot | None = None) -> None:
         """A verifier for the trusted root at this path, whose bytes the gate has read (and parsed, if it did)."""
         self.trusted_root, self._root_bytes = trusted_root, root_bytes
-        self._keys: dict[tuple[str, str], PublicKey] = {}
+        self._keys: dict[str, PublicKey] = {}  # by the PEM text of the key
         self._parsed = parsed  # else parsed when a keyless authority is first evaluated
         self._lock = Lock()
 
@@ -282,12 +282,11 @@ class Verifier:
     def _key(self, policy: ImagePolicy, authority: Authority) -> PublicKey:
         from ocivendir.sign.keys import load_public_key  # noqa: PLC0415 - cryptography only when verifying
 
-        with self._lock:
-            name = (policy.name, authority.name)
-            if name not in self._keys:
+        with self._lock:  # by the key itself: two authorities may share a name (and did share one key by it)
+            if authority.key_pem not in self._keys:
                 where = f"signature policy '{policy.name}' ({policy.source}), authority '{authority.name}'"
-                self._keys[name] = load_public_key(authority.key_pem, where)
-            return self._keys[name]
+                self._keys[authority.key_pem] = load_public_key(authority.key_pem, where)
+            return self._keys[authority.key_pem]
 
 
 def _identity_problem(signer: Signer | str, authority: Authority) -> str | None:
