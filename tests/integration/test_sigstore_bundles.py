@@ -8,6 +8,7 @@ manifest digest and DSSE in-toto statements, signed by a key or keylessly under 
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
 from pathlib import Path
@@ -217,3 +218,48 @@ def test_a_bundle_is_parsed_and_checked_once_whichever_authorities_ask(
     )
     assert done.exit_code == 0, done.stderr
     assert calls == {"parse_bundle": 1, "rekor_entry": 1, "verify_certificate": 1, "an index parsed as a manifest": 0}
+
+
+def _short_digest(data: bytes) -> bytes:
+    doc = json.loads(data)
+    doc["messageSignature"]["messageDigest"]["digest"] = base64.b64encode(b"\0" * 31).decode()
+    return json.dumps(doc).encode()
+
+
+def _entries_a_number(data: bytes) -> bytes:
+    doc = json.loads(data)
+    doc["verificationMaterial"]["tlogEntries"] = 5
+    return json.dumps(doc).encode()
+
+
+HOSTILE = {
+    "short-digest": (_short_digest, "the bundle's message digest is 31 bytes, not the 32 of a SHA-256 digest"),
+    "entries-a-number": (_entries_a_number, "the bundle's tlogEntries is not a list"),
+}
+
+
+@pytest.mark.parametrize(("spoil", "reason"), HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_hostile_bundle_is_one_that_does_not_verify_never_the_runs_end(
+    registry: Registry,
+    pusher: Pusher,
+    repo_prefix: str,
+    tmp_path: Path,
+    signer: ec.EllipticCurvePrivateKey,
+    spoil: Any,
+    reason: str,
+) -> None:
+    # anyone who may attach a referrer ended the run with a Python error (ValueError, TypeError), even for an image
+    # another authority of the policy passes (adversarial review of signatures)
+    repo = f"{repo_prefix}/app"
+    ref, digest = pushed_image(pusher, repo)
+    attach_bundle(pusher, repo, digest, spoil(bundle(digest=digest, key=signer)))
+    strict = write_policy(tmp_path, key_policy("bundled", f"{registry.host}/{repo}@*", signer))
+    refused = pull_image(ref, tmp_path / "out", tmp_path / "cache", strict)
+    assert refused.exit_code == 1
+    assert reason in " ".join(refused.stderr.split())
+    assert "Traceback" not in refused.stderr
+    passing = key_policy("bundled", f"{registry.host}/{repo}@*", signer) + (
+        "  - name: open\n    static: {action: pass}\n"
+    )
+    done = pull_image(ref, tmp_path / "out", tmp_path / "cache", write_policy(tmp_path, passing, "open.yaml"))
+    assert done.exit_code == 0, done.stderr

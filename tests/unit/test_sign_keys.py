@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from ocivendir.errors import ConfigError
 from ocivendir.oci.manifest import Descriptor
@@ -47,3 +49,16 @@ def test_payloads_and_signature_annotations_are_read_defensively() -> None:
     assert signature_bytes(layer) == b"sig"
     layer.annotations[SIGNATURE_ANNOTATION] = "not base64!"
     assert signature_bytes(layer) is None
+
+
+def test_a_key_on_a_curve_cryptography_cannot_use_is_a_config_error_naming_the_authority() -> None:
+    # prime192v2 in place of prime256v1: cryptography raises UnsupportedAlgorithm, which ended the run (review)
+    der = (
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .replace(bytes.fromhex("06082A8648CE3D030107"), bytes.fromhex("06082A8648CE3D030102"))
+    )
+    pem = "-----BEGIN PUBLIC KEY-----\n" + base64.encodebytes(der).decode() + "-----END PUBLIC KEY-----\n"
+    with pytest.raises(ConfigError, match=r"policy 'p', authority 'k': key\.data is not a usable PEM public key"):
+        load_public_key(pem, "policy 'p', authority 'k'")

@@ -30,6 +30,7 @@ from ocivendir.sign.cosign import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from ocivendir.engine.content import Content, Subject
     from ocivendir.engine.referrers import Bundles
@@ -131,8 +132,8 @@ class _Evidence:
             def parse(raw: bytes) -> SigstoreBundle | str:
                 try:
                     return parse_bundle(raw)
-                except ValueError as exc:
-                    return str(exc)
+                except Exception as exc:  # noqa: BLE001 - a registry's bytes: whatever fails, this one does not count
+                    return _unusable(exc)
 
             self._parsed = tuple(parse(raw) for raw in self.bundles().found)
         return self._parsed
@@ -143,9 +144,22 @@ class _Evidence:
         if key not in self._signers:
             try:
                 self._signers[key] = check()
-            except ValueError as exc:
-                self._signers[key] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - a signer's certificate and entry: hostile, refused item by item
+                self._signers[key] = _unusable(exc)
         return self._signers[key]
+
+
+def _unusable(exc: Exception) -> str:
+    """Why a hostile signature or bundle does not count: its own message, or what in it could not be handled."""
+    return str(exc) if type(exc) is ValueError else f"it cannot be checked ({type(exc).__name__}: {exc})"
+
+
+def _checked(verifies: Callable[[Any], str | None], item: object) -> str | None:
+    """`verifies(item)`, where a failure to check a hostile item is a reason it does not verify, never the run's end."""
+    try:
+        return verifies(item)
+    except Exception as exc:  # noqa: BLE001 - see above
+        return _unusable(exc)
 
 
 class Verifier:
@@ -211,7 +225,7 @@ class Verifier:
             if isinstance(bundle, str):
                 problems.append(bundle)
                 continue
-            problem = verifies(bundle)
+            problem = _checked(verifies, bundle)
             if problem is None and bundle.names(digest):
                 return None
             problems.append(problem or f"a Sigstore bundle verifies, but it does not name {digest}")
@@ -224,7 +238,7 @@ class Verifier:
         """None when one signature verifies and its payload names the digest, else why none does."""
         other, problems = None, []
         for signed in found.items:
-            problem = verifies(signed)
+            problem = _checked(verifies, signed)
             if problem is None:
                 named = payload_digest(signed.payload)
                 if named == digest:

@@ -118,13 +118,18 @@ def parse_bundle(data: bytes) -> SigstoreBundle:
         chain = _object(material, "x509CertificateChain").get("certificates")
         certificates = tuple(_b64(c.get("rawBytes") if isinstance(c, dict) else None, "certificate")
                              for c in (chain if isinstance(chain, list) else []))  # fmt: skip
-    entries = tuple(e for e in material.get("tlogEntries") or () if isinstance(e, dict))
+    listed_entries = material.get("tlogEntries")
+    if listed_entries is not None and not isinstance(listed_entries, list):
+        raise ValueError("the bundle's tlogEntries is not a list")
+    entries = tuple(e for e in listed_entries or () if isinstance(e, dict))
     if doc.get("messageSignature") is not None:
         message = _object(doc, "messageSignature")
         digest = _object(message, "messageDigest")
         if digest.get("algorithm") != "SHA2_256":
             raise ValueError("the bundle's message digest is not SHA2_256")
         hashed = _b64(digest.get("digest"), "message digest")
+        if len(hashed) != 32:  # noqa: PLR2004 - a SHA-256 digest
+            raise ValueError(f"the bundle's message digest is {len(hashed)} bytes, not the 32 of a SHA-256 digest")
         return SigstoreBundle(signed=hashed, prehashed=True, signatures=(_b64(message.get("signature"), "signature"),),
                               subjects=frozenset({hashed.hex()}), entry_digest=hashed.hex(),
                               certificates=certificates, entries=entries)  # fmt: skip

@@ -22,12 +22,13 @@ __all__ = ["load_public_key", "signature_verifies", "signature_verifies_with"]
 
 def load_public_key(pem: str, where: str) -> PublicKeyTypes:
     """A PEM public key of a supported type, or ConfigError naming `where` (the policy and authority)."""
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa  # noqa: PLC0415 - only when verifying
+    from cryptography.exceptions import UnsupportedAlgorithm  # noqa: PLC0415 - only when verifying
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa  # noqa: PLC0415
     from cryptography.hazmat.primitives.serialization import load_pem_public_key  # noqa: PLC0415
 
     try:
         key = load_pem_public_key(pem.encode("utf-8"))
-    except (ValueError, TypeError, UnicodeEncodeError) as exc:
+    except (ValueError, TypeError, UnicodeEncodeError, UnsupportedAlgorithm) as exc:  # a curve it cannot use, too
         raise ConfigError(f"{where}: key.data is not a usable PEM public key: {exc}") from None
     if not isinstance(key, ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey):
         raise ConfigError(f"{where}: key.data: unsupported key type {type(key).__name__}")

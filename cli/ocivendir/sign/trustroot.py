@@ -126,7 +126,8 @@ class _Reader:
 
 
 def _logs(reader: _Reader, doc: dict[str, Any], name: str) -> tuple[LogKey, ...]:
-    from cryptography.hazmat.primitives.serialization import load_der_public_key  # noqa: PLC0415 - keyless only
+    from cryptography.exceptions import UnsupportedAlgorithm  # noqa: PLC0415 - keyless only
+    from cryptography.hazmat.primitives.serialization import load_der_public_key  # noqa: PLC0415
 
     logs = []
     for number, item in enumerate(reader.get(doc, name, "", list, required=name == "tlogs")):
@@ -137,7 +138,7 @@ def _logs(reader: _Reader, doc: dict[str, Any], name: str) -> tuple[LogKey, ...]
         der = reader.der(public, f"{path}.publicKey")
         try:
             key = load_der_public_key(der)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, UnsupportedAlgorithm) as exc:  # a curve cryptography cannot use, too
             raise reader.fail(f"{path}.publicKey.rawBytes", f"not a public key: {exc}") from None
         start, end = reader.span(public, f"{path}.publicKey")
         log_id = reader.get(item, "logId", path, dict, required=False)
