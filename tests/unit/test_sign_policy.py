@@ -67,6 +67,18 @@ def test_globs_match_as_policy_controller_matches_them(image: str, glob: str, ex
     assert glob_matches(compile_glob(glob), image) is expected
 
 
+@pytest.mark.parametrize(
+    ("image", "glob"),
+    [("LOCALHOST:5000/team/app:v1", "localhost:5000/team/**"), ("localhost:5000/team/app:v1", "LocalHost:5000/team/**"),
+     ("Registry.Corp/team/app@sha256:" + "a" * 64, "registry.corp/team/*@*")],
+)  # fmt: skip
+def test_a_registry_host_in_another_case_is_the_same_registry_to_a_glob(image: str, glob: str) -> None:
+    # policy-controller compares the text: an App naming `LOCALHOST:5000/…` stepped around a `localhost:5000/**`
+    # enforce policy and pulled unsigned content (adversarial review of signatures)
+    assert glob_matches(compile_glob(glob), image)
+    assert not glob_matches(compile_glob(glob), image.replace("team", "Team", 1))  # the path stays exact
+
+
 @pytest.mark.parametrize("glob", [".+", "[a-z]*", "a b", ""])
 def test_invalid_globs_are_refused(glob: str) -> None:
     with pytest.raises(ValueError, match="invalid glob"):

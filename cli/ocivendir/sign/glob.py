@@ -4,7 +4,8 @@
 reference. The reference is first written as go-containerregistry's `Name()` (Docker Hub's `index.docker.io/library/`
 spelled out, `:latest` added to a bare repository); if that fails to match, the reference as given is tried (their
 deprecated fallback). A lone `*` means `index.docker.io/library/*` and `*/*` means `index.docker.io/*/*`. Their
-regular expression is matched here by a small scanner, without `re` (which a warm run never loads).
+regular expression is matched here by a small scanner, without `re` (which a warm run never loads). One step
+further than theirs: the registry host is matched in any case, both spellings of one host being one registry.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ class Glob:
 
     text: str
     tokens: tuple[str, ...]
+    folded: tuple[str, ...] = ()  # the tokens with the registry host lower-cased (`_fold_host`)
 
-    def fullmatch(self, name: str) -> bool:
+    def fullmatch(self, name: str, *, folded: bool = False) -> bool:
         """Whether the glob matches all of `name` (every position a prefix can end at, carried token by token)."""
         ends = {0}
-        for token in self.tokens:
+        for token in self.folded if folded else self.tokens:
             reached: set[int] = set()
             for at in ends:
                 if token == _ANY:
@@ -47,11 +49,21 @@ class Glob:
         return len(name) in ends
 
 
+def _fold_host(name: str) -> str:
+    """`name` with its first segment (the registry host, which DNS reads in any case) lower-cased."""
+    host, slash, rest = name.partition("/")
+    return host.lower() + slash + rest
+
+
 def compile_glob(glob: str) -> Glob:
     """The glob's tokens, or ValueError naming it when it holds characters a glob may not."""
     text = _ALIASES.get(glob, glob)
     if not text or not set(text) <= _VALID:
         raise ValueError(f"invalid glob {text!r}")
+    return Glob(text=text, tokens=_tokens(text), folded=_tokens(_fold_host(text)))
+
+
+def _tokens(text: str) -> tuple[str, ...]:
     tokens: list[str] = []
     at = 0
     while at < len(text):
@@ -67,13 +79,19 @@ def compile_glob(glob: str) -> Glob:
                 end += 1
             tokens.append(text[at:end])
             at = end
-    return Glob(text=text, tokens=tuple(tokens))
+    return tuple(tokens)
 
 
 def glob_matches(pattern: Glob, image: str) -> bool:
-    """Whether a compiled glob matches an image reference (an invalid reference matches nothing)."""
+    """Whether a compiled glob matches an image reference (an invalid reference matches nothing).
+
+    Beyond policy-controller, a registry host spelt in another case (`LOCALHOST:5000`) matches as well: the same
+    registry answers it, and a policy must not be stepped around by the spelling of its host.
+    """
     try:
         name = str(parse_reference(image))
     except BadReference:
         return False
-    return pattern.fullmatch(name) or (name != image and pattern.fullmatch(image))
+    if pattern.fullmatch(name) or (name != image and pattern.fullmatch(image)):
+        return True
+    return pattern.fullmatch(_fold_host(name), folded=True) or pattern.fullmatch(_fold_host(image), folded=True)
