@@ -1,15 +1,16 @@
-"""Owns: Go's `strconv.FormatFloat(f, 'g', -1, 32)` of a float64, and which texts `strconv.ParseFloat` reads.
+"""Owns: Go's texts of a float (FormatFloat 'g' at 32 or 64 bits, encoding/json's) and which texts ParseFloat reads.
 
-sigs.k8s.io/yaml gives a float that is decoded into a string field, or used as a map key, this form: the float64 is
-first rounded to a float32, then written with the fewest digits that read back as that float32, in `%e` form below
-1e-4 and from 1e6 on (`1234567.0` is `1.234567e+06`, `123456789.123` is `1.2345679e+08`, `1e20` is `1e+20`); a
-float32 overflow is `+Inf`. go-yaml v2 reads a text as a float only when `strconv.ParseFloat` takes it without
-error, so one out of float64's range (`1e400`) stays text.
+sigs.k8s.io/yaml gives a float that is decoded into a string field, or used as a map key, the 32-bit form: the
+float64 is first rounded to a float32, then written with the fewest digits that read back as that float32, in `%e`
+form below 1e-4 and from 1e6 on (`1234567.0` is `1.234567e+06`, `123456789.123` is `1.2345679e+08`, `1e20` is
+`1e+20`); a float32 overflow is `+Inf`. Go's `%v` of a float64 is the same with 64 bits (ggcr's error texts).
+encoding/json writes a float64 plainly from 1e-6 to 1e21 (what its unmarshal errors quote). go-yaml v2 reads a text
+as a float only when `strconv.ParseFloat` takes it without error, so one out of float64's range (`1e400`) stays text.
 """
 
 from __future__ import annotations
 
-__all__ = ["format_float32", "parses_finite"]
+__all__ = ["format_float", "format_float32", "format_json", "parses_finite"]
 
 _POSITIVE, _NEGATIVE = float("inf"), float("-inf")
 
@@ -42,8 +43,15 @@ def _shortest(single: float) -> tuple[str, int]:
         text = f"{single:.{places}e}"
         if _to_single(float(text)) == single:
             break
-    mantissa, exponent = text.split("e")
-    return mantissa.lstrip("-").replace(".", "").rstrip("0") or "0", int(exponent)
+    return _digits(text)
+
+
+def _digits(text: str) -> tuple[str, int]:
+    """The significant digits of a positive float's text (`repr` or `%e`), and the decimal exponent of the first."""
+    mantissa, _, exponent = text.partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    significant = (whole + fraction).lstrip("0")
+    return significant.rstrip("0") or "0", int(exponent or 0) - len(fraction) + len(significant) - 1
 
 
 def _format_g(digits: str, exponent: int) -> str:
@@ -61,12 +69,33 @@ def _format_g(digits: str, exponent: int) -> str:
 
 def format_float32(value: float) -> str:
     """strconv.FormatFloat(value, 'g', -1, 32): `+Inf`, `-Inf` and `NaN` for what is not finite."""
+    return format_float(value, 32)
+
+
+def format_float(value: float, bits: int = 64) -> str:
+    """strconv.FormatFloat(value, 'g', -1, bits), 32 or 64 (Go's `%v` of a float64): `+Inf`, `-Inf`, `NaN`."""
     if value != value:  # noqa: PLR0124 - NaN, without loading math
         return "NaN"
-    single = _to_single(value)
-    if single in (_POSITIVE, _NEGATIVE):
-        return "+Inf" if single > 0 else "-Inf"
-    if single == 0:
-        return "-0" if str(single).startswith("-") else "0"
-    sign = "-" if single < 0 else ""
-    return sign + _format_g(*_shortest(abs(single)))
+    rounded = _to_single(value) if bits == 32 else value  # noqa: PLR2004
+    if rounded in (_POSITIVE, _NEGATIVE):
+        return "+Inf" if rounded > 0 else "-Inf"
+    if rounded == 0:
+        return "-0" if str(rounded).startswith("-") else "0"
+    sign = "-" if rounded < 0 else ""
+    digits = _shortest(abs(rounded)) if bits == 32 else _digits(repr(abs(rounded)))  # noqa: PLR2004 - repr: shortest
+    return sign + _format_g(*digits)
+
+
+def format_json(value: float) -> str:
+    """How encoding/json writes a float64: plain from 1e-6 to 1e21, else `%e` (`1e-7`, not `1e-07`)."""
+    if value.is_integer() and abs(value) < 1e21:  # noqa: PLR2004 - encoding/json's switch to exponent form
+        return str(int(value))
+    text = repr(value)
+    if "e" not in text:
+        return text
+    if 1e-6 <= abs(value) < 1e21:  # noqa: PLR2004 - plain between these, exponent form outside
+        import decimal  # noqa: PLC0415 - only in an error's text
+
+        return format(decimal.Decimal(text), "f")
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0') or '0'}" if exponent[0] == "-" else text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ocivendir.gofold import go_fold
 from ocivendir.goyaml import compose, values
+from ocivendir.goyaml.gofloat import format_json
 from ocivendir.goyaml.keys import UnsupportedKeyError
 from ocivendir.goyaml.nodes import ComposeError
 from ocivendir.goyaml.scalars import go_string, resolve_plain
@@ -117,21 +118,6 @@ def go_bool(value: object, path: str) -> bool:
 _UINT32 = 1 << 32
 
 
-def _json_number(value: float) -> str:
-    """How encoding/json writes a float64 (the literal its unmarshal errors quote): plain from 1e-6 to 1e21."""
-    if value.is_integer() and abs(value) < 1e21:  # noqa: PLR2004 - encoding/json's switch to exponent form
-        return str(int(value))
-    text = repr(value)
-    if "e" not in text:
-        return text
-    if 1e-6 <= abs(value) < 1e21:  # noqa: PLR2004 - plain between these, exponent form outside
-        import decimal  # noqa: PLC0415 - only in this error's text
-
-        return format(decimal.Decimal(text), "f")
-    mantissa, exponent = text.split("e")
-    return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0') or '0'}" if exponent[0] == "-" else text
-
-
 def go_file_mode(value: object, path: str) -> int | None:
     """An fs.FileMode field (a uint32; None when absent or null): a number it cannot hold is Go's unmarshal error."""
     if value is None:
@@ -139,7 +125,7 @@ def go_file_mode(value: object, path: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _mismatch(value, path, "fs.FileMode")
     if (isinstance(value, float) and not value.is_integer()) or not 0 <= value < _UINT32:
-        literal = str(value) if isinstance(value, int) else _json_number(value)
+        literal = str(value) if isinstance(value, int) else format_json(value)
         raise DecodeError(
             f"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal number {literal} into Go struct "
             f"field {path} of type fs.FileMode"

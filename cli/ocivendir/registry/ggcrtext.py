@@ -21,6 +21,7 @@ import contextlib
 
 from ocivendir import jsondoc
 from ocivendir.gofold import go_fold
+from ocivendir.goyaml.gofloat import format_float
 from ocivendir.registry.connections import BodyBroken
 
 TYPE_CHECKING = False
@@ -134,26 +135,6 @@ def _errors(body: bytes) -> list[_Diagnostic]:
     return errors
 
 
-def _go_float(value: float) -> str:
-    """Go's `%v` of a float64: the shortest digits, as `%e` when the exponent is below -4 or 6 and over."""
-    if value == 0:
-        return "-0" if str(value).startswith("-") else "0"
-    sign = "-" if value < 0 else ""
-    mantissa, _, exponent = repr(abs(value)).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    significant = (whole + fraction).lstrip("0")
-    digits = significant.rstrip("0")
-    power = int(exponent or 0) - len(fraction) + len(significant) - 1  # of the first digit
-    if power < -4 or power >= 6:  # noqa: PLR2004 - Go's shortest %g switches to %e here
-        rest = f".{digits[1:]}" if len(digits) > 1 else ""
-        return f"{sign}{digits[0]}{rest}e{'-' if power < 0 else '+'}{abs(power):02d}"
-    if power < 0:
-        return f"{sign}0.{'0' * (-power - 1)}{digits}"
-    head = digits[: power + 1].ljust(power + 1, "0")
-    tail = digits[power + 1 :]
-    return f"{sign}{head}.{tail}" if tail else f"{sign}{head}"
-
-
 def _go_value(value: object) -> str:
     """Go's `%v` of a decoded JSON value (maps print their keys sorted, lists space-separated)."""
     if isinstance(value, dict):
@@ -165,7 +146,7 @@ def _go_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return _go_float(value)
+        return format_float(value)  # Go's %v of a float64
     return str(value)
 
 
