@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "ocivendir"
 FLOORS: dict[str, int] = {
     "__init__": 0, "errors": 0, "jsondoc": 0, "results": 0, "reports": 0, "goyaml": 0, "goyaml.emit": 0, "goyaml.load": 0, "goyaml.compose": 0, "goyaml.text": 0,
     "goyaml.nodes": 0, "goyaml.scalars": 0, "goyaml.values": 0, "goyaml.keys": 0, "goyaml.gofloat": 0,
-    "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "goregexp": 0, "flagscan": 0, "oci.gokeys": 1, "oci.configtypes": 1,
+    "goyaml.implicit": 0, "goyaml.keyorder": 0, "goyaml.writer": 0, "gofold": 0, "gobase64": 0, "goregexp": 0, "flagscan": 0, "oci.gokeys": 1, "oci.configtypes": 1,
     "diag": 0, "parallel": 0, "serial": 0, "kept": 0,
     "oci": 1, "oci.reference": 1, "oci.manifest": 1, "oci.imageslock": 1, "oci.relocation": 1, "oci.lockmemo": 1, "oci.parsed": 1, "oci.strictyaml": 1,
     "sign": 1, "sign.glob": 1, "sign.policy": 1, "sign.cosign": 1, "sign.keys": 2, "sign.trustroot": 2, "sign.fulcio": 2, "sign.rekor": 2, "sign.keyless": 2, "sign.bundle": 2, "sign.source": 1, "sign.strictb64": 1, "engine.signatures": 3,

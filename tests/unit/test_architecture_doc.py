@@ -15,7 +15,7 @@ from tests.unit.test_architecture import FLOORS, ONLY_IN, modules
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cli" / "ocivendir"
 DOC = ROOT / "ARCHITECTURE.md"
-ENTRY = re.compile(r"^### `([a-z_]+)(/|\.py)` \(floors? (\d)(?:-(\d))?\)$", re.MULTILINE)
+ENTRY = re.compile(r"^### `([a-z_0-9]+)(/|\.py)` \(floors? (\d)(?:-(\d))?\)$", re.MULTILINE)
 
 
 def section(text: str, title: str) -> str:

@@ -74,7 +74,7 @@ STATE: dict[str, str] = {
     "fs.dropbehind:_O_DIRECT": "constant: the platform's O_DIRECT flag, read once at import",
     "gofold:_ONTO_ASCII": "constant translation table (str.maketrans)",
     "server.log:_CONTROLS": "constant translation table (control characters to spaces), filled at import, never written",
-    "goyaml.load:_BASE64": "constant table, filled at import, never written",
+    "gobase64:_BASE64": "constant table, filled at import, never written",
     "goyaml.scalars:_BASE_DIGITS": "constant table, filled at import, never written",
     "goyaml.scalars:_BOOLS": "constant table, filled at import, never written",
     "goyaml.scalars:_INF": "constant float",

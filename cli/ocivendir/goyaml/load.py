@@ -9,6 +9,7 @@ cannot unmarshal` error naming the field path.
 
 from __future__ import annotations
 
+from ocivendir.gobase64 import go_base64
 from ocivendir.gofold import go_fold
 from ocivendir.goyaml import compose, values
 from ocivendir.goyaml.gofloat import format_json
@@ -151,56 +152,6 @@ def go_string_field(value: object, path: str) -> str:
     return go_string(value)
 
 
-_BASE64 = {c: i for i, c in enumerate(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
-_NEWLINES = b"\r\n"
-_PAD = ord("=")
-
-
-def _skip_newlines(data: bytes, at: int) -> int:
-    while at < len(data) and data[at] in _NEWLINES:
-        at += 1
-    return at
-
-
-def _padding_end(data: bytes, at: int, seen: int) -> int:
-    """After a `=` at `at - 1` that follows `seen` characters of a quantum: the index past the padding (Go's rules)."""
-    if seen < 2:  # noqa: PLR2004 - a quantum needs two characters before its padding
-        raise ValueError(at - 1)
-    if seen == 2:  # noqa: PLR2004 - then "==" is expected
-        at = _skip_newlines(data, at)
-        if at == len(data):
-            raise ValueError(len(data))
-        if data[at] != _PAD:
-            raise ValueError(at - 1)
-        at += 1
-    at = _skip_newlines(data, at)
-    if at < len(data):
-        raise ValueError(at)  # trailing garbage
-    return at
-
-
-def _go_base64(data: bytes) -> bytes:
-    """Go's base64.StdEncoding.Decode: newlines skipped, padding required; ValueError(byte offset) on corrupt input."""
-    out, at = bytearray(), 0
-    while True:
-        values: list[int] = []
-        while len(values) < 4:  # noqa: PLR2004 - one quantum
-            if at == len(data):
-                if not values:
-                    return bytes(out)
-                raise ValueError(at - len(values))
-            byte, at = data[at], at + 1
-            if byte in _BASE64:
-                values.append(_BASE64[byte])
-            elif byte not in _NEWLINES:
-                if byte != _PAD:
-                    raise ValueError(at - 1)
-                at = _padding_end(data, at, len(values))
-                break
-        number = sum(v << (18 - 6 * i) for i, v in enumerate(values))
-        out += number.to_bytes(3, "big")[: len(values) - 1]
-
-
 def go_bytes(value: object, path: str) -> bytes:
     """A `[]byte` field: a base64 string decoded as Go's encoding/json does, with its error text; null is empty."""
     if value is None:
@@ -208,7 +159,7 @@ def go_bytes(value: object, path: str) -> bytes:
     if not isinstance(value, str):
         raise _mismatch(value, path, "[]uint8")
     try:
-        return _go_base64(value.encode())
+        return go_base64(value.encode())
     except ValueError as exc:
         raise DecodeError(
             f"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go struct field {path} "

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from ocivendir import diag, jsondoc
 from ocivendir.errors import ConfigError, UnsupportedMediaType, os_reason
+from ocivendir.gobase64 import go_base64
 from ocivendir.oci import gokeys
 from ocivendir.oci.configtypes import check_go_types
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
@@ -75,30 +76,25 @@ class DockerConfig:
         return None
 
 
-# docker/cli's ConfigFile and AuthConfig, as imgpkg 0.43.1 vendors them: the JSON names Go matches ignoring case
-_CONFIG_FILE: gokeys.Shape = dict.fromkeys((
-    "auths", "HttpHeaders", "psFormat", "imagesFormat", "networksFormat", "pluginsFormat", "volumesFormat",
-    "statsFormat", "detachKeys", "credsStore", "credHelpers", "serviceInspectFormat", "servicesFormat", "tasksFormat",
-    "secretFormat", "configFormat", "nodesFormat", "pruneFilters", "proxies", "experimental", "currentContext",
-    "cliPluginsExtraDirs", "plugins", "aliases",
-))  # fmt: skip
-_AUTH_CONFIG: gokeys.Shape = dict.fromkeys(
-    ("username", "password", "auth", "email", "serveraddress", "identitytoken", "registrytoken")
-)
+# docker/cli's ConfigFile and AuthConfig, as imgpkg 0.43.1 vendors them: each field's JSON name and Go type (a value
+# of another JSON type fails the load); the names are also what Go matches ignoring case (`oci/gokeys.py`)
+_AUTH_FIELDS = ("username", "password", "auth", "email", "serveraddress", "identitytoken", "registrytoken")
 _CONFIG_STRINGS = (
     "psFormat", "imagesFormat", "networksFormat", "pluginsFormat", "volumesFormat", "statsFormat", "detachKeys",
     "credsStore", "serviceInspectFormat", "servicesFormat", "tasksFormat", "secretFormat", "configFormat",
     "nodesFormat", "experimental", "currentContext",
 )  # fmt: skip
 _PROXY_FIELDS = ("httpProxy", "httpsProxy", "noProxy", "ftpProxy", "allProxy")
-_CONFIG_TYPES: dict[str, Type] = {  # the Go types of those fields: a value of another JSON type fails the load
+_CONFIG_TYPES: dict[str, Type] = {
     **dict.fromkeys(_CONFIG_STRINGS, "string"),
     **dict.fromkeys(("HttpHeaders", "credHelpers", "aliases"), ("map", "string")),
     **dict.fromkeys(("pruneFilters", "cliPluginsExtraDirs"), ("list", "string")),
     "proxies": ("map", dict.fromkeys(_PROXY_FIELDS, "string")),
     "plugins": ("map", ("map", "string")),
-    "auths": ("map", dict.fromkeys(_AUTH_CONFIG, "string")),
+    "auths": ("map", dict.fromkeys(_AUTH_FIELDS, "string")),
 }
+_CONFIG_FILE: gokeys.Shape = dict.fromkeys(_CONFIG_TYPES)
+_AUTH_CONFIG: gokeys.Shape = dict.fromkeys(_AUTH_FIELDS)
 
 
 def _check_as_go_reads(doc: dict[str, Any], path: str) -> None:
@@ -122,15 +118,14 @@ def _check_as_go_reads(doc: dict[str, Any], path: str) -> None:
 
 
 def _decode_auth(text: object, where: str) -> tuple[str, str]:
-    """docker/cli's decodeAuth: standard base64 (line breaks skipped), then `user:password`, the user not empty."""
-    import base64  # noqa: PLC0415 - only where a config names an `auth`
-
+    """docker/cli's decodeAuth: Go's standard base64 (`gobase64.py`), then `user:password`, a user named."""
     if not isinstance(text, str):  # Go: a string field given another kind fails the whole load
         raise ConfigError(f"{where} its auth field is not a string")
     try:
-        raw = base64.b64decode(text.replace("\r", "").replace("\n", ""), validate=True)
-    except ValueError:  # binascii.Error
-        raise ConfigError(f"{where} its auth field is not base64") from None
+        raw = go_base64(text.encode())
+    except ValueError as exc:  # the offset Go names
+        raise ConfigError(f"{where} its auth field is not base64 (illegal base64 data at input byte "
+                          f"{exc.args[0]})") from None  # fmt: skip
     try:
         decoded = raw.decode()
     except UnicodeDecodeError:  # Go keeps the bytes; a credential that is no text is refused here
