@@ -54,7 +54,6 @@ IMGPKG_TAR = "imgpkg-tar"
 OCI_LAYOUT = "oci-layout"
 ROOT_BUNDLE_LABEL = "dev.carvel.imgpkg.copy.root-bundle"
 MAX_MANIFEST = 4 << 20  # as the registry client reads a manifest
-MAX_CONFIG = MAX_CONFIG_BYTES
 MAX_DESCRIPTORS = DEFAULT_MAX_ENTRIES
 MAX_DEPTH = 8  # indexes inside indexes
 
@@ -166,7 +165,7 @@ class _Walker:
             return Node(digest=blob.digest, raw=raw, parsed=parsed, children=children)
         for layer in parsed.blobs:
             self.need(layer, what)
-        config = self.blob_bytes(parsed.config.digest, parsed.config.size, MAX_CONFIG)
+        config = self.blob_bytes(parsed.config.digest, parsed.config.size, MAX_CONFIG_BYTES)
         return Node(digest=blob.digest, raw=raw, parsed=parsed, is_bundle=self.bundle_label(config))
 
 
@@ -213,8 +212,8 @@ class _ImgpkgReader:
         if sha256_digest(config_raw) != parsed.config.digest or len(config_raw) != parsed.config.size:
             raise DigestMismatch(f"{where}: the config of {what} does not match {parsed.config.digest}; "
                                  "nothing imported")  # fmt: skip
-        if len(config_raw) > MAX_CONFIG:
-            raise ArchiveInvalid(f"{where}: the config of {what} is larger than {MAX_CONFIG} bytes")
+        if len(config_raw) > MAX_CONFIG_BYTES:
+            raise ArchiveInvalid(f"{where}: the config of {what} is larger than {MAX_CONFIG_BYTES} bytes")
         self.configs[parsed.config.digest] = config_raw
         self.walker.counted()
         for layer in parsed.layers:

@@ -28,7 +28,7 @@ from ocivendir.results import ImageStatus, LogEvent, PullResult, RelocationOutco
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import BinaryIO, Literal
+    from typing import Literal
 
     from ocivendir.fs.extract import DirectoryRule
 
@@ -93,27 +93,17 @@ def _check_kind(image: FetchedImage, options: PullOptions) -> None:
         raise IsABundle("Expected bundle flag when pulling a bundle", hint="Use -b instead of -i for bundles")
 
 
-def _read_at_most(raw: BinaryIO, limit: int) -> bytes:
-    """The file's bytes, but no more than `limit` of them."""
-    parts, have = [], 0
-    while have < limit and (part := raw.read(limit - have)):
-        parts.append(part)
-        have += len(part)
-    return b"".join(parts)
-
-
 def read_images_lock(root: str | os.PathLike[str]) -> tuple[ImagesLock, str]:
     """Parse `<root>/.imgpkg/images.yml` strictly, with imgpkg's message when it is missing."""
     path = os.path.join(pure(root), ".imgpkg", "images.yml")
     try:
         with open(path, "rb", buffering=0) as raw:  # unbuffered: no terminal check nor buffer around a small file
-            data = _read_at_most(raw, MAX_IMAGES_LOCK_BYTES + 1)
+            if os.fstat(raw.fileno()).st_size > MAX_IMAGES_LOCK_BYTES:  # the stage's own file: its size stays
+                raise ImagesLockError(f"Reading path {path}: the file is larger than the {MAX_IMAGES_LOCK_BYTES} "
+                                      "bytes an images lock may be")  # fmt: skip
+            return images_lock(raw.readall()), path
     except FileNotFoundError:
         raise ImagesLockError(f"Reading path {path}: open {path}: no such file or directory") from None
-    if len(data) > MAX_IMAGES_LOCK_BYTES:
-        raise ImagesLockError(f"Reading path {path}: the file is larger than the {MAX_IMAGES_LOCK_BYTES} bytes an "
-                              "images lock may be")  # fmt: skip
-    return images_lock(data), path
 
 
 def settle_bundle(content: Content, image: FetchedImage, root: str, *, recheck: float) -> tuple[ImagesLock, Decision]:

@@ -400,7 +400,6 @@ _UNMARSHALING = {
 
 
 _RESOURCE_FIELDS = frozenset({"apiversion", "kind"})  # vendir's `resource` struct: its string fields, folded
-_POSITIVE, _NEGATIVE = float("inf"), float("-inf")
 
 
 def _not_finite(value: object, *, into_string: bool = False) -> str | None:
