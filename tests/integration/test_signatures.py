@@ -158,7 +158,7 @@ def test_several_policies_must_all_pass_and_any_authority_of_one_suffices(
     assert "'either'" not in done.stderr
 
 
-def sync_config(work: Path, ref: str, *, recursive: bool = False) -> None:
+def sync_config(work: Path, ref: str, *, recursive: bool = False, lazy: bool = False) -> None:
     (work / "vendir.yml").write_text(
         HEAD
         + textwrap.dedent(f"""\
@@ -166,6 +166,7 @@ def sync_config(work: Path, ref: str, *, recursive: bool = False) -> None:
         - path: vendor
           contents:
           - path: app
+            lazy: {str(lazy).lower()}
             imgpkgBundle: {{image: "{ref}", recursive: {str(recursive).lower()}}}
         """)
     )
@@ -211,6 +212,53 @@ def test_a_warm_signed_sync_makes_no_request_works_offline_and_a_changed_policy_
     refused = sync(work, cache, unverified)
     assert refused.exit_code == 1
     assert (work / "vendor/app/config/app.yml").is_file()
+
+
+def test_a_lazy_content_synced_before_a_policy_is_judged_by_it_once_then_kept(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, key: Key
+) -> None:
+    """A lazy bundle is kept unfetched only when it passed the policy files in force.
+
+    A sync a policy governs vouches for its whole output. Synced with no policy, then under one that refuses it, the
+    sync fails and the tree stays; under one it passes, it is fetched once (from the cache) and kept lazily from then
+    on; an edited policy judges it again.
+    """
+    published = publish_bundle(pusher, f"{repo_prefix}/lazy", images=1)
+    sign(pusher, published.bundle_repo, published.bundle.digest, key)
+    ref = published.ref(registry)
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    sync_config(work, ref, lazy=True)
+    unsigned = run_cli("sync", "--chdir", str(work), "--cache-dir", str(cache))
+    assert unsigned.exit_code == 0, unsigned.stderr
+    glob = f"{registry.host}/{repo_prefix}/lazy/**"
+
+    refusing = write_policy(tmp_path, policy("other-key", glob, Key.make("p256")), "refusing.yaml")
+    refused = sync(work, cache, refusing)
+    assert refused.exit_code == 1
+    assert "signature policy 'other-key'" in refused.stderr
+    assert (work / "vendor/app/config/app.yml").is_file()
+
+    passing = write_policy(tmp_path, policy("bundles", glob, key))
+    judged = sync(work, cache, passing)
+    assert judged.exit_code == 0, judged.stderr
+    assert counts(judged) == (1, 0)
+    kept = sync(work, cache, passing)
+    assert kept.exit_code == 0, kept.stderr
+    assert counts(kept) == (0, 1)
+    assert json.loads(kept.stdout)["result"]["requests"]["total"] == 0
+
+    edited = write_policy(tmp_path, policy("bundles", glob, key, Key.make("p256")), "edited.yaml")
+    again = sync(work, cache, edited)
+    assert again.exit_code == 0, again.stderr
+    assert counts(again) == (1, 0)
+    assert "Skipping fetch: vendor + app" in run_cli("sync", "--chdir", str(work), "--cache-dir", str(cache)).stderr
+
+
+def counts(done: object) -> tuple[int, int]:
+    """A --json sync's (fetched, skipped) contents."""
+    result = json.loads(done.stdout)["result"]  # type: ignore[attr-defined]
+    return result["fetched"], result["skipped"]
 
 
 def test_a_relocated_bundle_verifies_in_its_new_repository(

@@ -70,6 +70,7 @@ STATE: dict[str, str] = {
     "engine.sources:FRAME_TYPES": "constant table, filled at import, never written",
     "engine.sources:SOURCES": "constant table, filled at import, never written",
     "engine.sync:SUPPORTED": "constant table, filled at import, never written",
+    "engine.sync:_LOCK_REF_KEYS": "constant table, filled at import, never written",
     "fs.dropbehind:_ADVISE": "constant: the platform's fadvise flag, read once at import",
     "fs.dropbehind:_O_DIRECT": "constant: the platform's O_DIRECT flag, read once at import",
     "gofold:_ONTO_ASCII": "constant translation table (str.maketrans)",

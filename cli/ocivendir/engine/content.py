@@ -76,6 +76,9 @@ if TYPE_CHECKING:
         def verdict(self, content: Content, image: Subject) -> tuple[str, Sequence[Refusal]]:
             """The image's verdict (verified, unmatched, warned, failed), with the policies that did not pass."""
 
+        def passed_before(self, index: CacheIndex | None, ref: str) -> bool:
+            """Whether the image `ref` passed these policies before, as remembered in `index` (nothing is fetched)."""
+
 
 __all__ = ["TAG_NEEDS_REGISTRY", "ClientSpec", "Content", "FetchCounters", "Offline"]
 

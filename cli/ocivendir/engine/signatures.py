@@ -107,6 +107,15 @@ class SignatureGate:
             best_effort(lambda: index.put_signature_verdict(image.ref, files, root, verdict), image.ref)
         return verdict, failed
 
+    def passed_before(self, index: CacheIndex | None, ref: str) -> bool:
+        """Whether `ref` (`registry/repo@sha256:<hex>`) passed these policy files, as the index remembers it.
+
+        Nothing is fetched or verified now: a lazy content kept from an earlier sync may stay only when this holds.
+        """
+        if index is None:
+            return False
+        return index.signature_verdict(ref, _FILES + self.source.digest, self._root_any) in {VERIFIED, UNMATCHED}
+
     def _reached(self, content: Content, image: Subject) -> tuple[str, list[PolicyOutcome]]:
         """The verdict from the parsed policies: remembered per matching policies, else verified now."""
         matched = self.policies().matching(image.ref)

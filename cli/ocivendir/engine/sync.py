@@ -106,6 +106,9 @@ class _Staged:
         return any(task.reuse is not None or task.config.source_type not in _LINKLESS for task in self.tasks)
 
 
+_LOCK_REF_KEYS = {"image": "url", "imgpkgBundle": "image"}  # where an OCI source's lock entry keeps its digest ref
+
+
 def apply_lock(config: Config, lock: LockConfig) -> tuple[Config, dict[tuple[str, str], str | None]]:
     """`--locked`: image/bundle refs become the lock's digests, tagSelection is dropped, the lock's tag carried."""
     tags: dict[tuple[str, str], str | None] = {}
@@ -115,7 +118,7 @@ def apply_lock(config: Config, lock: LockConfig) -> tuple[Config, dict[tuple[str
         for content in directory.contents:
             entry = lock.find(directory.path, content.path)  # every content needs its entry, as in vendir
             if content.source_type in {"image", "imgpkgBundle"}:
-                key = "url" if content.source_type == "image" else "image"
+                key = _LOCK_REF_KEYS[content.source_type]
                 if entry.source_type != content.source_type or not entry.data:
                     raise ConfigError("Expected image lock configuration to be non-empty")
                 if not entry.data.get(key):
@@ -273,9 +276,27 @@ class _Syncer:
         if not (self.options.lazy and config.lazy and previous is not None):
             return None
         entry = previous.entry(directory.path, config.path)
-        if entry is None or entry.config_digest != digest:
+        if entry is None or entry.config_digest != digest or not self._kept_may_stay(entry):
             return None
         return entry
+
+    def _kept_may_stay(self, entry: LockContent) -> bool:
+        """With `--policy`, a lazy image or bundle is kept only when it passed these policy files before.
+
+        A content synced before a policy existed, or under a policy since edited, is fetched again (from the cache when
+        its blobs are there) so that the gate judges it: a sync that a policy governs vouches for its whole output.
+        """
+        gate = self.content.signatures
+        key = _LOCK_REF_KEYS.get(entry.source_type)
+        if gate is None or key is None:
+            return True
+        try:
+            locked = parse_reference(str(entry.data.get(key) or ""))
+        except OcivendirError:
+            return False
+        if locked.digest is None:
+            return False
+        return gate.passed_before(self.content.index, str(locked))
 
     def _reuse(self, task: _Task, entry: LockContent) -> LockContent:
         """A lazy content whose config has not changed: the on-disk copy and the old lock entry, as they are."""
