@@ -82,6 +82,8 @@ def fresh_process_memos() -> None:
     authmemo.forget_all()
     replay.forget_all()
     verified.forget_all()
+    if (contexts := sys.modules.get("ocivendir.registry.tlscontexts")) is not None:  # imported with TLS only
+        contexts.forget_all()
 
 
 @pytest.fixture(autouse=True)

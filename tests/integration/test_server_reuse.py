@@ -400,6 +400,33 @@ def test_a_trickling_request_frees_its_worker_within_the_request_deadline(one: O
     assert done[0] == 0
 
 
+def test_a_tag_app_over_https_keeps_its_worker_and_its_warm_reconcile_costs_one_request(
+    one: OneWorker, tls_registry: Registry, tmp_path: Path
+) -> None:
+    """A registry reached over TLS is served as a plain one is: the worker stays for the next call.
+
+    Every https registry loads the TLS modules; none may be missing from the warm set, or each such call retires its
+    worker (with its remembered challenges and TLS contexts). A warm reconcile of a tag App is then one HEAD.
+    """
+    Pusher(tls_registry).image("reuse/tls", make_image({"t.txt": "tls"}), tag="v1")
+    ref = f"{tls_registry.host}/reuse/tls:v1"
+    assert tls_registry.ca_cert is not None
+    stream = config("image", ref, secret=None)
+    trust = {"SSL_CERT_FILE": str(tls_registry.ca_cert)}
+    first, pid = _sync_both(one, tmp_path, "cold", stream, **trust)
+    assert first[0] == 0, first
+    work = tmp_path / "warm"
+    work.mkdir()
+    env = one.env(VENDIR_CACHE_DIR=str(tmp_path / "cache-cold-served"), **trust)
+    mark = tls_registry.mark()
+    warm, again = one.served("vendir", "sync", "-f", "-", "--lock-file", "/dev/null", cwd=work,
+                             stdin=stream.encode(), env=env)  # fmt: skip
+    assert warm[:2] == first[:2]
+    assert [method for method, _, _ in tls_registry.since(mark)] == ["HEAD"]
+    assert again == pid, one.place.status()["last_retired"]
+    assert one.retired() == 0
+
+
 def test_a_cold_pull_of_a_large_blob_keeps_its_worker(
     one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
 ) -> None:

@@ -107,6 +107,8 @@ STATE: dict[str, str] = {
     "registry.pools:_POOLS": "constant: scheme → pool class",
     "registry.registriesyaml:_BOOLS": "constant table, filled at import, never written",
     "registry.rewrite:_COMPILED": "a fixed expression compiled once on first use: keyed by nothing a call gives",
+    "registry.tlscontexts:_KEPT": "TLS contexts keyed by what a call asks of TLS (verification, SSL_CERT_FILE, SSL_CERT_DIR, named CA, certificate and key files), each used again only while every file its making consulted keeps its settled identity; LRU of 8",
+    "registry.tlscontexts:_LOCK": "a lock: holds nothing",
     "registry.tlsprobe:_SUITES": "constant table, filled at import, never written",
     "registry.transport:_ERRNO_TEXT": "constant table, filled at import, never written",
     "registry.truststore:_ERRNO_GO": "constant table, filled at import, never written",

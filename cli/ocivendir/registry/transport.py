@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     import ssl
     from typing import Any, Protocol
 
+    from ocivendir.fs.fileid import Identity
+    from ocivendir.registry.tlscontexts import Made
+
     class SchemeMemory(Protocol):
         """Where the scheme that worked for a host is remembered across runs (the cache index)."""
 
@@ -194,12 +197,24 @@ class _Stats:
 
 
 def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None = None) -> ssl.SSLContext:
-    import ssl  # noqa: PLC0415 - only for https: a plain-HTTP registry never loads TLS
+    """The context for this trust: one this process made from the same files, unchanged since, else a new one."""
+    from ocivendir.registry import tlscontexts  # noqa: PLC0415 - only for https: a plain-HTTP registry never loads TLS
+
+    named = tuple(os.fspath(extra) for extra in options.ca_files)
+    key = (verify, options.ssl_cert_file, options.ssl_cert_dir, named, tls)
+    return tlscontexts.kept(key, lambda: _new_ssl_context(options, verify=verify, tls=tls))
+
+
+def _new_ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None) -> Made:
+    import ssl  # noqa: PLC0415 - only for https
 
     from ocivendir.registry import truststore  # noqa: PLC0415 - likewise
+    from ocivendir.registry.tlscontexts import Made  # noqa: PLC0415 - likewise
 
+    consulted: list[tuple[str, Identity | None]] = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no OpenSSL default paths: Go's list alone (truststore)
     if tls is not None and tls.cert_file:
+        consulted += [(path, truststore.path_identity(path)) for path in (tls.cert_file, tls.key_file or tls.cert_file)]
         try:
             context.load_cert_chain(tls.cert_file, tls.key_file)
         except (OSError, ssl.SSLError) as exc:
@@ -207,14 +222,16 @@ def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None =
     if not verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        return context
-    truststore.load_into(context, options.ssl_cert_file, options.ssl_cert_dir)
+        return Made(context, tuple(consulted))
+    store = truststore.load_into(context, options.ssl_cert_file, options.ssl_cert_dir)
+    consulted += store.consulted
     for extra in (*options.ca_files, *((pure(tls.ca_file),) if tls is not None and tls.ca_file else ())):
+        consulted.append((os.fspath(extra), truststore.path_identity(extra)))
         try:
             context.load_verify_locations(cafile=str(extra))
         except (OSError, ssl.SSLError) as exc:
             raise TLSVerifyError(f"Loading CA certificate '{extra}': {_file_reason(exc)}") from None
-    return context
+    return Made(context, tuple(consulted), store)
 
 
 def _file_reason(exc: OSError) -> str:

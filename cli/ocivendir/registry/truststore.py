@@ -5,20 +5,33 @@ Go's rules (`root_linux.go`, `loadOnDiskRoots` in `root.go`): `SSL_CERT_FILE`, e
 skipping symlinks that point inside the same directory. A file that does not exist is no error; another read error
 is remembered and reported only when no certificate was found at all. Only `CERTIFICATE` PEM blocks without headers
 count. A bundled certifi file is never used: kapp-controller appends its custom CAs to the system bundle only.
+Every path consulted is recorded with its identity as it was before it was read (`TrustStore.consulted`), so that a
+context made from them can be kept while they stay the same (`registry/tlscontexts.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import re
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
 from ocivendir import diag
+from ocivendir.fs.fileid import Identity, identity
 
-__all__ = ["GO_CERT_DIRS", "GO_CERT_FILES", "TrustStore", "load_into", "read_trust_store"]
+__all__ = [
+    "GO_CERT_DIRS",
+    "GO_CERT_FILES",
+    "Consulted",
+    "TrustStore",
+    "load_into",
+    "path_identity",
+    "read_trust_store",
+    "report",
+]
 
 GO_CERT_FILES: tuple[str, ...] = (
     "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu, Gentoo
@@ -35,13 +48,25 @@ _ERRNO_GO = {errno.EACCES: "permission denied", errno.EISDIR: "is a directory", 
 _log = diag.logger("ocivendir.registry.truststore")
 
 
+Consulted = tuple[tuple[str, Identity | None], ...]  # each path looked at, with its identity then (None: none there)
+
+
+def path_identity(path: str | os.PathLike[str]) -> Identity | None:
+    """The identity of what `path` names now, links followed (as they are when it is read), or None."""
+    try:
+        return identity(Path(path).stat())
+    except (OSError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class TrustStore:
-    """The unique certificates found, where they came from, and Go's first read error (`None` when none)."""
+    """The unique certificates found, where they came from, Go's first read error (`None` when none), what was read."""
 
     certificates: tuple[bytes, ...]
     sources: tuple[Path, ...]
     first_error: str | None
+    consulted: Consulted = ()
 
     @property
     def failed(self) -> bool:
@@ -63,6 +88,11 @@ class _Collector:
         self.sources: list[Path] = []
         self.first_error: str | None = None
         self.read: set[Path] = set()
+        self.consulted: list[tuple[str, Identity | None]] = []
+
+    def look(self, path: Path) -> None:
+        """Record `path`'s identity before it is read: a change made after this gives it another one."""
+        self.consulted.append((str(path), path_identity(path)))
 
     def note(self, op: str, path: Path, exc: OSError) -> None:
         if self.first_error is None and not isinstance(exc, FileNotFoundError):
@@ -86,6 +116,7 @@ class _Collector:
 
 def _read_first_file(files: tuple[Path, ...], collector: _Collector) -> None:
     for path in files:
+        collector.look(path)
         try:
             data = collector.read_once(path)
         except OSError as exc:
@@ -102,12 +133,14 @@ def _unique_entries(directory: Path) -> list[Path]:
 
 def _read_directories(directories: tuple[Path, ...], collector: _Collector) -> None:
     for directory in directories:
+        collector.look(directory)  # its entries added, removed or renamed change its own identity
         try:
             entries = _unique_entries(directory)
         except OSError as exc:
             collector.note("open", directory, exc)
             continue
         for path in entries:
+            collector.look(path)
             try:
                 collector.add(path, collector.read_once(path))
             except OSError:
@@ -127,7 +160,15 @@ def read_trust_store(
     collector = _Collector()
     _read_first_file(files, collector)
     _read_directories(dirs, collector)
-    return TrustStore(tuple(collector.certificates), tuple(collector.sources), collector.first_error)
+    return TrustStore(
+        tuple(collector.certificates), tuple(collector.sources), collector.first_error, tuple(collector.consulted)
+    )
+
+
+def report(store: TrustStore) -> None:
+    """Say that no root could be loaded, as Go's SystemCertPool fails, when so (each time a context is used anew)."""
+    if store.failed:
+        _log.warning("x509: failed to load system roots and no roots provided; %s", store.first_error)
 
 
 def load_into(
@@ -146,6 +187,5 @@ def load_into(
         for certificate in store.certificates:  # one bad block must not hide the others (Go skips it)
             with contextlib.suppress(ssl.SSLError, ValueError):
                 context.load_verify_locations(cadata=certificate.decode("ascii"))
-    if store.failed:
-        _log.warning("x509: failed to load system roots and no roots provided; %s", store.first_error)
+    report(store)
     return store

@@ -30,6 +30,7 @@ WARM = (
     "ocivendir.serial",  # a large blob's hashing thread and a large file's direct writer
     "ocivendir.registry.client", "ocivendir.registry.transport", "ocivendir.registry.connections",
     "ocivendir.registry.pools", "ocivendir.registry.challenge", "ocivendir.registry.auth",  # pools: requests, urllib3
+    "ocivendir.registry.tlscontexts",  # any https registry: its context, and truststore's Go system roots
     "ocivendir.goyaml.emit", "ocivendir.goyaml.load", "ocivendir.vendir.config",
     "ocivendir.vendir.lockfile", "ocivendir.oci.imageslock", "ocivendir.oci.relocation", "ocivendir.oci.manifest",
     "ocivendir.fs.extract", "ocivendir.fs.swap", "ocivendir.fs.swapping",
