@@ -1,8 +1,10 @@
-"""Owns: the start-up scenario: `version` and a warm digest-pinned sync.
+"""Owns: the start-up scenario: `version`, a warm digest-pinned sync and a warm tag sync over TLS.
 
 For ocivendir's venv console script, a pip install of its wheel (the Python client) and its dist/ build, against
 `python -c pass` and the real vendir when VENDIR_BIN is set. The warm sync is kapp-controller's call of a relocated
-bundle already in the per-App cache.
+bundle already in the per-App cache; the tag sync is the same call of an image by tag on an https registry of its own
+(a throwaway CA appended to Debian's bundle, named by SSL_CERT_FILE, as kapp-controller appends its CAs): the TLS
+context, the handshake and the HEAD that every production registry costs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.builders import Pusher, publish_bundle, relocate
+from tests.support.builders import Pusher, make_image, publish_bundle, relocate
 from tests.support.registry import Registry
 
 from bench import anatomy
@@ -26,6 +28,7 @@ from bench.measure import SUB_SECOND_REPS, Run, Stat, repeat, run
 from bench.serverstat import server_cpu_s, server_pids, stop_servers
 from bench.tools import Tools, clean_env, named_vendir
 
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's, the first file Go reads
 SERVED = {"ocivendir (pip install, Python client + server)", "ocivendir (venv, Python client + server)",
           "ocivendir (dist build, native client + server)"}  # fmt: skip
 
@@ -53,14 +56,16 @@ def _programs(tools: Tools) -> dict[str, Path]:
 class _Warm:
     """One program's warm kapp-controller sync: its environment, its server (if any), its measured runs."""
 
-    def __init__(self, label: str, program: Path, app: App, work: Path) -> None:
+    def __init__(self, label: str, program: Path, app: App, work: Path, what: str, **extra: str) -> None:
         """Prepare the program's cache, home and, through a server, a socket directory of its own."""
-        self.label, self.app, self.work = label, app, work
+        self.label, self.app, self.work, self.what = label, app, work, what
+        self.requests_per_call = 0
         self.counter = itertools.count()
         home, cache = work / "home", work / "caches" / label.replace(" ", "_")
         home.mkdir(parents=True, exist_ok=True)
         self.server_dir = Path(tempfile.mkdtemp(prefix="ovb-startup-", dir="/tmp")) if label in SERVED else None
-        self.env = clean_env(home, VENDIR_CACHE_DIR=str(cache), OCIVENDIR_SERVER="on" if self.server_dir else "off")
+        self.env = clean_env(home, VENDIR_CACHE_DIR=str(cache), OCIVENDIR_SERVER="on" if self.server_dir else "off",
+                             **extra)  # fmt: skip
         if self.server_dir:
             self.env["OCIVENDIR_SERVER_DIR"] = str(self.server_dir)
         self.argv = [str(named_vendir(program, work / "bin" / label.replace(" ", "_"))), "sync", "-f", "-",
@@ -105,9 +110,9 @@ class _Warm:
         """
         cpu = Stat.of([r.cpu_s for r in self.runs])
         wall = Stat.of([r.wall_s for r in self.runs])
-        row = {"what": "warm digest-pinned sync", "tool": self.label, "wall_s": wall.as_dict(),
+        row = {"what": self.what, "tool": self.label, "wall_s": wall.as_dict(),
                "cpu_s": cpu.as_dict(), "max_rss_kib": Stat.of([float(r.rss_kib) for r in self.runs]).as_dict(0),
-               "requests": requests}  # fmt: skip
+               "requests": requests, "requests_per_call": self.requests_per_call}  # fmt: skip
         if self.server_dir:
             per_call = self.server_cpu / len(self.runs)
             row["server_cpu_s_per_call"] = round(per_call, 5)
@@ -121,13 +126,20 @@ class _Warm:
             shutil.rmtree(self.server_dir, ignore_errors=True)
 
 
-def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: Path, reps: int) -> list[dict[str, Any]]:
-    """Every program's warm sync, interleaved call by call (machine noise hits all alike); the registry's traffic."""
-    warm = [_Warm(label, program, app, work) for label, program in programs.items()]
+def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: Path, reps: int, what: str,
+                **extra: str) -> list[dict[str, Any]]:  # fmt: skip
+    """Every program's warm sync, interleaved call by call (machine noise hits all alike); the registry's traffic.
+
+    Each program's requests per warm call are counted on one call of its own, before the interleaved ones.
+    """
+    warm = [_Warm(label, program, app, work, what, **extra) for label, program in programs.items()]
     try:
+        log = AccessLog(registry)
         for one in warm:
             one.warm_up()
-        log = AccessLog(registry)
+            mark = log.mark()
+            one.once()
+            one.requests_per_call = log.since(mark).requests
         mark = log.mark()
         for _ in range(max(reps, SUB_SECOND_REPS * 4)):  # at least 20 interleaved calls each
             for one in warm:
@@ -137,6 +149,21 @@ def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: P
     finally:
         for one in warm:
             one.close()
+
+
+def _warm_tag_syncs_over_tls(programs: dict[str, Path], work: Path, reps: int) -> list[dict[str, Any]]:
+    """The warm sync of an image by tag on an https registry started for it, trusted through the system bundle."""
+    tls = Registry(mode="tls", workdir=work / "tls-registry").start()
+    try:
+        assert tls.ca_cert is not None
+        Pusher(tls).image("startup/tls", make_image({"app.yml": "tls\n"}), tag="v1")
+        bundle = work / "tls-bundle.pem"
+        bundle.write_bytes(Path(SYSTEM_BUNDLE).read_bytes() + tls.ca_cert.read_bytes())
+        app = App("startup-tls", "tag_image", f"{tls.host}/startup/tls:v1", "startup/tls")
+        return _warm_syncs(tls, programs, app, work / "tls", reps, "warm tag sync over TLS",
+                           SSL_CERT_FILE=str(bundle))  # fmt: skip
+    finally:
+        tls.stop()
 
 
 def scenario(registry: Registry, tools: Tools, work: Path, reps: int) -> dict[str, Any]:
@@ -154,7 +181,8 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int) -> dict[st
             continue  # `version` through a server is the warm sync's floor; the warm sync is what is compared
         version = functools.partial(run, [str(program), "version"], env=env)
         rows.append({"what": "version", "tool": label, **repeat(version, reps).as_dict()})
-    rows += _warm_syncs(registry, programs, app, work, reps)
+    rows += _warm_syncs(registry, programs, app, work, reps, "warm digest-pinned sync")
+    rows += _warm_tag_syncs_over_tls(programs, work, reps)
     env = clean_env(work / "home", VENDIR_CACHE_DIR=str(work / "caches" / "anatomy"), OCIVENDIR_SERVER="off")
     calls = anatomy.measure(app.stdin, env, work / "anatomy", max(reps, SUB_SECOND_REPS * 4))
     skipped = {name: why for name, why in tools.skipped.items() if name in {"dist build", "real vendir", "pip install"}}

@@ -141,6 +141,9 @@ def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:
                                                                         "ocivendir (venv console script)"]  # fmt: skip
     warm = [row for row in results["startup"]["rows"] if row["what"] == "warm digest-pinned sync"]
     assert [row["requests"] for row in warm] == [0] * len(warm)
+    over_tls = [row for row in results["startup"]["rows"] if row["what"] == "warm tag sync over TLS"]
+    assert [row["tool"] for row in over_tls] == [row["tool"] for row in warm]
+    assert [row["requests_per_call"] for row in over_tls if row["tool"] != "vendir"] == [1] * len(warm)  # one HEAD
     calls = results["startup"]["anatomy"]  # a fresh worker copies the pages it writes; a reused one does not
     assert calls["first"]["minor_faults"]["median"] > 4 * calls["work"]["minor_faults"]["median"]
     assert calls["work"]["cpu_s"]["n"] == calls["adopt"]["cpu_s"]["n"] == calls["restore"]["cpu_s"]["n"] >= 20
