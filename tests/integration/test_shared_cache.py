@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import sqlite3
 import stat
 from pathlib import Path
@@ -133,6 +134,48 @@ def test_public_content_is_served_to_everyone_with_zero_requests(
     assert not (cache / "grants.key").exists()  # public content needs no fingerprint at all
     listed = json.loads(run_cli("cache", "ls", "--cache-dir", str(cache), "--json").stdout)
     assert [e["ref"] for e in listed["result"]["entries"]] == [ref]
+
+
+def test_public_content_fetched_by_a_caller_with_credentials_is_still_public(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """A manifest a registry gave while no credential was sent is recorded as anyone's.
+
+    Not as the first caller's (whose credential is not even looked up): a caller without credentials is then served
+    with no request.
+    """
+    ref = pusher.image(f"{repo_prefix}/public", make_image({"p.txt": "p"}))
+    cache = tmp_path / "cache"
+    assert pull_as(ref, tmp_path / "one", cache, "someone", "anything")[0] == 0
+    mark = registry.mark()
+    assert pull_as(ref, tmp_path / "two", cache, None, None)[0] == 0
+    assert registry.since(mark) == []
+    assert not (cache / "grants.key").exists()
+
+
+@pytest.mark.parametrize("config", ["{not json", '{"credsStore": "hangs"}'])
+def test_an_anonymous_registry_never_reads_the_docker_config(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str
+) -> None:
+    """The docker config is read, and its helper run, only when a registry asks for credentials.
+
+    Also with the shared cache, which records who may read what it fetched: a broken file or a helper that would hang
+    is never met.
+    """
+    home = tmp_path / "home"
+    (home / ".docker").mkdir(parents=True)
+    (home / ".docker" / "config.json").write_text(config)
+    helper = tmp_path / "bin" / "docker-credential-hangs"
+    helper.parent.mkdir()
+    helper.write_text(f"#!/bin/sh\ntouch {tmp_path / 'helper-ran'}\nsleep 600\n")
+    helper.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{helper.parent}:{os.environ['PATH']}")
+    ref = pusher.image(f"{repo_prefix}/public", make_image({"p.txt": "p"}))
+    for out in ("cold", "warm"):
+        code, stderr = pull_as(ref, tmp_path / out, tmp_path / "cache", None, None)
+        assert code == 0, stderr
+    assert not (tmp_path / "helper-ran").exists()
 
 
 def test_a_lying_registry_naming_a_victims_blob_digests_is_asked_for_them_itself_and_gets_nothing(

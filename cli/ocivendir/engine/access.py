@@ -32,11 +32,15 @@ class Grants:
         self.index = index
         self.principal = principal
 
-    def record(self, repo: Repository, digest: Digest) -> None:
-        """This caller just read the manifest from the registry: remember that it may."""
+    def record(self, repo: Repository, digest: Digest, *, anonymous: bool = False) -> None:
+        """This caller just read the manifest from the registry: remember that it may (anyone may, if `anonymous`).
+
+        `anonymous`: the registry gave it without any credential being sent. The caller's credential is then not looked
+        up at all (a docker config is read, a helper run, only when a registry asks for credentials).
+        """
         if self.index is None or self.principal is None:
             return
-        index, principal = self.index, self.principal(repo)
+        index, principal = self.index, ANONYMOUS_PRINCIPAL if anonymous else self.principal(repo)
         best_effort(lambda: index.grant(digest, str(repo), principal), f"a grant for {repo}@{digest}")
 
     def granted(self, repo: Repository, digest: Digest) -> bool:

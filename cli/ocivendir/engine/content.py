@@ -263,7 +263,8 @@ class Content:
             exc.hint = f"{exc.hint} {TAG_NEEDS_REGISTRY}" if exc.hint else TAG_NEEDS_REGISTRY
             return self._stale_answer(ref, exc)
         with self._batch():  # what the answer proved, in one transaction
-            self.grants.record(ref.repository, resolved.digest)  # the tag's HEAD just proved access
+            self.grants.record(ref.repository, resolved.digest,  # the tag's HEAD just proved access
+                               anonymous=self.client().anonymous_so_far(ref.repository.registry))  # fmt: skip
             if resolved.raw is not None:
                 self.store.admit_bytes(resolved.digest, resolved.raw)  # the repository served them: verified, possessed
                 self._possess(ref.repository, (resolved.digest,))
@@ -307,11 +308,12 @@ class Content:
                 return data
 
         def fetch() -> bytes:
-            raw = self.client().get_manifest(repo.at(digest))[0]
+            client = self.client()
+            raw = client.get_manifest(repo.at(digest))[0]
             if sha256_digest(raw) == digest:  # admit_fetched refuses anything else
                 with self._batch():  # under the digest's lock: a process waiting on it reuses these
                     self._possess(repo, (digest,))
-                    self.grants.record(repo, digest)
+                    self.grants.record(repo, digest, anonymous=client.anonymous_so_far(repo.registry))
             return raw
 
         raw, fetched = self.store.admit_fetched(digest, fetch, lambda: self._granted(repo, digest))

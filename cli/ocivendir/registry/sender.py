@@ -91,6 +91,7 @@ class Sender:
         self._lock = Lock()
         self._auth_headers: dict[tuple[str, str], str] = {}
         self._credential_cache: dict[tuple[str, str, bool], Credential] = {}
+        self._credentialed: set[str] = set()  # registries whose credential was looked up (origin or mirror endpoints)
         self._pings: dict[str, str] = {}
 
     def on_warning(self, warn: Callable[[str], None]) -> None:
@@ -111,10 +112,20 @@ class Sender:
     ) -> Response:
         return self._transport.send(method, _route(endpoint), path, headers, stream=stream, what=what)
 
+    def anonymous_so_far(self, registry: str) -> bool:
+        """True while nothing sent to `registry` (its origin or a mirror) could have carried a credential.
+
+        A credential is looked up only for a challenge or a header remembered from one: until then every answer, the
+        manifests included, was given to anyone who asks (a cache shared by several callers may serve them to all).
+        """
+        with self._lock:
+            return registry not in self._credentialed
+
     def _credential(self, endpoint: Endpoint) -> Credential:
         host = endpoint.host if endpoint.mirror else endpoint.registry
         key = (host, endpoint.path, endpoint.mirror)
         with self._lock:
+            self._credentialed.add(endpoint.registry)
             cached = self._credential_cache.get(key)
         if cached is None:
             cached = self._credentials(host, endpoint.path, mirror=endpoint.mirror)
