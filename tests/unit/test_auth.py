@@ -118,6 +118,145 @@ def test_a_helper_answer_that_is_not_a_json_object_is_a_config_error(
         config.lookup("r.io")
 
 
+def script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("path", ["{abs}:", ":{abs}", ".:{abs}", "bin:{abs}"])
+def test_a_helper_found_through_a_relative_path_entry_is_refused_and_never_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Go's exec.LookPath (ErrDot): a checkout holding docker-credential-desktop must not choose what is run."""
+    ran = tmp_path / "ran"
+    for where in (tmp_path / "docker-credential-desktop", tmp_path / "bin" / "docker-credential-desktop"):
+        script(where, f'touch {ran}; echo \'{{"Username": "u", "Secret": "s"}}\'')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", path.format(abs="/usr/bin"))
+    config = DockerConfig.load(write_config(tmp_path / "home" / "config.json", {"credsStore": "desktop"}))
+    assert config is not None
+    with pytest.raises(ConfigError) as caught:
+        config.lookup("r.io")
+    assert caught.value.message == ('Running credential helper docker-credential-desktop: exec: '
+                                    '"docker-credential-desktop": cannot run executable found relative to current '
+                                    "directory")  # fmt: skip
+    assert not ran.exists()
+
+
+def test_a_helper_name_with_a_slash_is_refused(tmp_path: Path) -> None:
+    config = DockerConfig.load(write_config(tmp_path / "config.json", {"credsStore": "../../tmp/x"}))
+    assert config is not None
+    with pytest.raises(ConfigError, match="a helper's name may not contain '/'"):
+        config.lookup("r.io")
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome"),
+    [
+        ("echo 'credentials not found in native keychain'; exit 1", None),
+        ("echo '  credentials not found in native keychain  '; exit 3", None),
+        (
+            "echo 'error: credentials not found for r.io'; exit 1",
+            "failed for r.io: error getting credentials - err: exit status 1, out: `error: credentials not found for r.io`",
+        ),
+        (
+            "echo 'credentials not found in native keychain' >&2; exit 1",
+            "failed for r.io: error getting credentials - err: exit status 1, out: ``",
+        ),
+        (
+            "echo 'token expired: run aws sso login'; exit 2",
+            "error getting credentials - err: exit status 2, out: `token expired: run aws sso login`",
+        ),
+    ],
+)
+def test_only_the_exact_not_found_answer_means_no_credential_and_a_failure_shows_the_helper_s_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, outcome: str | None
+) -> None:
+    """docker-credential-helpers' client: stdout, trimmed, equal to its not-found message; anything else fails."""
+    script(tmp_path / "bin" / "docker-credential-t", f"read server\n{body}")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    config = DockerConfig.load(write_config(tmp_path / "config.json", {"credsStore": "t"}))
+    assert config is not None
+    if outcome is None:
+        assert config.lookup("r.io") is None
+        return
+    with pytest.raises(ConfigError) as caught:
+        config.lookup("r.io")
+    assert caught.value.message.startswith("Credential helper docker-credential-t ")
+    assert caught.value.message.endswith(outcome)
+
+
+ALICE = base64.b64encode(b"alice:pw").decode()
+BOB = base64.b64encode(b"bob:pw2").decode()
+
+
+@pytest.mark.parametrize(
+    ("auths", "expected"),
+    [
+        ({"https://r.io/v1/": {"auth": ALICE}}, "alice"),
+        ({"http://r.io/v2/": {"auth": ALICE}}, "alice"),
+        ({"r.io/anything/else": {"auth": ALICE}}, "alice"),
+        ({"r.io/team/app": {"auth": BOB}, "r.io": {"auth": ALICE}}, "bob"),  # the repository's own key first
+        ({"r.io/team/other": {"auth": BOB}, "r.io": {"auth": ALICE}}, "alice"),  # the exact host key before any other
+        ({"r.io:5000": {"auth": BOB}}, None),  # another port is another host
+        ({"https://r.io.evil/v1/": {"auth": BOB}}, None),
+    ],
+)
+def test_auths_keys_are_matched_as_docker_cli_s_file_store_matches_them(
+    tmp_path: Path, auths: dict[str, object], expected: str | None
+) -> None:
+    """go-containerregistry asks `host/repository`, then `host`.
+
+    docker/cli takes the exact key, else any address naming the host (less its scheme and path).
+    """
+    config = DockerConfig.load(write_config(tmp_path / "config.json", {"auths": auths}))
+    assert config is not None
+    found = config.lookup("r.io", "team/app")
+    assert (found.username if found else None) == expected
+
+
+def test_helpers_are_chosen_as_docker_cli_chooses_them_and_answer_for_the_key_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = tmp_path / "asked"
+    for name, user in (("store", "from-store"), ("repo", "from-repo")):
+        script(
+            tmp_path / "bin" / f"docker-credential-{name}",
+            f'read server; echo "{name} $server" >> {asked}; echo \'{{"Username": "{user}", "Secret": "s"}}\'',
+        )
+    script(tmp_path / "bin" / "docker-credential-none", "echo 'credentials not found in native keychain'; exit 1")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+
+    def lookup(doc: dict[str, object], registry: str = "r.io") -> str | None:
+        config = DockerConfig.load(write_config(tmp_path / "config.json", doc))
+        assert config is not None
+        found = config.lookup(registry, "team/app")
+        return found.username if found else None
+
+    # credsStore's answer replaces the file's entry, even when it has none (docker/cli's native store)
+    assert lookup({"credsStore": "store", "auths": {"r.io": {"auth": ALICE}}}) == "from-store"
+    assert lookup({"credsStore": "none", "auths": {"r.io": {"auth": ALICE}}}) is None
+    # a credHelpers entry for the repository is asked for it; one keyed otherwise than exactly is not used
+    assert lookup({"credHelpers": {"r.io/team/app": "repo"}, "credsStore": "store"}) == "from-repo"
+    assert lookup({"credHelpers": {"https://r.io": "repo"}, "auths": {"r.io": {"auth": ALICE}}}) == "alice"
+    # an empty credHelpers entry means the file itself, even beside a credsStore
+    assert lookup({"credHelpers": {"r.io/team/app": "", "r.io": ""}, "credsStore": "store",
+                   "auths": {"r.io": {"auth": ALICE}}}) == "alice"  # fmt: skip
+    assert asked.read_text().splitlines() == ["store r.io/team/app", "repo r.io/team/app"]
+    assert lookup({"credsStore": "store"}, "index.docker.io") == "from-store"
+    assert asked.read_text().splitlines()[-1] == "store index.docker.io/team/app"
+
+
+def test_an_entry_with_an_identity_token_keeps_its_user_and_password_for_basic(tmp_path: Path) -> None:
+    config = DockerConfig.load(write_config(tmp_path / "config.json", {"auths": {
+        "r.io": {"auth": ALICE, "identitytoken": "refresh", "registrytoken": "static"}}}))  # fmt: skip
+    assert config is not None
+    assert config.lookup("r.io") == Credential(username="alice", password="pw", identity_token="refresh",
+                                               registry_token="static")  # fmt: skip
+
+
 def test_keyring_order_rules_then_config_files_then_anonymous(tmp_path: Path) -> None:
     first = write_config(tmp_path / "a/config.json", {"auths": {"r.io": {"username": "from-docker", "password": "p"}}})
     second = write_config(tmp_path / "b/auth.json", {"auths": {"s.io": {"username": "from-podman", "password": "p"}}})

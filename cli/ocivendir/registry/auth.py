@@ -23,7 +23,9 @@ __all__ = ["DockerConfig", "Keyring"]
 
 _log = diag.logger("ocivendir.auth")
 _HELPER_TIMEOUT = 30
-_DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io")
+_SHOWN = 2000  # characters of a failing helper's output shown in the error
+DOCKER_HUB_KEY = "https://index.docker.io/v1/"  # go-containerregistry's DefaultAuthKey: what Docker Hub is asked as
+_DOCKER_HUB_HOSTS = frozenset({"index.docker.io", "registry-1.docker.io"})
 
 
 @dataclass(frozen=True)
@@ -52,28 +54,58 @@ class DockerConfig:
         _check_as_go_reads(doc, path)
         return cls(path, doc)
 
-    def _keys_for(self, registry: str) -> tuple[str, ...]:
-        if registry in {"index.docker.io", "registry-1.docker.io"}:
-            return _DOCKER_HUB_KEYS
-        return (registry, f"https://{registry}", f"http://{registry}", f"https://{registry}/v2/")
+    def lookup(self, registry: str, repository: str = "") -> Credential | None:
+        """What go-containerregistry's default keychain takes from this file for `registry` and its `repository`.
 
-    def lookup(self, registry: str) -> Credential | None:
-        """The credential this file gives `registry`, through credHelpers, auths or credsStore."""
-        helpers = self.doc.get("credHelpers") or {}
-        for key in self._keys_for(registry):
-            if isinstance(helpers, dict) and key in helpers:
-                return _from_helper(str(helpers[key]), registry)
-        auths = self.doc.get("auths") or {}
-        for key in self._keys_for(registry):
-            entry = auths.get(key) if isinstance(auths, dict) else None
-            if isinstance(entry, dict):
-                found = _from_auth_entry(entry, self.path)
-                if found is not None:
-                    return found
-        store = self.doc.get("credsStore")
-        if store:
-            return _from_helper(str(store), registry)
+        docker/cli's GetAuthConfig for `registry/repository` first, then for `registry` (Docker Hub's is
+        `https://index.docker.io/v1/`); the first that gives anything is the answer.
+        """
+        host_key = DOCKER_HUB_KEY if registry in _DOCKER_HUB_HOSTS else registry
+        keys = (f"{registry}/{repository}", host_key) if repository else (host_key,)
+        for key in keys:
+            found = self._auth_config(key)
+            if found is not None:
+                return found
         return None
+
+    def _auth_config(self, key: str) -> Credential | None:
+        """docker/cli's GetAuthConfig: the `credHelpers` entry of exactly this key, else `credsStore`, else `auths`.
+
+        A helper's answer replaces the file's user and password, even when it has none (docker/cli's native store).
+        """
+        helpers = self.doc.get("credHelpers") or {}
+        if isinstance(helpers, dict) and key in helpers:
+            helper = str(helpers[key])  # an empty one means the file itself, even beside a credsStore
+        else:
+            helper = str(self.doc.get("credsStore") or "")
+        if helper:
+            return _from_helper(helper, key)
+        entry = self._file_entry(key)
+        return _from_auth_entry(entry, self.path) if entry is not None else None
+
+    def _file_entry(self, key: str) -> dict[str, Any] | None:
+        """docker/cli's file store: the `auths` entry of exactly this key, else one whose address names its host.
+
+        An address names a host when, less an `http://` or `https://` and anything from the first `/` on, it is the
+        key (`https://host/v1/` and `host/anything` name `host`). Go picks any of several such entries; the first
+        in the file is taken here.
+        """
+        auths = self.doc.get("auths") or {}
+        if not isinstance(auths, dict):
+            return None
+        entry = auths.get(key)
+        if entry is None:
+            entry = next((found for address, found in auths.items() if _hostname(address) == key), None)
+        return entry if isinstance(entry, dict) else None
+
+
+def _hostname(address: str) -> str:
+    """docker/cli's ConvertToHostname."""
+    for scheme in ("http://", "https://"):
+        if address.startswith(scheme):
+            address = address[len(scheme) :]
+            break
+    return address.partition("/")[0]
 
 
 # docker/cli's ConfigFile and AuthConfig, as imgpkg 0.43.1 vendors them: each field's JSON name and Go type (a value
@@ -137,47 +169,77 @@ def _decode_auth(text: object, where: str) -> tuple[str, str]:
 
 
 def _from_auth_entry(entry: dict[str, Any], path: str) -> Credential | None:
-    if entry.get("identitytoken"):
-        return Credential(username=str(entry.get("username", "")), identity_token=str(entry["identitytoken"]))
-    if entry.get("registrytoken"):
-        return Credential(registry_token=str(entry["registrytoken"]))
+    """An `auths` entry as go-containerregistry uses it, every field kept.
+
+    Basic takes the user and password; a Bearer challenge the registry token, else the identity token (a refresh
+    token), else the user and password.
+    """
     username, password = str(entry.get("username", "")), str(entry.get("password", ""))
     if entry.get("auth"):
         username, password = _decode_auth(entry["auth"], f"Parsing docker config '{path}':")
-    if not username and not password:
-        return None
-    return Credential(username=username, password=password)
+    found = Credential(username=username, password=password, identity_token=str(entry.get("identitytoken") or ""),
+                       registry_token=str(entry.get("registrytoken") or ""))  # fmt: skip
+    return None if found == ANONYMOUS else found
 
 
-def _from_helper(helper: str, registry: str) -> Credential | None:
-    import shutil  # noqa: PLC0415 - only for a credential helper (off the warm path)
+_NOT_FOUND = "credentials not found in native keychain"  # the one answer docker-credential-helpers reads as "none"
+_DOT = "cannot run executable found relative to current directory"  # Go's exec.ErrDot
 
-    program = shutil.which(f"docker-credential-{helper}")
+
+def _helper_program(name: str) -> str | None:
+    """The helper's absolute path as Go's exec.LookPath finds it, None when absent; ConfigError where Go refuses.
+
+    Go takes the first PATH entry that holds it, and refuses one found through a relative entry ("", "." or "bin"),
+    which names a file in the current directory: a checkout would otherwise choose the program that is run. A name
+    with a slash (a `credsStore` of "../x") is refused too (Go would run it relative to the current directory).
+    """
+    program = f"docker-credential-{name}"
+    if "/" in program:
+        raise ConfigError(f"Running credential helper {program}: a helper's name may not contain '/'")
+    for directory in os.get_exec_path():  # PATH's entries, as exec reads them
+        path = os.path.join(directory or ".", program)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            if not os.path.isabs(path):
+                raise ConfigError(f'Running credential helper {program}: exec: "{program}": {_DOT}')
+            return path
+    return None
+
+
+def _from_helper(helper: str, server: str) -> Credential | None:
+    """docker-credential-helpers' `get` for `server`, as docker/cli's native store asks it; None: it has none.
+
+    The helper's stderr is the caller's, as docker/cli leaves it; its stdout is the answer. Only the exact answer
+    `credentials not found in native keychain` means none; any other failure is an error naming its output.
+    """
+    program = _helper_program(helper)
     if program is None:
         _log.debug("credential helper docker-credential-%s not found on PATH", helper)
         return None
     import subprocess  # noqa: PLC0415 - only when a helper is configured: a tag's HEAD does not pay ~20 ms for it
 
-    server = "https://index.docker.io/v1/" if registry in {"index.docker.io", "registry-1.docker.io"} else registry
+    name = f"docker-credential-{helper}"
     try:
-        done = subprocess.run(
-            [program, "get"], input=server, capture_output=True, text=True, timeout=_HELPER_TIMEOUT, check=False
+        done = subprocess.run(  # an absolute path found as Go finds it; a fixed argument
+            [program, "get"], input=server, stdout=subprocess.PIPE, text=True, timeout=_HELPER_TIMEOUT, check=False
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
-        raise ConfigError(f"Running credential helper docker-credential-{helper}: {reason}") from None
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"Running credential helper {name}: no answer within {_HELPER_TIMEOUT} s") from None
+    except OSError as exc:
+        raise ConfigError(f"Running credential helper {name}: {os_reason(exc)}") from None
     if done.returncode != 0:
-        if "credentials not found" in done.stdout + done.stderr:
+        out = done.stdout.strip()
+        if out == _NOT_FOUND:
             return None
         raise ConfigError(
-            f"Credential helper docker-credential-{helper} failed for {registry} (exit {done.returncode})"
+            f"Credential helper {name} failed for {server}: error getting credentials - err: exit status "
+            f"{done.returncode}, out: `{out[:_SHOWN]}`"
         )
     try:
         answer = jsondoc.loads(done.stdout)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):  # an answer that is not an object was an AttributeError before
-        raise ConfigError(f"Credential helper docker-credential-{helper} gave invalid JSON for {registry}")
+        raise ConfigError(f"Credential helper {name} gave invalid JSON for {server}")
     username, secret = str(answer.get("Username", "")), str(answer.get("Secret", ""))
     if username == "<token>":
         return Credential(identity_token=secret)
@@ -212,7 +274,7 @@ class Keyring:
             return self.rules.default
         for path in self.config_files:
             config = DockerConfig.load(path)
-            credential = config.lookup(registry) if config else None
+            credential = config.lookup(registry, repository) if config else None
             if credential is not None:
                 return credential
         return ANONYMOUS

@@ -7,12 +7,12 @@ most specific match first); keychains (accepted, none native); secret-wide and I
 
 from __future__ import annotations
 
-import binascii
 import re
 from dataclasses import dataclass, field
 
 from ocivendir import jsondoc
 from ocivendir.errors import ConfigError
+from ocivendir.gobase64 import go_base64
 from ocivendir.gofold import go_fold
 from ocivendir.oci.gokeys import with_repeats
 
@@ -211,6 +211,8 @@ def _go_field(doc: object, name: str) -> object:
 
 
 def _dockerconfig_secret(raw: str) -> CredentialRules:
+    if not raw.strip():  # no `.dockerconfigjson` at all: Go's json.Unmarshal of nothing
+        raise ConfigError("Unmarshaling dockerconfigjson: unexpected end of JSON input")
     try:
         doc = jsondoc.loads(raw, object_pairs_hook=with_repeats)
     except ValueError as exc:
@@ -230,11 +232,15 @@ def _dockerconfig_secret(raw: str) -> CredentialRules:
 
 
 def _decode_auth(value: str) -> tuple[str, str]:
+    """The `auth` field as vendir decodes it: Go's base64.StdEncoding (line breaks skipped, as `base64` wraps them)."""
     try:
-        # base64.b64decode(validate=True) is exactly this call, after importing base64 (and re, struct) for it
-        decoded = binascii.a2b_base64(value, strict_mode=True).decode()
-    except ValueError as exc:  # binascii.Error, UnicodeDecodeError, or text that is not ASCII
-        raise ConfigError(f"Decoding auth field: {exc}") from None
+        raw = go_base64(value.encode())
+    except ValueError as exc:  # the offset Go names
+        raise ConfigError(f"Decoding auth field: illegal base64 data at input byte {exc.args[0]}") from None
+    try:
+        decoded = raw.decode()
+    except UnicodeDecodeError:  # Go keeps the bytes; a credential that is no text is refused here
+        raise ConfigError("Decoding auth field: it decodes to bytes that are not UTF-8 text") from None
     username, sep, password = decoded.partition(":")
     if not sep:
         raise ConfigError("Expected auth field to have 'username:password' format, but did not")
@@ -244,5 +250,5 @@ def _decode_auth(value: str) -> tuple[str, str]:
 def secret_rules(name: str, secret_type: str, data: Mapping[str, str]) -> CredentialRules:
     """The credentials a vendir secret (already base64-decoded) gives its content (kapp-controller spec §4.1-4.2)."""
     if secret_type == "kubernetes.io/dockerconfigjson":  # noqa: S105 - a Secret type, not a password
-        return _dockerconfig_secret(data.get(".dockerconfigjson", "{}"))
+        return _dockerconfig_secret(data.get(".dockerconfigjson", ""))
     return _plain_secret(name, data)
