@@ -237,3 +237,66 @@ def test_held_connections_stall_no_native_call(place: ServerPlace, native: Path,
     finally:
         for sock in held:
             sock.close()
+
+
+INLINE = ("apiVersion: vendir.k14s.io/v1alpha1\nkind: Config\ndirectories:\n- path: vendor\n  contents:\n"
+          "  - path: a\n    inline: {paths: {x.txt: hi}}\n")  # fmt: skip
+
+
+def _with_fd(binary: Path, args: list[str], cwd: Path, env: dict[str, str], fd: int, target: int) -> int:
+    """Run `binary` with the caller's descriptor `target` at number `fd`, as `3>file` or `<(…)` gives it."""
+    os.dup2(target, fd, inheritable=True)
+    try:
+        return subprocess.run([str(binary), *args], cwd=cwd, env=env, pass_fds=(fd,), capture_output=True,
+                              timeout=120, check=False).returncode  # fmt: skip
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("client", ["native", "python"])
+def test_a_call_naming_its_own_descriptors_runs_in_its_own_process(
+    place: ServerPlace, native: Path, tmp_path: Path, client: str
+) -> None:
+    """`--lock-file /dev/fd/61 61>file` and `-f <(…)` name the caller's descriptors: a worker would reach its own.
+
+    The lock used to land in the worker's descriptor 3 (its /dev/null: success reported, the lock lost), the config
+    read failed; both now run in-process, and a cache index the worker keeps open is never written through.
+    """
+    place.start()
+    binary = native if client == "native" else program(tmp_path / "bin", "vendir")
+    work = tmp_path / "work"
+    (work / "vendor").mkdir(parents=True)
+    (work / "vendir.yml").write_text(INLINE)
+    env = place.env(OCIVENDIR_SERVER="on", VENDIR_CACHE_DIR=str(tmp_path / "cache"))
+    for _ in range(2):  # a served call first: a worker that holds descriptors of its own
+        assert run(place, binary, "sync", "-f", "vendir.yml", "--lock-file", "/dev/null", cwd=work)[0] == 0
+    lock_file = tmp_path / "lock.yml"
+    with lock_file.open("wb") as sink:
+        code = _with_fd(binary, ["sync", "--lock-file", "/dev/fd/61"], work, env, 61, sink.fileno())
+    assert code == 0
+    assert lock_file.read_bytes().startswith(b"apiVersion: vendir.k14s.io/v1alpha1\ndirectories:")
+    read_end, write_end = os.pipe()
+    os.write(write_end, INLINE.encode())
+    os.close(write_end)
+    try:
+        code = _with_fd(binary, ["sync", "-f", "/dev/fd/63", "--lock-file", "/dev/null"], work, env, 63, read_end)
+    finally:
+        os.close(read_end)
+    assert code == 0
+    assert (work / "vendor" / "a" / "x.txt").read_text() == "hi"
+    done = run(place, binary, "sync", "-f", "vendir.yml", "--lock-file", "/dev/null", cwd=work)
+    assert done[0] == 0, done
+
+
+def test_a_python_client_with_stdout_closed_runs_in_process_as_it_would_without_a_server(
+    place: ServerPlace, tmp_path: Path
+) -> None:
+    """Its connection would take descriptor 1 and be sent as the call's stdout: the output would enter the frames."""
+    place.start()
+    binary = program(tmp_path / "bin", "vendir")
+    outcomes = []
+    for server in ("on", "off"):
+        done = subprocess.run(f"exec {binary} version >&-", shell=True, cwd=tmp_path, capture_output=True, text=True,  # noqa: S602
+                              env=place.env(OCIVENDIR_SERVER=server), timeout=60, check=False)  # fmt: skip
+        outcomes.append((done.returncode, done.stderr.splitlines()[-1:] if done.stderr else []))
+    assert outcomes[0] == outcomes[1]

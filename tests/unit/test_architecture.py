@@ -36,7 +36,7 @@ FLOORS: dict[str, int] = {
     "commands.overrides": 4, "commands.goflags": 4, "commands.tools": 4,
     "commands.root": 4, "commands.syncrun": 4, "commands.vendirargs": 4,
     "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4, "commands.ending": 4,
-    "server": 4, "server.place": 4, "server.build": 4, "server.wire": 4, "server.client": 4, "server.spawn": 4,
+    "server": 4, "server.place": 4, "server.selfpaths": 4, "server.build": 4, "server.wire": 4, "server.client": 4, "server.spawn": 4,
     "server.daemon": 4, "server.worker": 4, "server.preload": 4, "server.identity": 4, "server.interpreter": 4,
     "server.world": 4, "server.leaks": 4, "server.pool": 4, "server.desk": 4, "server.watch": 4, "server.ownstatus": 4,
     "server.slots": 4, "server.log": 4,
@@ -252,6 +252,7 @@ def test_the_client_path_imports_only_what_handing_a_call_over_needs() -> None:
         "ocivendir.server.client",
         "ocivendir.server.interpreter",
         "ocivendir.server.place",
+        "ocivendir.server.selfpaths",
         "ocivendir.server.wire",
     ]
     assert ours == repr(client)

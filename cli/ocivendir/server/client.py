@@ -19,6 +19,7 @@ import sys
 from ocivendir.server.build import build_id
 from ocivendir.server.interpreter import startup_variable
 from ocivendir.server.place import Unusable, check_dir, server_dir, socket_path
+from ocivendir.server.selfpaths import names_own_descriptors
 from ocivendir.server.wire import Request, WireError, encode_request, frame, read_frame, send_request
 
 __all__ = ["call_server", "query"]
@@ -31,6 +32,10 @@ def call_server(argv: list[str]) -> int | None:
     variable = startup_variable(os.environ)
     if variable is not None:  # no server could run it as this process was started: no server is started for it
         _fallback(argv, f"{variable} is set: it acts when a program starts")
+        return None
+    own = _closed_stdio() or names_own_descriptors(argv, os.environ, _cwd())
+    if own is not None:  # the worker would be handed, or would open, descriptors other than the caller's
+        _fallback(argv, own)
         return None
     try:
         build, path = _place()
@@ -112,16 +117,19 @@ def _hand_over(sock: socket.socket, request: Request) -> tuple[bytes, bytes] | N
     return read_frame(sock)
 
 
-def _caller_fds() -> list[int]:
-    """Descriptors 0-2 (a closed one is replaced by /dev/null) and one of the working directory."""
-    fds = []
+def _closed_stdio() -> str | None:
+    """Which of descriptors 0-2 is closed, if one is: the connection would take its number and be sent as it."""
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)
         except OSError:
-            os.dup2(os.open(os.devnull, os.O_RDWR), fd)
-        fds.append(fd)
-    return [*fds, os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+            return f"descriptor {fd} is closed"
+    return None
+
+
+def _caller_fds() -> list[int]:
+    """Descriptors 0-2 (open: `_closed_stdio`) and one of the working directory."""
+    return [0, 1, 2, os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
 
 
 def _umask() -> int:

@@ -36,6 +36,7 @@ from ocivendir.server.identity import mismatch
 from ocivendir.server.interpreter import TEST_HOOKS
 from ocivendir.server.leaks import Baseline
 from ocivendir.server.place import manages_server
+from ocivendir.server.selfpaths import names_own_descriptors
 from ocivendir.server.slots import BUSY, IDLE, Slots
 from ocivendir.server.watch import Watcher
 from ocivendir.server.wire import Request, WireError, frame, receive_request
@@ -301,12 +302,15 @@ def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:
     """Why this worker must not run the call, or None: another build, a `server …` command, or a caller unlike us.
 
     No client sends a `server` command (`place.manages_server`); one made by hand would start a server from the
-    caller's environment, or make this worker one. A caller unlike us has other rights (`identity.mismatch`).
+    caller's environment, or make this worker one. A call naming its own process's descriptors (`/dev/fd/3`) would
+    reach this worker's (`server/selfpaths.py`). A caller unlike us has other rights (`identity.mismatch`).
     """
     if request.build != build:
         return f"build {request.build} asked of a server of build {build}"
     if manages_server(request.argv):
         return "a server command runs in the caller's own process"
+    if (own := names_own_descriptors(request.argv, request.env, request.cwd)) is not None:
+        return own
     return mismatch(conn, request.env)  # the caller's credentials, limits and start-up settings are ours
 
 
