@@ -10,6 +10,7 @@ worker, and the next call is served by a fresh one. Held connections never stall
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import stat
@@ -446,3 +447,21 @@ def test_a_cold_pull_of_a_large_blob_keeps_its_worker(
     _, again = one.served("vendir", "version", cwd=work)
     assert again == pid
     assert one.retired() == 0
+
+
+def test_a_cpu_time_limit_gives_each_call_a_fresh_worker(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:
+    """RLIMIT_CPU counts a process's CPU over all its calls, so each call gets a worker whose CPU time starts at 0.
+
+    A reused worker was killed by `ulimit -t 1` after some 400 calls that in-process each stay far under it. The
+    caller and the server share the limit (or the call is refused as coming from a caller unlike the server).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (100_000, hard))
+    try:
+        one = OneWorker(place, bin_dir)
+        outcomes = [one.served("vendir", "version", cwd=tmp_path) for _ in range(3)]
+    finally:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    assert [outcome for outcome, _ in outcomes] == [outcomes[0][0]] * 3
+    assert len({pid for _, pid in outcomes}) == 3
+    assert "RLIMIT_CPU" in str(one.place.status()["last_retired"])

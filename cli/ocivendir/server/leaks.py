@@ -152,6 +152,9 @@ class Baseline:
         """Why a worker that served `calls` calls and left nothing behind must still end, or None (`status`: above)."""
         if calls >= max_calls:
             return f"served {calls} calls (OCIVENDIR_SERVER_MAX_CALLS={max_calls})"
+        if resource.getrlimit(resource.RLIMIT_CPU)[0] != resource.RLIM_INFINITY:
+            # the limit counts a process's CPU over all its calls; in-process, each call has the whole limit
+            return "a CPU time limit (RLIMIT_CPU) is set: each call gets a fresh worker, whose CPU time starts at 0"
         if (size := resident_bytes(status)) > MAX_RSS:
             return f"resident size {size >> 20} MiB passes {MAX_RSS >> 20} MiB"
         return None
