@@ -465,3 +465,31 @@ def test_a_cpu_time_limit_gives_each_call_a_fresh_worker(place: ServerPlace, bin
     assert [outcome for outcome, _ in outcomes] == [outcomes[0][0]] * 3
     assert len({pid for _, pid in outcomes}) == 3
     assert "RLIMIT_CPU" in str(one.place.status()["last_retired"])
+
+
+def test_an_index_opened_read_only_is_not_kept_once_the_cache_is_writable_again(
+    one: OneWorker, registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path
+) -> None:
+    """A read-only index connection is not kept for the next call.
+
+    A cache on a file system remounted read-only is read through one; remounted writable, the next pulls store and
+    record again, as in-process (a kept one failed them all: 'attempt to write a readonly database').
+    """
+    from tests.support.mounts import small_tmpfs  # noqa: PLC0415 - mounts need root
+
+    first = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a"}))
+    second = pusher.image(f"{repo_prefix}/img2", make_image({"b.yml": "b"}))
+    work = tmp_path / "work"
+    work.mkdir()
+    with small_tmpfs(tmp_path / "mnt", size="8m") as mount:
+        env = one.env(OCIVENDIR_CACHE_DIR=str(mount.path / "cache"))
+        codes = [one.served("ocivendir", "pull", "-i", first, "-o", "o1", cwd=work, env=env)[0][0]]
+        mount._mount("-o", "remount,ro")
+        codes += [one.served("ocivendir", "pull", "-i", first, "-o", "o2", cwd=work, env=env)[0][0]]
+        mount.writable()
+        for out in ("o3", "o4"):
+            done, _ = one.served("ocivendir", "pull", "-i", second, "-o", out, cwd=work, env=env)
+            assert done[0] == 0, done
+        assert codes == [0, 0]
+        listed = one.served("ocivendir", "cache", "ls", "--json", cwd=work, env=env)[0]
+        assert second in listed[1]

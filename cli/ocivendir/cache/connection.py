@@ -227,10 +227,18 @@ class IndexConnection:
                 self._db.execute("PRAGMA synchronous = NORMAL")
 
     def close(self) -> None:
-        """Leave the connection to `cache/opened.py`, open for this process's next call on the same file."""
+        """Leave the connection to `cache/opened.py`, open for this process's next call on the same file.
+
+        Not one opened read-only or immutable because the cache could not be written then: a later call, the cache
+        writable again (remounted, space freed), would be handed a connection that cannot write, or one that reads a
+        changed file as if it never changed. It is closed, and the next call opens the file as it finds it.
+        """
         with self.lock:
             if self._db is not None:
-                opened.keep(self.path, self._db)
+                if self._unwritable is None:
+                    opened.keep(self.path, self._db)
+                else:
+                    self._db.close()
                 self._db = None
 
     def retry(self, action: Callable[[], _T]) -> _T:
