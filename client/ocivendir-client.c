@@ -730,6 +730,15 @@ int main(int argc, char **argv) {
         snprintf(reason, REASON_MAX, "%.200s is set: it acts when a program starts", variable);
         run_in_process(reason, 1);
     }
+    /* A signal the caller was started with ignored (nohup, a background job) stays ignored in-process; relayed to a
+     * worker, it would end the call. */
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+        struct sigaction now;
+        if (sigaction(forwarded[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN) {
+            snprintf(reason, REASON_MAX, "signal %d is ignored", forwarded[i]);
+            run_in_process(reason, 1);
+        }
+    }
     int started = 0; /* a server was found starting (or started here) and waited for */
     switch (socket_dir(dir, sizeof(dir), reason)) {
     case DIR_MISSING:

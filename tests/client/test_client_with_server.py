@@ -300,3 +300,36 @@ def test_a_python_client_with_stdout_closed_runs_in_process_as_it_would_without_
                               env=place.env(OCIVENDIR_SERVER=server), timeout=60, check=False)  # fmt: skip
         outcomes.append((done.returncode, done.stderr.splitlines()[-1:] if done.stderr else []))
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("client", ["native", "python"])
+@pytest.mark.parametrize("signo", [signal.SIGHUP, signal.SIGTERM])
+def test_a_signal_the_caller_was_started_with_ignored_stays_ignored(
+    place: ServerPlace, native: Path, tmp_path: Path, client: str, signo: int
+) -> None:
+    """`nohup vendir sync … &` runs in-process: a worker used to be sent the signal the caller ignores.
+
+    In-process the signal stays ignored and the call ends as it would (here at its network deadline).
+    """
+    place.start()
+    binary = native if client == "native" else program(tmp_path / "bin", "vendir")
+    with silent_server() as silent:
+        process = subprocess.Popen(
+            [str(binary), "sync", "-f", "-", "--lock-file", "/dev/null"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=place.env(OCIVENDIR_SERVER="on", OCIVENDIR_TIMEOUT="3s"),
+            preexec_fn=lambda: signal.signal(signo, signal.SIG_IGN),
+        )  # noqa: PLW1509
+        assert process.stdin is not None
+        process.stdin.write(config("image", f"{silent.url.removeprefix('http://')}/x/y:v1", secret=None))
+        process.stdin.close()
+        process.stdin = None
+        time.sleep(1.0)  # the call waits on the silent registry
+        process.send_signal(signo)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    assert "network deadline of 3s exceeded" in err

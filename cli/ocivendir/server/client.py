@@ -25,6 +25,7 @@ from ocivendir.server.wire import Request, WireError, encode_request, frame, rea
 __all__ = ["call_server", "query"]
 
 _PEERCRED = 12  # struct ucred: pid, uid and gid, three native ints
+_SIGHUP, _SIGINT, _SIGTERM = 1, 2, 15  # Linux's numbers, without importing `signal` for them
 
 
 def call_server(argv: list[str]) -> int | None:
@@ -33,7 +34,7 @@ def call_server(argv: list[str]) -> int | None:
     if variable is not None:  # no server could run it as this process was started: no server is started for it
         _fallback(argv, f"{variable} is set: it acts when a program starts")
         return None
-    own = _closed_stdio() or names_own_descriptors(argv, os.environ, _cwd())
+    own = _closed_stdio() or _ignored_signal() or names_own_descriptors(argv, os.environ, _cwd())
     if own is not None:  # the worker would be handed, or would open, descriptors other than the caller's
         _fallback(argv, own)
         return None
@@ -124,6 +125,23 @@ def _closed_stdio() -> str | None:
             os.fstat(fd)
         except OSError:
             return f"descriptor {fd} is closed"
+    return None
+
+
+def _ignored_signal() -> str | None:
+    """Which of SIGHUP, SIGINT and SIGTERM this process was started with ignored (`nohup`, a background job), if any.
+
+    In-process it stays ignored; a worker would be sent it and end the call. Read from /proc (the `signal` module is
+    imported only once the request is out); where /proc is missing, none is taken as ignored.
+    """
+    try:
+        with open("/proc/self/status", "rb") as status:
+            ignored = next((int(line.split()[1], 16) for line in status if line.startswith(b"SigIgn:")), 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    for signo in (_SIGHUP, _SIGINT, _SIGTERM):
+        if ignored & (1 << (signo - 1)):
+            return f"signal {signo} is ignored"
     return None
 
 
