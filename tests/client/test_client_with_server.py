@@ -322,8 +322,8 @@ def test_a_signal_the_caller_was_started_with_ignored_stays_ignored(
             text=True,
             cwd=tmp_path,
             env=place.env(OCIVENDIR_SERVER="on", OCIVENDIR_TIMEOUT="3s"),
-            preexec_fn=lambda: signal.signal(signo, signal.SIG_IGN),
-        )  # noqa: PLW1509
+            preexec_fn=lambda: signal.signal(signo, signal.SIG_IGN),  # noqa: PLW1509 - one thread starts it
+        )
         assert process.stdin is not None
         process.stdin.write(config("image", f"{silent.url.removeprefix('http://')}/x/y:v1", secret=None))
         process.stdin.close()

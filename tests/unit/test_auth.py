@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from responses import RequestsMock, matchers
 
-from ocivendir.errors import ConfigError
+from ocivendir.errors import ConfigError, RegistryError
 from ocivendir.oci.reference import parse_reference
 from ocivendir.registry.auth import DockerConfig, Keyring
 from ocivendir.registry.client import ClientOptions, RegistryClient
@@ -300,3 +300,19 @@ def test_an_identity_token_is_exchanged_with_a_refresh_token_post(rsps: Requests
     client = RegistryClient(ClientOptions(), lambda _r, _p, **_: Credential(identity_token="rt"))
     assert str(client.resolve(parse_reference(f"{registry}/team/app:v1")).digest) == digest
     assert client.stats.auth == 2
+
+
+@pytest.mark.parametrize("target", ["https://elsewhere.example.com/token", "http://auth.example.com/oauth2/token"])
+def test_a_token_form_redirected_off_its_origin_is_not_sent_there(rsps: RequestsMock, target: str) -> None:
+    """Credentials never follow a redirect to another host or down to plain HTTP: a refresh token's form neither.
+
+    The refresh token travels in the POST's form, which a 307 keeps: it would reach the other host (imgpkg sends it).
+    """
+    registry = "id.example.com"
+    rsps.head(f"https://{registry}/v2/team/app/manifests/v1", status=401,
+              headers={"WWW-Authenticate": 'Bearer realm="https://auth.example.com/oauth2/token",service="svc"'})  # fmt: skip
+    rsps.post("https://auth.example.com/oauth2/token", status=307, headers={"Location": target})
+    client = RegistryClient(ClientOptions(), lambda _r, _p, **_: Credential(identity_token="rt"))
+    with pytest.raises(RegistryError, match=r"redirected its form, which carries the credential, to .*: not sent"):
+        client.resolve(parse_reference(f"{registry}/team/app:v1"))
+    assert [call.request.url for call in rsps.calls][-1] == "https://auth.example.com/oauth2/token"

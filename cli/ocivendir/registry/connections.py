@@ -38,6 +38,7 @@ __all__ = [
     "Agent",
     "BodyBroken",
     "BodyTooLarge",
+    "BodyWouldLeave",
     "ConnectFailed",
     "HeaderTimeout",
     "Request",
@@ -58,6 +59,10 @@ class ConnectFailed(Exception):
 
 class HeaderTimeout(Exception):
     """The request was sent but no response headers came within the read timeout."""
+
+
+class BodyWouldLeave(Exception):
+    """A redirect that keeps the request's body leads off its origin: the body, which may be a credential, stays."""
 
 
 class BodyBroken(Exception):
@@ -301,6 +306,8 @@ class Agent:
                 sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
             if response.status_code == 303 or (response.status_code in {301, 302} and method == "POST"):  # noqa: PLR2004
                 method, body = ("HEAD" if method == "HEAD" else "GET"), None
+            if leaves and body is not None:  # a 307/308 would carry the form (a token request's credential) along
+                raise BodyWouldLeave(target)
             url = target
 
     def _exchange(

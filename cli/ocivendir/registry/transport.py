@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from threading import Lock
 
 from ocivendir import __version__, diag
-from ocivendir.errors import CacheUnwritable, ResponseTimeout, TLSVerifyError, Transient, os_reason
+from ocivendir.errors import CacheUnwritable, RegistryError, ResponseTimeout, TLSVerifyError, Transient, os_reason
 from ocivendir.fs.paths import pure
 from ocivendir.oci.reference import is_plain_http_host
 from ocivendir.registry.connections import (
     Agent,
     BodyBroken,
+    BodyWouldLeave,
     ConnectFailed,
     HeaderTimeout,
     Response,
@@ -438,6 +439,10 @@ class Transport:
             self._past_deadline(what)
             self.counter.connect_error()
             raise Transient(f"{what}: fetching a token from {realm}: {exc}") from None
+        except BodyWouldLeave as exc:
+            where = f"{exc} (another host, or plain HTTP)"
+            msg = f"{what}: the token endpoint {realm} redirected its form, which carries the credential, to {where}"
+            raise RegistryError(f"{msg}: not sent there") from None
         self.counter.request(response.request.method, response.status_code, auth=True, endpoint=route.label)
         _log_exchange(response)
         return response
