@@ -13,7 +13,7 @@ from ocivendir.errors import ConfigError, UsageError
 from ocivendir.fs.limits import DEFAULT_MAX_EXTRACT_SIZE
 from ocivendir.fs.paths import absolute, pure
 from ocivendir.kept import through
-from ocivendir.registry.credentials import Credential, CredentialRules, rules_from_env
+from ocivendir.registry.credentials import CredentialRules, every_registry, rules_from_env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -348,7 +348,7 @@ def _switch(name: str, given: bool | None, environ: Mapping[str, str], parse: st
         return given
     text = _text(name, None, environ)
     if parse == "imgpkg":
-        return (text or "").lower() == "true"
+        return text == "true"  # imgpkg compares the text: `True` is not true
     return _truthy(text, OPTION_ENV[name][0])
 
 
@@ -360,15 +360,11 @@ def _insecure_hosts(flags: Flags, env: Mapping[str, str]) -> frozenset[str]:
 
 def _credentials(flags: Flags, env: Mapping[str, str]) -> CredentialRules:
     """The environment's credential rules, with the every-registry default from imgpkg's flags by the rule."""
-    rules, default = rules_from_env(env), None
     username = _text("registry_username", flags.registry_username, env) or ""
     password = _text("registry_password", flags.registry_password, env) or ""
     token = _text("registry_token", flags.registry_token, env) or ""
-    if _switch("registry_anon", flags.registry_anon, env, parse="imgpkg"):
-        default = Credential()
-    elif username or password or token:
-        default = Credential(username=username, password=password, registry_token=token)
-    return replace(rules, default=default)
+    anon = _switch("registry_anon", flags.registry_anon, env, parse="imgpkg")
+    return replace(rules_from_env(env), default=every_registry(username, password, token, anon=anon))
 
 
 _SETTINGS_KEPT = 8

@@ -127,18 +127,19 @@ def test_a_global_flag_means_the_same_before_and_after_the_subcommand_and_beats_
 ) -> None:
     env_value = _env_value(option)
     flag = _flag_args(option)
-    plain = _settled(observe(prog, [], [], {}))
-    given = _settled(observe(prog, [], flag, {}))
+    base = {"IMGPKG_USERNAME": "u"} if option.name == "registry_password" else {}  # a password alone is no credential
+    plain = _settled(observe(prog, [], [], base))
+    given = _settled(observe(prog, [], flag, base))
     if not _switch_with_variable(option):
         assert given != plain, f"{flag} changes nothing"
-    assert _settled(observe(prog, flag, [], {})) == given
+    assert _settled(observe(prog, flag, [], base)) == given
     for name in OPTION_ENV.get(option.name or "", ()):
         assert env_value is not None
-        from_env = _settled(observe(prog, [], [], {name: env_value}))
+        from_env = _settled(observe(prog, [], [], {**base, name: env_value}))
         assert from_env != plain, f"{name}={env_value} changes nothing"
         assert from_env != given, f"{name}={env_value} gives what {flag} gives"
-        assert _settled(observe(prog, flag, [], {name: env_value})) == given, f"{flag} before the subcommand"
-        assert _settled(observe(prog, [], flag, {name: env_value})) == given, f"{flag} after the subcommand"
+        assert _settled(observe(prog, flag, [], {**base, name: env_value})) == given, f"{flag} before the subcommand"
+        assert _settled(observe(prog, [], flag, {**base, name: env_value})) == given, f"{flag} after the subcommand"
 
 
 @pytest.mark.parametrize(("command", "option"), _command_only_options(), ids=lambda x: getattr(x, "opts", [x])[0])

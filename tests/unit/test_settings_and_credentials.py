@@ -264,3 +264,30 @@ def test_kept_settings_survive_a_removed_working_directory(monkeypatch: pytest.M
     monkeypatch.chdir(gone)
     gone.rmdir()
     assert load_settings(Flags()).cache_dir == str(tmp_path / ".cache" / "ocivendir")
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"IMGPKG_USERNAME": "u", "IMGPKG_PASSWORD": "p", "IMGPKG_TOKEN": "t"}, Credential(username="u", password="p")),
+        ({"IMGPKG_TOKEN": "t", "IMGPKG_PASSWORD": "p"}, Credential(registry_token="t")),
+        (
+            {"IMGPKG_ANON": "true", "IMGPKG_USERNAME": "u", "IMGPKG_PASSWORD": "p"},
+            Credential(username="u", password="p"),
+        ),
+        ({"IMGPKG_ANON": "true"}, Credential()),
+        ({"IMGPKG_ANON": "True"}, None),  # only the text `true`
+        ({"IMGPKG_PASSWORD": "p"}, None),  # a password alone: the docker config is asked
+        ({"IMGPKG_USERNAME": "u"}, Credential(username="u")),
+    ],
+)
+def test_the_every_registry_credential_is_picked_as_imgpkg_s_custom_keychain_picks_it(
+    env: dict[str, str], expected: Credential | None
+) -> None:
+    """A username wins with its password, else a token, else IMGPKG_ANON=true.
+
+    A token beside a username used to be sent to Bearer registries (imgpkg sends the user and password), and
+    IMGPKG_ANON beat a username.
+    """
+    assert rules_from_env(env).default == expected
+    assert load_settings(Flags(), env).credentials.default == expected

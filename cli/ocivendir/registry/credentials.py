@@ -163,16 +163,22 @@ def rules_from_env(env: Mapping[str, str]) -> CredentialRules:
         if name not in KEYCHAINS:
             known = ", ".join(KEYCHAINS)
             raise ConfigError(f"Unable to load keychain for {name}, available keychains [{known}]")
-    default: Credential | None = None
-    if env.get("IMGPKG_ANON", "").lower() == "true":
-        default = ANONYMOUS
-    elif env.get("IMGPKG_USERNAME") or env.get("IMGPKG_PASSWORD") or env.get("IMGPKG_TOKEN"):
-        default = Credential(
-            username=env.get("IMGPKG_USERNAME", ""),
-            password=env.get("IMGPKG_PASSWORD", ""),
-            registry_token=env.get("IMGPKG_TOKEN", ""),
-        )
+    default = every_registry(env.get("IMGPKG_USERNAME", ""), env.get("IMGPKG_PASSWORD", ""),
+                             env.get("IMGPKG_TOKEN", ""), anon=env.get("IMGPKG_ANON") == "true")  # fmt: skip
     return CredentialRules(hosts=_env_host_sets(env), default=default, keychains=keychains)
+
+
+def every_registry(username: str, password: str, token: str, *, anon: bool) -> Credential | None:
+    """The credential for every registry as imgpkg's CustomRegistryKeychain picks it; None: ask the docker config.
+
+    A username wins, with its password (a token beside it is not used); else a token; else `anon` is anonymous. A
+    password alone is no credential: the docker config is asked, as imgpkg asks its default keychain.
+    """
+    if username:
+        return Credential(username=username, password=password)
+    if token:
+        return Credential(registry_token=token)
+    return ANONYMOUS if anon else None
 
 
 def _plain_secret(name: str, data: Mapping[str, str]) -> CredentialRules:
