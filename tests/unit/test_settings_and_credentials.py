@@ -291,3 +291,6 @@ def test_the_every_registry_credential_is_picked_as_imgpkg_s_custom_keychain_pic
     """
     assert rules_from_env(env).default == expected
     assert load_settings(Flags(), env).credentials.default == expected
+    if "IMGPKG_ANON" not in env:  # a Secret's username, password and token reach imgpkg as these variables
+        secret = {key.removeprefix("IMGPKG_").lower(): value for key, value in env.items()}
+        assert secret_rules("s", "Opaque", secret).default == expected

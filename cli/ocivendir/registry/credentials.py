@@ -198,7 +198,9 @@ def _plain_secret(name: str, data: Mapping[str, str]) -> CredentialRules:
     )
     if "hostname" in data:
         return CredentialRules(hosts=(HostCredential(hostname=data["hostname"], credential=credential),))
-    return CredentialRules(default=credential)
+    # vendir hands these to imgpkg as IMGPKG_USERNAME/PASSWORD/TOKEN, picked as imgpkg picks them
+    return CredentialRules(default=every_registry(credential.username, credential.password,
+                                                  credential.registry_token, anon=False))  # fmt: skip
 
 
 def _go_field(doc: object, name: str) -> object:
