@@ -316,3 +316,23 @@ def test_a_token_form_redirected_off_its_origin_is_not_sent_there(rsps: Requests
     with pytest.raises(RegistryError, match=r"redirected its form, which carries the credential, to .*: not sent"):
         client.resolve(parse_reference(f"{registry}/team/app:v1"))
     assert [call.request.url for call in rsps.calls][-1] == "https://auth.example.com/oauth2/token"
+
+
+def test_a_helper_that_is_not_installed_gives_no_credential_and_debug_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A missing helper is named with its entry under --debug, which a registry's 401 hint points to.
+
+    imgpkg fails outright; ocivendir goes on (the registry may need nothing). Asked only when a registry asks.
+    """
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    path = write_config(tmp_path / "config.json", {"credHelpers": {"r.io": "gone"}, "credsStore": "desktop"})
+    config = DockerConfig.load(path)
+    assert config is not None
+    with caplog.at_level("DEBUG", logger="ocivendir.auth"):
+        assert config.lookup("r.io") is None
+        assert config.lookup("s.io") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"docker-credential-gone (credHelpers['r.io'] in {path}) is not on PATH: going on without its credential",
+        f"docker-credential-desktop (credsStore in {path}) is not on PATH: going on without its credential",
+    ]

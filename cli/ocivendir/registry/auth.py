@@ -76,10 +76,11 @@ class DockerConfig:
         helpers = self.doc.get("credHelpers") or {}
         if isinstance(helpers, dict) and key in helpers:
             helper = str(helpers[key])  # an empty one means the file itself, even beside a credsStore
+            named = f"credHelpers[{key!r}]"
         else:
-            helper = str(self.doc.get("credsStore") or "")
+            helper, named = str(self.doc.get("credsStore") or ""), "credsStore"
         if helper:
-            return _from_helper(helper, key)
+            return _from_helper(helper, key, f"{named} in {self.path}")
         entry = self._file_entry(key)
         return _from_auth_entry(entry, self.path) if entry is not None else None
 
@@ -205,15 +206,17 @@ def _helper_program(name: str) -> str | None:
     return None
 
 
-def _from_helper(helper: str, server: str) -> Credential | None:
+def _from_helper(helper: str, server: str, named: str) -> Credential | None:
     """docker-credential-helpers' `get` for `server`, as docker/cli's native store asks it; None: it has none.
+
+    `named`: where the helper is configured, for the --debug line when it is not installed.
 
     The helper's stderr is the caller's, as docker/cli leaves it; its stdout is the answer. Only the exact answer
     `credentials not found in native keychain` means none; any other failure is an error naming its output.
     """
     program = _helper_program(helper)
-    if program is None:
-        _log.debug("credential helper docker-credential-%s not found on PATH", helper)
+    if program is None:  # imgpkg fails here; the registry may not need the credential (a 401's hint names the case)
+        _log.debug("docker-credential-%s (%s) is not on PATH: going on without its credential", helper, named)
         return None
     import subprocess  # noqa: PLC0415 - only when a helper is configured: a tag's HEAD does not pay ~20 ms for it
 

@@ -162,7 +162,8 @@ class Sender:
             if not credential.username and not credential.password:
                 raise Unauthorized(
                     f"{what}: {endpoint.name} requires authentication and no credentials were found",
-                    hint="set IMGPKG_REGISTRY_*, log in to the docker config, or give registries.yaml an auth entry",
+                    hint="set IMGPKG_REGISTRY_*, log in to the docker config (a credential helper it names must be "
+                    "on PATH; --debug names one that is not), or give registries.yaml an auth entry",
                 )
             return basic_auth(credential.username, credential.password), (known, None)
         if not scheme:
