@@ -250,6 +250,8 @@ def _docker_configs(environ: Mapping[str, str]) -> tuple[str, ...]:
         paths.append(pure(os.path.join(environ["DOCKER_CONFIG"], "config.json")))
     elif environ.get("HOME"):
         paths.append(pure(os.path.join(environ["HOME"], ".docker", "config.json")))
+    if environ.get("REGISTRY_AUTH_FILE"):  # podman's and skopeo's, which go-containerregistry reads before XDG's
+        paths.append(pure(environ["REGISTRY_AUTH_FILE"]))
     if environ.get("XDG_RUNTIME_DIR"):
         paths.append(pure(os.path.join(environ["XDG_RUNTIME_DIR"], "containers", "auth.json")))
     return tuple(paths)

@@ -294,3 +294,10 @@ def test_the_every_registry_credential_is_picked_as_imgpkg_s_custom_keychain_pic
     if "IMGPKG_ANON" not in env:  # a Secret's username, password and token reach imgpkg as these variables
         secret = {key.removeprefix("IMGPKG_").lower(): value for key, value in env.items()}
         assert secret_rules("s", "Opaque", secret).default == expected
+
+
+def test_docker_config_files_are_looked_for_where_go_containerregistry_looks() -> None:
+    env = {"HOME": "/home/me", "REGISTRY_AUTH_FILE": "/run/podman/auth.json", "XDG_RUNTIME_DIR": "/run/user/1"}
+    assert load_settings(Flags(), env).docker_configs == (
+        "/home/me/.docker/config.json", "/run/podman/auth.json", "/run/user/1/containers/auth.json")  # fmt: skip
+    assert load_settings(Flags(), {**env, "DOCKER_CONFIG": "/etc/dc"}).docker_configs[0] == "/etc/dc/config.json"
