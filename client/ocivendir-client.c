@@ -626,8 +626,12 @@ static _Noreturn void relay(int sock, uint32_t worker) {
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sa.sa_mask = block;
-    for (int i = 0; i < NFORWARDED; i++)
+    for (int i = 0; i < NFORWARDED; i++) {
+        struct sigaction now;
+        if (sigaction(forwarded[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN)
+            continue; /* started ignored (nohup, a background job): in-process it would be, so it is not relayed */
         sigaction(forwarded[i], &sa, NULL);
+    }
 
     static unsigned char buf[5 + MAX_PAYLOAD];
     size_t have = 0;
@@ -729,15 +733,6 @@ int main(int argc, char **argv) {
     if (variable) {
         snprintf(reason, REASON_MAX, "%.200s is set: it acts when a program starts", variable);
         run_in_process(reason, 1);
-    }
-    /* A signal the caller was started with ignored (nohup, a background job) stays ignored in-process; relayed to a
-     * worker, it would end the call. */
-    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
-        struct sigaction now;
-        if (sigaction(forwarded[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN) {
-            snprintf(reason, REASON_MAX, "signal %d is ignored", forwarded[i]);
-            run_in_process(reason, 1);
-        }
     }
     int started = 0; /* a server was found starting (or started here) and waited for */
     switch (socket_dir(dir, sizeof(dir), reason)) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Generator, Iterator
@@ -26,6 +27,22 @@ _SCRUB = ("OCIVENDIR_", "VENDIR_", "IMGPKG_")
 # through ONE long-lived worker of it (never retired for its call count), so every call follows another in one process
 THROUGH_SERVER = os.environ.get("OCIVENDIR_TEST_SERVER") in ("on", "one")
 ONE_WORKER = os.environ.get("OCIVENDIR_TEST_SERVER") == "one"
+
+
+def _dispositions_as_a_terminal_gives_them() -> None:
+    """The programs the suite runs get the dispositions a terminal gives, however the suite was started.
+
+    Started in the background (`nohup`, `cmd &` in a script), SIGHUP or SIGINT is ignored; a client started with a
+    signal ignored does not relay it (in-process it would be ignored), and the tests that send one expect it relayed.
+    """
+    for signo in (signal.SIGHUP, signal.SIGTERM):
+        if signal.getsignal(signo) == signal.SIG_IGN:
+            signal.signal(signo, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_dispositions_as_a_terminal_gives_them()
 
 
 @pytest.fixture(scope="session")

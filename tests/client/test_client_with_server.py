@@ -307,11 +307,13 @@ def test_a_python_client_with_stdout_closed_runs_in_process_as_it_would_without_
 def test_a_signal_the_caller_was_started_with_ignored_stays_ignored(
     place: ServerPlace, native: Path, tmp_path: Path, client: str, signo: int
 ) -> None:
-    """`nohup vendir sync … &` runs in-process: a worker used to be sent the signal the caller ignores.
+    """`nohup vendir sync … &`: a signal the caller was started with ignored is not relayed to the worker.
 
-    In-process the signal stays ignored and the call ends as it would (here at its network deadline).
+    It used to be, which ended the call; in-process the signal stays ignored and the call ends as it would (here at
+    its network deadline). The call is still served.
     """
     place.start()
+    before = served(place)
     binary = native if client == "native" else program(tmp_path / "bin", "vendir")
     with silent_server() as silent:
         process = subprocess.Popen(
@@ -333,3 +335,4 @@ def test_a_signal_the_caller_was_started_with_ignored_stays_ignored(
         _, err = process.communicate(timeout=60)
     assert process.returncode == 1, err
     assert "network deadline of 3s exceeded" in err
+    assert served(place) - before == 2  # the call, and this query

@@ -25,7 +25,6 @@ from ocivendir.server.wire import Request, WireError, encode_request, frame, rea
 __all__ = ["call_server", "query"]
 
 _PEERCRED = 12  # struct ucred: pid, uid and gid, three native ints
-_SIGHUP, _SIGINT, _SIGTERM = 1, 2, 15  # Linux's numbers, without importing `signal` for them
 
 
 def call_server(argv: list[str]) -> int | None:
@@ -34,7 +33,7 @@ def call_server(argv: list[str]) -> int | None:
     if variable is not None:  # no server could run it as this process was started: no server is started for it
         _fallback(argv, f"{variable} is set: it acts when a program starts")
         return None
-    own = _closed_stdio() or _ignored_signal() or names_own_descriptors(argv, os.environ, _cwd())
+    own = _closed_stdio() or names_own_descriptors(argv, os.environ, _cwd())
     if own is not None:  # the worker would be handed, or would open, descriptors other than the caller's
         _fallback(argv, own)
         return None
@@ -128,23 +127,6 @@ def _closed_stdio() -> str | None:
     return None
 
 
-def _ignored_signal() -> str | None:
-    """Which of SIGHUP, SIGINT and SIGTERM this process was started with ignored (`nohup`, a background job), if any.
-
-    In-process it stays ignored; a worker would be sent it and end the call. Read from /proc (the `signal` module is
-    imported only once the request is out); where /proc is missing, none is taken as ignored.
-    """
-    try:
-        with open("/proc/self/status", "rb") as status:
-            ignored = next((int(line.split()[1], 16) for line in status if line.startswith(b"SigIgn:")), 0)
-    except (OSError, ValueError, IndexError):
-        return None
-    for signo in (_SIGHUP, _SIGINT, _SIGTERM):
-        if ignored & (1 << (signo - 1)):
-            return f"signal {signo} is ignored"
-    return None
-
-
 def _caller_fds() -> list[int]:
     """Descriptors 0-2 (open: `_closed_stdio`) and one of the working directory."""
     return [0, 1, 2, os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
@@ -169,7 +151,11 @@ def _cwd() -> str:
 
 
 def _wait(sock: socket.socket, argv: list[str], pid: int) -> int:
-    """Forward signals until the worker reports its status; a worker that ends without one fails the call."""
+    """Forward signals until the worker reports its status; a worker that ends without one fails the call.
+
+    A signal this process was started with ignored (`nohup`, a background job) is not forwarded: in-process it would
+    be ignored, so the call goes on.
+    """
     import signal  # noqa: PLC0415 - loaded while the request went out (_hand_over)
 
     forwarded: list[int] = []
@@ -182,7 +168,8 @@ def _wait(sock: socket.socket, argv: list[str], pid: int) -> int:
             pass
 
     for signo in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signo, forward)
+        if signal.getsignal(signo) != signal.SIG_IGN:  # one the caller was started with ignored (nohup) stays so
+            signal.signal(signo, forward)
     try:
         while (got := read_frame(sock)) is not None:
             kind, payload = got
