@@ -493,3 +493,12 @@ def test_an_index_opened_read_only_is_not_kept_once_the_cache_is_writable_again(
         assert codes == [0, 0]
         listed = one.served("ocivendir", "cache", "ls", "--json", cwd=work, env=env)[0]
         assert second in listed[1]
+
+
+def test_help_keeps_its_worker(one: OneWorker, tmp_path: Path) -> None:
+    """`--help` wraps its text with click's own textwrap, which the warm set holds: no retirement for a module."""
+    first, pid = one.served("ocivendir", "sync", "--help", cwd=tmp_path)
+    assert first[0] == 0
+    assert first == one.in_process("ocivendir", "sync", "--help", cwd=tmp_path)
+    assert one.served("vendir", "version", cwd=tmp_path)[1] == pid
+    assert one.retired() == 0

@@ -20,7 +20,7 @@ import importlib
 __all__ = ["WARM", "preload"]
 
 WARM = (
-    "ocivendir.commands.root",  # click and every command
+    "ocivendir.commands.root", "click._textwrap",  # click and every command; --help's wrapping
     "ocivendir.commands.vendirargs", "ocivendir.commands.syncrun", "ocivendir.commands.pullargs",
     "ocivendir.commands.pullrun", "ocivendir.commands.runtime",
     "ocivendir.engine.sync", "ocivendir.engine.pull", "ocivendir.engine.verify", "ocivendir.engine.sources",
