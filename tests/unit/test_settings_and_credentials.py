@@ -67,10 +67,23 @@ def test_flags_win_over_environment_and_empty_variables_count_as_unset() -> None
     [("r.io", "r.io/a/b", True), ("docker.io", "index.docker.io/x", False), ("*.corp.com", "reg.corp.com/a", True),
      ("*.corp.com", "a.b.corp.com/a", False), ("r.io:5000", "r.io/a", False), ("r.io:5000", "r.io:5000/a", True),
      ("r.io/team", "r.io/team/app", True), ("r.io/team", "r.io/other/app", False),
+     ("r.io/team", "r.io/teamx/app", True),  # URLsMatchStr's plain prefix, as imgpkg and vendir match it
      ("https://r.io/v2/", "r.io/a", True)],
 )  # fmt: skip
 def test_kubernetes_host_matching(pattern: str, repository: str, matches: bool) -> None:
     assert (host_match_score(pattern, repository) is not None) is matches
+
+
+@pytest.mark.parametrize("hostname", ["[127.0.0.1:5000", "[!2]27.0.0.1:5000"])
+def test_a_hostname_that_is_no_url_is_imgpkg_s_parse_error_not_a_python_one(hostname: str) -> None:
+    with pytest.raises(ConfigError, match=r'^Parsing registry hostname: parse "https://\['):
+        host_match_score(hostname, "127.0.0.1:5000/a")
+
+
+def test_a_variable_with_an_empty_suffix_is_a_set_of_its_own() -> None:
+    rules = rules_from_env({"IMGPKG_REGISTRY_HOSTNAME_": "r.io", "IMGPKG_REGISTRY_USERNAME_": "u",
+                            "IMGPKG_REGISTRY_PASSWORD_": "p"})  # fmt: skip
+    assert rules.lookup("r.io/a") == Credential(username="u", password="p")
 
 
 def test_imgpkg_registry_variable_sets_most_specific_first() -> None:

@@ -38,7 +38,7 @@ _HOST_FIELDS = {
     "IDENTITY_TOKEN": "identity_token",
     "REGISTRY_TOKEN": "registry_token",
 }
-_ENV_HOST = re.compile(f"IMGPKG_REGISTRY_({'|'.join(_HOST_FIELDS)})(_.+)?")
+_ENV_HOST = re.compile(f"IMGPKG_REGISTRY_({'|'.join(_HOST_FIELDS)})(_.*)?")  # `_` alone: a set of its own, as imgpkg
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,8 +68,11 @@ def _split_pattern(text: str) -> tuple[str, str, str]:
 
     if "://" not in text:
         text = "https://" + text
-    parts = urlsplit(text)
-    netloc = parts.netloc.lower()
+    try:
+        parts = urlsplit(text)
+        netloc = parts.netloc.lower()
+    except ValueError as exc:  # an unclosed or invalid bracketed host
+        raise ConfigError(f'Parsing registry hostname: parse "{text}": {exc} (e.g. gcr.io, index.docker.io)') from None
     host, _, port = netloc.rpartition(":") if netloc.count(":") == 1 else (netloc, "", "")
     path = parts.path
     for prefix in ("/v1/", "/v2/"):
@@ -89,7 +92,7 @@ def host_match_score(pattern: str, repository: str) -> tuple[int, int, int] | No
         return None
     if not all(fnmatch.fnmatchcase(r, p) for p, r in zip(p_parts, r_parts, strict=True)):
         return None
-    if p_path and not (r_path == p_path or r_path.startswith(p_path + "/")):
+    if not r_path.startswith(p_path):  # a plain prefix, as URLsMatchStr compares (`team` covers `teamx/app` too)
         return None
     literal_parts = sum(1 for p in p_parts if "*" not in p)
     return (literal_parts, len(p_path), len(p_host))
