@@ -336,3 +336,10 @@ def test_a_helper_that_is_not_installed_gives_no_credential_and_debug_names_it(
         f"docker-credential-gone (credHelpers['r.io'] in {path}) is not on PATH: going on without its credential",
         f"docker-credential-desktop (credsStore in {path}) is not on PATH: going on without its credential",
     ]
+
+
+def test_a_docker_config_that_cannot_be_read_is_named_with_go_s_words(tmp_path: Path) -> None:
+    (tmp_path / "config.json").mkdir()
+    with pytest.raises(ConfigError) as caught:
+        DockerConfig.load(tmp_path / "config.json")
+    assert caught.value.message == f"Reading docker config '{tmp_path / 'config.json'}': is a directory"

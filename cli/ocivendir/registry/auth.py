@@ -44,8 +44,8 @@ class DockerConfig:
                 raw = handle.read()
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except OSError as exc:
-            raise ConfigError(f"Reading docker config '{path}': {exc.strerror}") from None
+        except OSError as exc:  # Go's words, in lower case (the path is named already)
+            raise ConfigError(f"Reading docker config '{path}': {(exc.strerror or str(exc)).lower()}") from None
         try:
             doc = jsondoc.loads(raw, object_pairs_hook=gokeys.with_repeats) if raw.strip() else {}
         except ValueError as exc:
