@@ -554,3 +554,26 @@ def test_a_malformed_file_is_a_usage_error_naming_file_and_line_and_unknown_keys
     assert f"ocivendir: Warning: {path}:4: unknown key 'mirror' in mirror '{pair.origin.host}' ignored" in warned.stderr
     assert f"{path}:7: unknown key 'pasword' in auth of 'other.example' ignored" in warned.stderr
     assert "hunter2" not in warned.stderr + warned.stdout
+
+
+def test_what_a_mirror_served_is_never_recorded_as_anyones_in_a_shared_cache(
+    pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest a mirror served is granted to the caller's credential, not to anyone.
+
+    A pull-through mirror may serve the origin's private content to whoever reaches it; the origin's answer alone can
+    say that anyone may read it.
+    """
+    ref = pair.pusher.image("team/app", make_image({"app.yml": "replicas: 2\n"}))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("IMGPKG_USERNAME", "someone")
+    monkeypatch.setenv("IMGPKG_PASSWORD", "anything")
+    direct, _ = sync_json(work, images_config(app=ref), "--cache-dir", str(tmp_path / "direct"))
+    assert direct.exit_code == 0, direct.stderr
+    assert not (tmp_path / "direct" / "grants.key").exists()  # the origin gave it to anyone: no fingerprint needed
+    pair.use(monkeypatch, tmp_path / "registries.yaml")
+    mirrored, doc = sync_json(work, images_config(app=ref), "--cache-dir", str(tmp_path / "mirrored"))
+    assert mirrored.exit_code == 0, mirrored.stderr
+    assert set(served(doc).values()) == {pair.mirror.url}
+    assert (tmp_path / "mirrored" / "grants.key").exists()  # granted to the caller's credential

@@ -91,7 +91,7 @@ class Sender:
         self._lock = Lock()
         self._auth_headers: dict[tuple[str, str], str] = {}
         self._credential_cache: dict[tuple[str, str, bool], Credential] = {}
-        self._credentialed: set[str] = set()  # registries whose credential was looked up (origin or mirror endpoints)
+        self._credentialed: set[str] = set()  # registries whose credential was looked up, or a mirror of was asked
         self._pings: dict[str, str] = {}
 
     def on_warning(self, warn: Callable[[str], None]) -> None:
@@ -117,6 +117,8 @@ class Sender:
 
         A credential is looked up only for a challenge or a header remembered from one: until then every answer, the
         manifests included, was given to anyone who asks (a cache shared by several callers may serve them to all).
+        A request to one of its mirrors counts as credentialed: a pull-through mirror may serve the origin's private
+        content to whoever reaches it, which says nothing of who may read it at the origin.
         """
         with self._lock:
             return registry not in self._credentialed
@@ -214,6 +216,8 @@ class Sender:
     ) -> Response:
         key = (endpoint.host, endpoint.path)
         with self._lock:
+            if endpoint.mirror:  # a mirror's answer says nothing of who may read the origin: never anyone's
+                self._credentialed.add(endpoint.registry)
             auth = self._auth_headers.get(key)
         remembered = auth is None and (auth := self._remembered(endpoint)) is not None
         sent = dict(headers)
