@@ -366,7 +366,13 @@ def _credentials(flags: Flags, env: Mapping[str, str]) -> CredentialRules:
     password = _text("registry_password", flags.registry_password, env) or ""
     token = _text("registry_token", flags.registry_token, env) or ""
     anon = _switch("registry_anon", flags.registry_anon, env, parse="imgpkg")
-    return replace(rules_from_env(env), default=every_registry(username, password, token, anon=anon))
+    given = {"IMGPKG_USERNAME": flags.registry_username, "IMGPKG_PASSWORD": flags.registry_password,
+             "IMGPKG_TOKEN": flags.registry_token, "IMGPKG_ANON": flags.registry_anon}  # fmt: skip
+    rules = rules_from_env(env)
+    kept = tuple((name, value) for name, value in rules.variables if given.get(name) is None)  # a flag beats its own
+    default = every_registry(username, password, token, anon=anon)
+    flagged = any(value is not None for value in given.values())
+    return replace(rules, default=default, flagged=flagged, variables=kept)
 
 
 _SETTINGS_KEPT = 8

@@ -103,6 +103,8 @@ STATE: dict[str, str] = {
     "oci.manifest:_LAYER_TYPES": "constant table, filled at import, never written",
     "registry.credentials:ANONYMOUS": "the empty credential (a frozen value)",
     "registry.credentials:_HOST_FIELDS": "constant table, filled at import, never written",
+    "registry.credentials:_SECRET_HOST_VARIABLES": "constant table, filled at import, never written",
+    "registry.credentials:_SECRET_VARIABLES": "constant table, filled at import, never written",
     "registry.pools:EXCHANGE": "per request: thread-local, and every request sets all of it (begin) before reading it",
     "registry.pools:_POOLS": "constant: scheme → pool class",
     "registry.registriesyaml:_BOOLS": "constant table, filled at import, never written",

@@ -8,7 +8,7 @@ most specific match first); keychains (accepted, none native); secret-wide and I
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ocivendir import jsondoc
 from ocivendir.errors import ConfigError
@@ -105,6 +105,8 @@ class CredentialRules:
     hosts: tuple[HostCredential, ...] = ()
     default: Credential | None = None
     keychains: tuple[str, ...] = ()
+    variables: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # the IMGPKG_* variables read
+    flagged: bool = False  # `default` comes from --registry-* flags, which beat every variable
 
     def lookup(self, repository: str) -> Credential | None:
         """The credential for `host[:port]/path`, or None to fall through to the docker config."""
@@ -118,20 +120,14 @@ class CredentialRules:
         return self.default
 
     def merged_with(self, other: CredentialRules) -> CredentialRules:
-        """Combine a secret's rules (self) with the environment's (other); the environment wins on the same key."""
-        default = self.default
-        if other.default is not None:
-            default = other.default if default is None else _overlay(default, other.default)
-        return CredentialRules(hosts=self.hosts + other.hosts, default=default, keychains=other.keychains)
+        """A secret's rules (self) with the process environment's (other), as vendir merges them.
 
-
-def _overlay(base: Credential, top: Credential) -> Credential:
-    return Credential(
-        username=top.username or base.username,
-        password=top.password or base.password,
-        identity_token=top.identity_token or base.identity_token,
-        registry_token=top.registry_token or base.registry_token,
-    )
+        vendir hands imgpkg the secret as IMGPKG_* variables followed by the process environment, so a variable of the
+        environment replaces the secret's of the same name, field by field and set by set (`_0` is the secret's
+        first hostname); then the credentials are read from the result. --registry-* flags beat both.
+        """
+        merged = rules_from_env({**dict(self.variables), **dict(other.variables)})
+        return replace(merged, default=other.default, flagged=True) if other.flagged else merged
 
 
 def env_host_name(name: str) -> tuple[str, str]:
@@ -168,7 +164,8 @@ def rules_from_env(env: Mapping[str, str]) -> CredentialRules:
             raise ConfigError(f"Unable to load keychain for {name}, available keychains [{known}]")
     default = every_registry(env.get("IMGPKG_USERNAME", ""), env.get("IMGPKG_PASSWORD", ""),
                              env.get("IMGPKG_TOKEN", ""), anon=env.get("IMGPKG_ANON") == "true")  # fmt: skip
-    return CredentialRules(hosts=_env_host_sets(env), default=default, keychains=keychains)
+    variables = tuple(sorted((name, value) for name, value in env.items() if name.startswith("IMGPKG_")))
+    return CredentialRules(hosts=_env_host_sets(env), default=default, keychains=keychains, variables=variables)
 
 
 def every_registry(username: str, password: str, token: str, *, anon: bool) -> Credential | None:
@@ -184,26 +181,22 @@ def every_registry(username: str, password: str, token: str, *, anon: bool) -> C
     return ANONYMOUS if anon else None
 
 
-def _plain_secret(name: str, data: Mapping[str, str]) -> CredentialRules:
-    allowed = {"username", "password", "token"}
+_SECRET_HOST_VARIABLES = {"hostname": "HOSTNAME", "username": "USERNAME", "password": "PASSWORD",
+                          "identity-token": "IDENTITY_TOKEN", "token": "REGISTRY_TOKEN"}  # fmt: skip
+_SECRET_VARIABLES = {"username": "IMGPKG_USERNAME", "password": "IMGPKG_PASSWORD", "token": "IMGPKG_TOKEN"}
+
+
+def _secret_variables(name: str, data: Mapping[str, str], index: int) -> dict[str, str]:
+    """The IMGPKG_* variables vendir hands imgpkg for one (hostname) secret: its authEnv."""
     if "hostname" in data:
-        allowed = {"hostname", "username", "password", "identity-token", "token"}
+        allowed = _SECRET_HOST_VARIABLES
+        names = {key: f"IMGPKG_REGISTRY_{field}_{index}" for key, field in allowed.items()}
+    else:
+        allowed, names = _SECRET_VARIABLES, dict(_SECRET_VARIABLES)
     for key in sorted(data):
         if key not in allowed:
             raise ConfigError(f"Unknown secret field '{key}' in secret '{name}'")
-    if not data:
-        return CredentialRules()
-    credential = Credential(
-        username=data.get("username", ""),
-        password=data.get("password", ""),
-        identity_token=data.get("identity-token", ""),
-        registry_token=data.get("token", ""),
-    )
-    if "hostname" in data:
-        return CredentialRules(hosts=(HostCredential(hostname=data["hostname"], credential=credential),))
-    # vendir hands these to imgpkg as IMGPKG_USERNAME/PASSWORD/TOKEN, picked as imgpkg picks them
-    return CredentialRules(default=every_registry(credential.username, credential.password,
-                                                  credential.registry_token, anon=False))  # fmt: skip
+    return {names[key]: value for key, value in data.items()}
 
 
 def _go_field(doc: object, name: str) -> object:
@@ -221,7 +214,7 @@ def _go_field(doc: object, name: str) -> object:
     return doc[keys[0]] if keys else None
 
 
-def _dockerconfig_secret(raw: str) -> CredentialRules:
+def _dockerconfig_secret(raw: str) -> dict[str, str]:
     if not raw.strip():  # no `.dockerconfigjson` at all: Go's json.Unmarshal of nothing
         raise ConfigError("Unmarshaling dockerconfigjson: unexpected end of JSON input")
     try:
@@ -231,15 +224,15 @@ def _dockerconfig_secret(raw: str) -> CredentialRules:
     auths = _go_field(doc, "Auths")
     if not isinstance(auths, dict):
         auths = {}
-    hosts = []
-    for host in sorted(auths):
+    variables: dict[str, str] = {}
+    for index, host in enumerate(sorted(auths)):  # one hostname secret each, in sorted order, as vendir makes them
         entry = auths[host] if isinstance(auths[host], dict) else {}
         username, password = str(_go_field(entry, "Username") or ""), str(_go_field(entry, "Password") or "")
         auth = _go_field(entry, "Auth")
         if not password and auth:
             username, password = _decode_auth(str(auth))
-        hosts.append(HostCredential(hostname=host, credential=Credential(username=username, password=password)))
-    return CredentialRules(hosts=tuple(hosts))
+        variables |= _secret_variables("", {"hostname": host, "username": username, "password": password}, index)
+    return variables
 
 
 def _decode_auth(value: str) -> tuple[str, str]:
@@ -259,7 +252,10 @@ def _decode_auth(value: str) -> tuple[str, str]:
 
 
 def secret_rules(name: str, secret_type: str, data: Mapping[str, str]) -> CredentialRules:
-    """The credentials a vendir secret (already base64-decoded) gives its content (kapp-controller spec §4.1-4.2)."""
+    """The credentials a vendir secret (already base64-decoded) gives its content (kapp-controller spec §4.1-4.2).
+
+    Read as vendir has imgpkg read them: the secret becomes IMGPKG_* variables (its authEnv), then credential rules.
+    """
     if secret_type == "kubernetes.io/dockerconfigjson":  # noqa: S105 - a Secret type, not a password
-        return _dockerconfig_secret(data.get(".dockerconfigjson", ""))
-    return _plain_secret(name, data)
+        return rules_from_env(_dockerconfig_secret(data.get(".dockerconfigjson", "")))
+    return rules_from_env(_secret_variables(name, data, 0))
