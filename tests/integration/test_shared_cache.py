@@ -10,8 +10,11 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
+import ssl
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -340,3 +343,91 @@ def test_links_planted_in_a_shared_cache_are_not_followed_by_a_pull(
     assert (cache / f"blobs/sha256/{layer}").read_bytes() == image.layers[0]
     report = run_cli("cache", "verify", "--cache-dir", str(cache), "--json")
     assert report.exit_code == 0, report.stdout
+
+
+def test_a_registries_yaml_login_is_the_callers_credential_to_the_cache(
+    auth_registry: Registry, repo_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registries.yaml `configs` auth is part of the caller's fingerprint.
+
+    A caller whose only login was there counted as anonymous: the private image it fetched was then served to a caller
+    with nothing, with no request (review).
+    """
+    ref = Pusher(auth_registry).image(f"{repo_prefix}/private", SECRET_IMAGE)
+    cache = tmp_path / "cache"
+    logged_in, empty = tmp_path / "registries.yaml", tmp_path / "empty.yaml"
+    logged_in.write_text(
+        f"configs:\n  {auth_registry.host}:\n    auth: {{username: {USERNAME}, password: {PASSWORD}}}\n"
+    )
+    empty.write_text("configs: {}\n")
+    monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(logged_in))
+    assert pull_as(ref, tmp_path / "first", cache, None, None)[0] == 0
+    mark = auth_registry.mark()
+    assert pull_as(ref, tmp_path / "again", cache, None, None)[0] == 0
+    assert auth_registry.since(mark) == []  # the same login: served from the cache
+    monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(empty))
+    code, stderr = pull_as(ref, tmp_path / "other", cache, None, None)
+    assert code == 1
+    assert "requires authentication" in stderr
+    assert manifest_requests(auth_registry, mark)  # it asked the registry itself, which refused it
+    assert not (tmp_path / "other").exists()
+
+
+OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
+
+
+class _ClientCertRegistry(Registry):
+    """A TLS registry that admits only callers presenting a certificate of its CA (Distribution's `clientcas`)."""
+
+    def _config(self) -> str:
+        text = super()._config()  # makes the CA
+        assert self.ca_cert is not None
+        return text.replace("  tls:\n", f"  tls:\n    clientcas:\n      - {self.ca_cert}\n", 1)
+
+    def client_cert(self) -> tuple[Path, Path]:
+        key, csr, crt = self.workdir / "client.key", self.workdir / "client.csr", self.workdir / "client.crt"
+        if not crt.exists():
+            subprocess.run([OPENSSL, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+                            "-subj", "/CN=client"], check=True, capture_output=True)  # fmt: skip
+            subprocess.run([OPENSSL, "x509", "-req", "-in", csr, "-CA", self.workdir / "ca.crt", "-CAkey",
+                            self.workdir / "ca.key", "-CAcreateserial", "-out", crt, "-days", "2"],
+                           check=True, capture_output=True)  # fmt: skip
+        return crt, key
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        context = super().ssl_context()
+        if context is not None:
+            context.load_cert_chain(*map(str, self.client_cert()))
+        return context
+
+
+@pytest.mark.parametrize("with_password", [False, True])
+def test_a_client_certificate_is_the_callers_credential_to_the_cache(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_password: bool
+) -> None:
+    """A client certificate is a credential to the shared cache.
+
+    A registry admitting by certificate never challenges: what it gave is not anyone's, and the certificate is part
+    of the caller's fingerprint (a caller without it used to be served the private image from the cache).
+    """
+    registry = _ClientCertRegistry(mode="tls", workdir=tmp_path_factory.mktemp("mtls")).start()
+    try:
+        ref = Pusher(registry).image("team/private", SECRET_IMAGE)
+        crt, key = registry.client_cert()
+        assert registry.ca_cert is not None
+        monkeypatch.setenv("SSL_CERT_FILE", str(registry.ca_cert))
+        with_cert, without = tmp_path / "registries.yaml", tmp_path / "empty.yaml"
+        with_cert.write_text(f"configs:\n  {registry.host}:\n    tls: {{cert_file: {crt}, key_file: {key}}}\n")
+        without.write_text("configs: {}\n")
+        monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(with_cert))
+        login = ("someone", "anything") if with_password else (None, None)  # a login this registry never asks for
+        assert pull_as(ref, tmp_path / "first", tmp_path / "cache", *login)[0] == 0
+        mark = registry.mark()
+        assert pull_as(ref, tmp_path / "again", tmp_path / "cache", *login)[0] == 0
+        assert registry.since(mark) == []
+        monkeypatch.setenv("OCIVENDIR_REGISTRY_CONFIG", str(without))
+        code, _ = pull_as(ref, tmp_path / "other", tmp_path / "cache", None, None)
+        assert code == 1  # asked the registry itself, whose handshake refuses it
+        assert not (tmp_path / "other").exists()
+    finally:
+        registry.stop()

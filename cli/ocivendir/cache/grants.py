@@ -86,10 +86,21 @@ class Fingerprints:
             raise OSError(msg)
         return existing
 
-    def principal(self, registry: str, credential: Credential) -> str:
-        """`anonymous` for no credential, else the credential's keyed fingerprint (bound to the registry)."""
+    def principal(self, registry: str, credential: Credential, *, certificate: str = "") -> str:
+        """`anonymous` for no credential, else the credential's keyed fingerprint (bound to the registry).
+
+        `certificate`: the client certificate file the caller presents to the registry (registries.yaml's `tls`),
+        part of the fingerprint by its bytes; one that cannot be read is fingerprinted by its path (never anonymous).
+        """
         parts = (credential.username, credential.password, credential.identity_token, credential.registry_token)
-        if not any(parts):
+        if not any(parts) and not certificate:
             return ANONYMOUS_PRINCIPAL
-        message = "\0".join((registry, *parts)).encode()
+        presented = ""
+        if certificate:
+            try:
+                with open(certificate, "rb") as cert:
+                    presented = hashlib.sha256(cert.read(1 << 20)).hexdigest()
+            except OSError:
+                presented = f"unreadable {certificate}"
+        message = "\0".join((registry, *parts, *((presented,) if certificate else ()))).encode()  # old keys hold
         return _HMAC_PREFIX + hmac.new(self._load(), message, hashlib.sha256).hexdigest()

@@ -170,32 +170,45 @@ def open_cache(settings: Settings, *, required: bool = False) -> tuple[BlobStore
     return store, index
 
 
-def _client_factory(run: Run) -> Callable[[ClientSpec, CacheIndex | None], RegistryClient]:
+def _plan_loader(run: Run) -> Callable[[], MirrorPlan]:
+    """registries.yaml's plan, read on first need and once per run (its notes are warnings)."""
+    loaded: list[MirrorPlan] = []
+
+    def plan() -> MirrorPlan:
+        if not loaded:
+            found, notes = load_registry_plan(run.settings)
+            loaded.append(found)
+            for note in notes:
+                run.output.event(WarningEvent(message=note))
+        return loaded[0]
+
+    return plan
+
+
+def _client_factory(
+    run: Run, plan: Callable[[], MirrorPlan]
+) -> Callable[[ClientSpec, CacheIndex | None], RegistryClient]:
     """Builds a registry client per credential set, importing the network stack (and reading registries.yaml) then."""
     settings = run.settings
-    loaded: list[MirrorPlan] = []
 
     def factory(spec: ClientSpec, index: CacheIndex | None) -> RegistryClient:
         from ocivendir.registry.auth import Keyring  # noqa: PLC0415 - the warm path never gets here
         from ocivendir.registry.client import RegistryClient  # noqa: PLC0415
 
-        if not loaded:
-            plan, notes = load_registry_plan(settings)
-            loaded.append(plan)
-            for note in notes:
-                run.output.event(WarningEvent(message=note))
         options = _client_options(settings, run.flags, spec.skip_verify, spec.read_timeout)
-        keyring = Keyring(_rules(settings, spec.credentials), settings.docker_configs, loaded[0])
-        return RegistryClient(options, keyring, index, loaded[0])
+        keyring = Keyring(_rules(settings, spec.credentials), settings.docker_configs, plan())
+        return RegistryClient(options, keyring, index, plan())
 
     return factory
 
 
-def _principal(run: Run, store: BlobStore) -> Callable[[ClientSpec, Repository], str]:
+def _principal(run: Run, store: BlobStore, plan: Callable[[], MirrorPlan]) -> Callable[[ClientSpec, Repository], str]:
     """Who the caller is to a registry, for a shared cache's access grants: its credential's keyed fingerprint.
 
-    Only the credential lookup runs (no network stack); registries.yaml is not read for it. Nothing is loaded until
-    a manifest is not known to be readable anonymously.
+    The credential is the one its client sends the origin (registries.yaml's `configs` auth included), with the
+    client certificate registries.yaml gives the origin: a registry that admits by certificate never challenges.
+    Only the credential lookup runs (no network stack). Nothing is loaded until a manifest is not known to be
+    readable anonymously.
     """
     made: list[Fingerprints] = []
 
@@ -205,8 +218,10 @@ def _principal(run: Run, store: BlobStore) -> Callable[[ClientSpec, Repository],
 
         if not made:
             made.append(Fingerprints(os.path.join(store.root, "grants.key")))
-        keyring = Keyring(_rules(run.settings, spec.credentials), run.settings.docker_configs)
-        return made[0].principal(repo.registry, keyring(repo.registry, repo.path))
+        keyring = Keyring(_rules(run.settings, spec.credentials), run.settings.docker_configs, plan())
+        tls = plan().config_for(repo.registry).tls
+        certificate = tls.cert_file if tls is not None else ""
+        return made[0].principal(repo.registry, keyring(repo.registry, repo.path), certificate=certificate)
 
     return principal
 
@@ -239,11 +254,12 @@ def open_content(run: Run, *, target: str | None) -> Iterator[tuple[Content, str
         else:
             store, index, lock_dir = _throwaway_store(target), None, _private_lock_dir()
             stack.callback(remove_tree, store.root)
-        content = Content(store=store, index=index, client_factory=_client_factory(run),
+        plan = _plan_loader(run)
+        content = Content(store=store, index=index, client_factory=_client_factory(run, plan),
                           concurrency=settings.concurrency, events=run.output.event, offline=settings.offline,
                           stale_if_error=settings.stale_if_error,
                           extract_limits=ExtractLimits(max_bytes=settings.max_extract_size),
-                          principal=_principal(run, store) if index is not None else None)  # fmt: skip
+                          principal=_principal(run, store, plan) if index is not None else None)  # fmt: skip
         if source is not None:
             from ocivendir.engine.signatures import SignatureGate  # noqa: PLC0415 - only with --policy
 

@@ -216,8 +216,9 @@ class Sender:
     ) -> Response:
         key = (endpoint.host, endpoint.path)
         with self._lock:
-            if endpoint.mirror:  # a mirror's answer says nothing of who may read the origin: never anyone's
-                self._credentialed.add(endpoint.registry)
+            tls = endpoint.config.tls
+            if endpoint.mirror or (tls is not None and tls.cert_file):  # a mirror's answer says nothing of who may
+                self._credentialed.add(endpoint.registry)  # read the origin; a client certificate is a credential
             auth = self._auth_headers.get(key)
         remembered = auth is None and (auth := self._remembered(endpoint)) is not None
         sent = dict(headers)
