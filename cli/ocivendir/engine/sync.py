@@ -276,20 +276,24 @@ class _Syncer:
         if not (self.options.lazy and config.lazy and previous is not None):
             return None
         entry = previous.entry(directory.path, config.path)
-        if entry is None or entry.config_digest != digest or not self._kept_may_stay(entry):
+        if entry is None or entry.config_digest != digest or not self._kept_may_stay(entry, config):
             return None
         return entry
 
-    def _kept_may_stay(self, entry: LockContent) -> bool:
+    def _kept_may_stay(self, entry: LockContent, config: ContentConfig) -> bool:
         """With `--policy`, a lazy image or bundle is kept only when it passed these policy files before.
 
         A content synced before a policy existed, or under a policy since edited, is fetched again (from the cache when
         its blobs are there) so that the gate judges it: a sync that a policy governs vouches for its whole output.
+        A recursive bundle is always judged again: its nested bundles have verdicts of their own, which the lock does
+        not name (a pass remembered for the outer one says nothing of them; each is remembered, so this asks nothing).
         """
         gate = self.content.signatures
         key = _LOCK_REF_KEYS.get(entry.source_type)
         if gate is None or key is None:
             return True
+        if config.source.get("recursive"):
+            return False
         try:
             locked = parse_reference(str(entry.data.get(key) or ""))
         except OcivendirError:
