@@ -157,6 +157,7 @@ class Settings:
     proxy_vars: tuple[str, str, str]  # HTTP_PROXY, HTTPS_PROXY, NO_PROXY (upper case first)
     credentials: CredentialRules
     docker_configs: tuple[str, ...]
+    registry_auth_file: str | None = None  # REGISTRY_AUTH_FILE: read only where the docker config file is absent
     ssl_cert_file: str | None  # SSL_CERT_FILE; registry/truststore.py applies Go's defaults when unset
     ssl_cert_dir: str | None  # SSL_CERT_DIR (colon-separated)
     insecure_registries: frozenset[str] = field(default_factory=frozenset)
@@ -250,8 +251,6 @@ def _docker_configs(environ: Mapping[str, str]) -> tuple[str, ...]:
         paths.append(pure(os.path.join(environ["DOCKER_CONFIG"], "config.json")))
     elif environ.get("HOME"):
         paths.append(pure(os.path.join(environ["HOME"], ".docker", "config.json")))
-    if environ.get("REGISTRY_AUTH_FILE"):  # podman's and skopeo's, which go-containerregistry reads before XDG's
-        paths.append(pure(environ["REGISTRY_AUTH_FILE"]))
     if environ.get("XDG_RUNTIME_DIR"):
         paths.append(pure(os.path.join(environ["XDG_RUNTIME_DIR"], "containers", "auth.json")))
     return tuple(paths)
@@ -444,6 +443,7 @@ def _build(flags: Flags, env: dict[str, str], umask: int) -> Settings:
         proxy_vars=_proxy(env),
         credentials=_credentials(flags, env),
         docker_configs=_docker_configs(env),
+        registry_auth_file=pure(env["REGISTRY_AUTH_FILE"]) if env.get("REGISTRY_AUTH_FILE") else None,
         ssl_cert_file=env.get("SSL_CERT_FILE") or None,
         ssl_cert_dir=env.get("SSL_CERT_DIR") or None,
         insecure_registries=_insecure_hosts(flags, env),

@@ -343,3 +343,15 @@ def test_a_docker_config_that_cannot_be_read_is_named_with_go_s_words(tmp_path: 
     with pytest.raises(ConfigError) as caught:
         DockerConfig.load(tmp_path / "config.json")
     assert caught.value.message == f"Reading docker config '{tmp_path / 'config.json'}': is a directory"
+
+
+def test_registry_auth_file_stands_in_for_a_docker_config_file_that_does_not_exist(tmp_path: Path) -> None:
+    """go-containerregistry reads $REGISTRY_AUTH_FILE only where the docker config file is absent (review)."""
+    auth_file = write_config(tmp_path / "auth.json", {"auths": {"r.io": {"auth": ALICE}}})
+    docker = tmp_path / "docker" / "config.json"
+    keyring = Keyring(CredentialRules(), (docker,), auth_file=str(auth_file))
+    assert keyring("r.io", "a") == Credential(username="alice", password="pw")
+    write_config(docker, {"auths": {}})
+    assert keyring("r.io", "a") == Credential()
+    (tmp_path / "auth.json").write_text("{broken")  # never read beside a docker config file
+    assert keyring("r.io", "a") == Credential()

@@ -311,40 +311,7 @@ def test_the_every_registry_credential_is_picked_as_imgpkg_s_custom_keychain_pic
 
 def test_docker_config_files_are_looked_for_where_go_containerregistry_looks() -> None:
     env = {"HOME": "/home/me", "REGISTRY_AUTH_FILE": "/run/podman/auth.json", "XDG_RUNTIME_DIR": "/run/user/1"}
-    assert load_settings(Flags(), env).docker_configs == (
-        "/home/me/.docker/config.json", "/run/podman/auth.json", "/run/user/1/containers/auth.json")  # fmt: skip
+    settings = load_settings(Flags(), env)
+    assert settings.docker_configs == ("/home/me/.docker/config.json", "/run/user/1/containers/auth.json")
+    assert settings.registry_auth_file == "/run/podman/auth.json"  # only where the docker config file is absent
     assert load_settings(Flags(), {**env, "DOCKER_CONFIG": "/etc/dc"}).docker_configs[0] == "/etc/dc/config.json"
-
-
-@pytest.mark.parametrize(
-    ("secret", "env", "expected"),
-    [
-        # the environment's set `_0` is the secret's first hostname: its variables replace the secret's one by one
-        ({"hostname": "r.io", "username": "u", "password": "good"}, {"IMGPKG_REGISTRY_PASSWORD_0": "wrong"},
-         Credential(username="u", password="wrong")),
-        ({"hostname": "r.io", "username": "u", "password": "good"},
-         {"IMGPKG_REGISTRY_HOSTNAME_0": "other.example", "IMGPKG_REGISTRY_USERNAME_0": "v"}, None),
-        ({"hostname": "r.io", "username": "u", "password": "good"},
-         {"IMGPKG_REGISTRY_HOSTNAME_1": "r.io", "IMGPKG_REGISTRY_USERNAME_1": "v"}, Credential(username="u", password="good")),
-        # the secret's every-registry fields, then the environment's, then picked as imgpkg picks them
-        ({"username": "u", "password": "p"}, {"IMGPKG_TOKEN": "t"}, Credential(username="u", password="p")),
-        ({"username": "u"}, {"IMGPKG_PASSWORD": "from-env"}, Credential(username="u", password="from-env")),
-        ({"username": "u", "password": "p"}, {"IMGPKG_USERNAME": "w"}, Credential(username="w", password="p")),
-    ],
-)  # fmt: skip
-def test_a_secret_and_the_environment_are_merged_as_vendir_merges_them(
-    secret: dict[str, str], env: dict[str, str], expected: Credential | None
-) -> None:
-    """The environment wins on the same key (spec §4.4), variable by variable.
-
-    vendir hands imgpkg the secret as IMGPKG_* variables followed by the process environment; ours used to keep the
-    secret's and the environment's sets apart.
-    """
-    rules = secret_rules("s", "Opaque", secret).merged_with(load_settings(Flags(), env).credentials)
-    assert rules.lookup("r.io/team/app") == expected
-
-
-def test_registry_flags_beat_a_secret_and_the_environment() -> None:
-    settings = load_settings(Flags(registry_username="flag", registry_password="f"), {"IMGPKG_USERNAME": "env"})
-    rules = secret_rules("s", "Opaque", {"username": "u", "password": "p"}).merged_with(settings.credentials)
-    assert rules.lookup("r.io/a") == Credential(username="flag", password="f")

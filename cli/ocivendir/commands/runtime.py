@@ -196,7 +196,8 @@ def _client_factory(
         from ocivendir.registry.client import RegistryClient  # noqa: PLC0415
 
         options = _client_options(settings, run.flags, spec.skip_verify, spec.read_timeout)
-        keyring = Keyring(_rules(settings, spec.credentials), settings.docker_configs, plan())
+        keyring = Keyring(_rules(settings, spec.credentials), settings.docker_configs, plan(),
+                          auth_file=settings.registry_auth_file)  # fmt: skip
         return RegistryClient(options, keyring, index, plan())
 
     return factory
@@ -218,7 +219,8 @@ def _principal(run: Run, store: BlobStore, plan: Callable[[], MirrorPlan]) -> Ca
 
         if not made:
             made.append(Fingerprints(os.path.join(store.root, "grants.key")))
-        keyring = Keyring(_rules(run.settings, spec.credentials), run.settings.docker_configs, plan())
+        keyring = Keyring(_rules(run.settings, spec.credentials), run.settings.docker_configs, plan(),
+                          auth_file=run.settings.registry_auth_file)  # fmt: skip
         tls = plan().config_for(repo.registry).tls
         certificate = tls.cert_file if tls is not None else ""
         return made[0].principal(repo.registry, keyring(repo.registry, repo.path), certificate=certificate)

@@ -258,12 +258,13 @@ class Keyring:
     2. the host's registries.yaml `configs` auth (else the `*` entry's);
     3. credentials for every registry (a Secret without `hostname`, IMGPKG_USERNAME/PASSWORD/TOKEN/ANON, the
        --registry-* flags) — for the origin only: they are never sent to a mirror's host;
-    4. the docker config files; 5. anonymous.
+    4. the docker config files (`$REGISTRY_AUTH_FILE` where the docker config file is absent); 5. anonymous.
     """
 
     rules: CredentialRules
     config_files: tuple[str | os.PathLike[str], ...]
     plan: MirrorPlan | None = None
+    auth_file: str | None = None  # $REGISTRY_AUTH_FILE: in place of the docker config where that file is absent
 
     def __call__(self, registry: str, repository: str, /, *, mirror: bool = False) -> Credential:
         """The credential to use for `registry` (host[:port]) and its repository path; `mirror` for a mirror host."""
@@ -275,8 +276,10 @@ class Keyring:
             return configured
         if not mirror and self.rules.default is not None:
             return self.rules.default
-        for path in self.config_files:
+        for position, path in enumerate(self.config_files):
             config = DockerConfig.load(path)
+            if config is None and position == 0 and self.auth_file:  # go-containerregistry's either/or
+                config = DockerConfig.load(self.auth_file)
             credential = config.lookup(registry, repository) if config else None
             if credential is not None:
                 return credential
