@@ -16,6 +16,10 @@ from ocivendir.server.selfpaths import names_own_descriptors
         ["vendir", "sync", "-f", "/proc/thread-self/fd/5"],
         ["vendir", "sync", "-f", "dev/fd/4"],  # relative, from /
         ["vendir", "sync", "-f", "../../dev/fd/4"],
+        ["vendir", "sync", "--lock-file", "/dev//fd/3"],  # other spellings of the same path (review)
+        ["vendir", "sync", "--lock-file", "/dev/./fd/3"],
+        ["vendir", "sync", "--lock-file=//proc/./self/fd/3"],
+        ["vendir", "sync", "--lock-file", "/dev/tty"],  # the opener's controlling terminal
     ],
 )
 def test_an_argument_naming_descriptors_is_refused_by_position(argv: list[str]) -> None:

@@ -8,12 +8,15 @@ keeps open between calls (which a lock written there would overwrite). Such a ca
 instead, where the names mean what the caller meant. `/dev/stdin`, `/dev/stdout` and `/dev/stderr` name 0-2, which
 the worker holds as the caller's, and so stay served.
 
-The check is textual and errs towards in-process: any argument or environment value mentioning `dev/fd` or the self
-links (relative spellings from `/` included), and any working directory under `/dev` or `/proc`, from which a
-relative `fd/3` would reach them.
+The check is textual and errs towards in-process: any argument or environment value mentioning `dev/fd`, `dev/tty`
+(the opening process's terminal: a worker has none) or the self links, as written or once `//` and `.`/`..` are
+folded (`/dev//fd/3`, `/dev/./fd/3`; relative spellings from `/` included), and any working directory under `/dev` or
+`/proc`, from which a relative `fd/3` would reach them. A symbolic link to one of them is not seen.
 """
 
 from __future__ import annotations
+
+import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["names_own_descriptors"]
 
-_MARKS = ("dev/fd", "proc/self", "proc/thread-self")
+_MARKS = ("dev/fd", "proc/self", "proc/thread-self", "dev/tty")  # /dev/tty: the opener's terminal (a worker has none)
 _PLACES = ("/dev", "/proc")
 
 
@@ -40,4 +43,11 @@ def names_own_descriptors(argv: Sequence[str], env: Mapping[str, str], cwd: str)
 
 
 def _marked(value: str) -> bool:
-    return any(mark in value for mark in _MARKS)
+    """Whether `value` mentions a mark, spelt as given or as the path resolves textually (`/dev//fd`, `/dev/./fd`)."""
+    if any(mark in value for mark in _MARKS):
+        return True
+    if "/" not in value:
+        return False
+    while "//" in value:
+        value = value.replace("//", "/")
+    return any(mark in os.path.normpath(value) for mark in _MARKS)
