@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["go_loads", "loads"]
+__all__ = ["first_value", "go_loads", "loads"]
 
 
 def loads(
@@ -50,3 +50,15 @@ def go_loads(data: bytes, *, object_pairs_hook: Callable[[list[tuple[str, object
     document means one thing to Go and another here.
     """
     return loads(data.decode("utf-8"), object_pairs_hook=object_pairs_hook, parse_constant=_constant)
+
+
+def first_value(text: str) -> object:
+    """The first JSON value of `text` (whitespace before it skipped), what follows it ignored: Go's json.Decoder.Decode.
+
+    ValueError when it does not start with one.
+    """
+    stripped = text.lstrip(" \t\n\r")
+    try:
+        return json.JSONDecoder().raw_decode(stripped)[0]
+    except RecursionError:
+        raise json.JSONDecodeError("Nested too deeply", stripped, 0) from None

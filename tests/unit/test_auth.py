@@ -355,3 +355,32 @@ def test_registry_auth_file_stands_in_for_a_docker_config_file_that_does_not_exi
     assert keyring("r.io", "a") == Credential()
     (tmp_path / "auth.json").write_text("{broken")  # never read beside a docker config file
     assert keyring("r.io", "a") == Credential()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ['{"username": "bob", "secret": "s3"}', '{"Username": "bob", "Secret": "s3"}\\nlogged in via SSO',
+     '  {"ServerURL": "r.io", "USERNAME": "bob", "SECRET": "s3"} {"another": 1}'],
+)  # fmt: skip
+def test_a_helper_answer_is_read_as_docker_credential_helpers_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    """Go's json.Decoder: the first value only, its keys in any case (a lower-case answer was an empty credential)."""
+    script(tmp_path / "bin" / "docker-credential-t", f"read server\nprintf '%s' '{answer}'")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    config = DockerConfig.load(write_config(tmp_path / "config.json", {"credsStore": "t"}))
+    assert config is not None
+    assert config.lookup("r.io") == Credential(username="bob", password="s3")
+
+
+def test_a_refresh_token_post_carries_no_basic_header_beside_it(rsps: RequestsMock) -> None:
+    """An entry keeps its user and password beside an identity token; go-containerregistry posts the token alone."""
+    registry, digest = "id.example.com", "sha256:" + "0" * 64
+    rsps.head(f"https://{registry}/v2/team/app/manifests/v1", status=401,
+              headers={"WWW-Authenticate": 'Bearer realm="https://auth.example.com/token",service="svc"'})  # fmt: skip
+    rsps.post("https://auth.example.com/token", json={"access_token": "at"})
+    rsps.head(f"https://{registry}/v2/team/app/manifests/v1", headers={"Docker-Content-Digest": digest})
+    found = Credential(username="alice", password="pw", identity_token="rt")
+    client = RegistryClient(ClientOptions(), lambda _r, _p, **_: found)
+    assert str(client.resolve(parse_reference(f"{registry}/team/app:v1")).digest) == digest
+    assert "Authorization" not in rsps.calls[1].request.headers

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from ocivendir import diag, jsondoc
 from ocivendir.errors import ConfigError, UnsupportedMediaType, os_reason
 from ocivendir.gobase64 import go_base64
+from ocivendir.gofold import go_fold
 from ocivendir.oci import gokeys
 from ocivendir.oci.configtypes import check_go_types
 from ocivendir.registry.credentials import ANONYMOUS, Credential, CredentialRules
@@ -237,13 +238,14 @@ def _from_helper(helper: str, server: str, named: str) -> Credential | None:
             f"Credential helper {name} failed for {server}: error getting credentials - err: exit status "
             f"{done.returncode}, out: `{out[:_SHOWN]}`"
         )
-    try:
-        answer = jsondoc.loads(done.stdout)
+    try:  # as docker-credential-helpers decodes it: the first JSON value, its keys in any case (Go's encoding/json)
+        answer = jsondoc.first_value(done.stdout)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):  # an answer that is not an object was an AttributeError before
         raise ConfigError(f"Credential helper {name} gave invalid JSON for {server}")
-    username, secret = str(answer.get("Username", "")), str(answer.get("Secret", ""))
+    fields = {go_fold(key): value for key, value in answer.items()}
+    username, secret = str(fields.get("username") or ""), str(fields.get("secret") or "")
     if username == "<token>":
         return Credential(identity_token=secret)
     return Credential(username=username, password=secret)

@@ -191,7 +191,9 @@ class Sender:
     ) -> tuple[str, object]:
         """A token from the realm, and its `expires_in` as the token endpoint sent it (None when absent)."""
         form = {"scope": _scope(endpoint), "service": service or ""}
-        basic = (credential.username, credential.password) if credential.username else None
+        basic = None  # go-containerregistry's refreshOauth posts the refresh token alone: no Basic beside it
+        if credential.username and not credential.identity_token:
+            basic = (credential.username, credential.password)
         if credential.identity_token:
             form |= {"grant_type": "refresh_token", "refresh_token": credential.identity_token}
             form["client_id"] = "ocivendir"
