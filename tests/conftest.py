@@ -34,12 +34,16 @@ def _dispositions_as_a_terminal_gives_them() -> None:
 
     Started in the background (`nohup`, `cmd &` in a script), SIGHUP or SIGINT is ignored; a client started with a
     signal ignored does not relay it (in-process it would be ignored), and the tests that send one expect it relayed.
+    A signal ignored here is caught by a handler that does nothing instead: still ignored by the suite itself (nohup
+    keeps its meaning), while a program it starts gets the default (exec resets a caught signal, not an ignored one).
     """
-    for signo in (signal.SIGHUP, signal.SIGTERM):
+    for signo in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(signo) == signal.SIG_IGN:
-            signal.signal(signo, signal.SIG_DFL)
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signo, _still_ignored)
+
+
+def _still_ignored(_signo: int, _frame: object) -> None:
+    """A signal the suite was started with ignored: still nothing happens."""
 
 
 _dispositions_as_a_terminal_gives_them()
