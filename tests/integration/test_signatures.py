@@ -440,29 +440,15 @@ def test_signature_content_is_cached_whole_and_an_oversized_signature_blob_is_ne
     assert len(blob_gets) == 1  # the image's own config (fetch_image reads it); no signature blob
 
 
-def test_a_refused_nested_bundle_is_not_kept_by_its_outer_bundles_verdict(
-    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, key: Key
+@pytest.mark.parametrize("remembered_by", ["a sync the nested bundle failed", "a non-recursive pull"])
+def test_a_lazy_recursive_bundle_is_not_kept_by_its_outer_bundles_verdict(
+    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, key: Key, remembered_by: str
 ) -> None:
-    """A lazy recursive bundle is judged again under a policy: its nested bundles' verdicts are their own (review)."""
-    inner = publish_bundle(pusher, f"{repo_prefix}/inner", images=1)
-    outer = publish_outer_bundle(pusher, f"{repo_prefix}/outer", inner)
-    ref = outer.ref(registry)
-    work, cache = tmp_path / "work", tmp_path / "cache"
-    work.mkdir()
-    sync_config(work, ref, recursive=True, lazy=True)
-    plain = run_cli("sync", "--chdir", str(work), "--cache-dir", str(cache))
-    assert plain.exit_code == 0, plain.stderr
-    inner_only = write_policy(tmp_path, policy("inner", f"{registry.host}/{inner.bundle_repo}@*", key), "inner.yaml")
-    refused = sync(work, cache, inner_only)
-    assert refused.exit_code == 1, refused.stderr  # type: ignore[attr-defined]
-    assert "signature policy 'inner'" in refused.stderr  # type: ignore[attr-defined]
-    again = sync(work, cache, inner_only)
-    assert again.exit_code == 1, "kept lazily with exit 0 though its nested bundle fails the enforce policy"  # type: ignore[attr-defined]
+    """A lazy recursive bundle is judged again under a policy: its nested bundles' verdicts are their own (review).
 
-
-def test_an_outer_verdict_from_a_non_recursive_pull_does_not_keep_the_lazy_recursive_bundle(
-    registry: Registry, pusher: Pusher, repo_prefix: str, tmp_path: Path, key: Key
-) -> None:
+    The outer bundle's pass is remembered as soon as it is judged: before its nested bundle is refused, or by a pull
+    that never looks at the nested one. Kept by it, the refused nested bundle stayed with exit 0.
+    """
     inner = publish_bundle(pusher, f"{repo_prefix}/inner", images=1)
     outer = publish_outer_bundle(pusher, f"{repo_prefix}/outer", inner)
     ref = outer.ref(registry)
@@ -471,9 +457,14 @@ def test_an_outer_verdict_from_a_non_recursive_pull_does_not_keep_the_lazy_recur
     sync_config(work, ref, recursive=True, lazy=True)
     assert run_cli("sync", "--chdir", str(work), "--cache-dir", str(cache)).exit_code == 0
     inner_only = write_policy(tmp_path, policy("inner", f"{registry.host}/{inner.bundle_repo}@*", key), "inner.yaml")
-    pulled = run_cli(
-        "pull", "-b", ref, "-o", str(tmp_path / "p"), "--cache-dir", str(cache), "--policy", str(inner_only)
-    )
-    assert pulled.exit_code == 0, pulled.stderr  # the outer bundle alone: no policy matches it
+    if remembered_by == "a non-recursive pull":
+        pulled = run_cli("pull", "-b", ref, "-o", str(tmp_path / "p"), "--cache-dir", str(cache),
+                         "--policy", str(inner_only))  # fmt: skip
+        assert pulled.exit_code == 0, pulled.stderr  # the outer bundle alone: no policy matches it
+    else:
+        refused = sync(work, cache, inner_only)
+        assert refused.exit_code == 1, refused.stderr  # type: ignore[attr-defined]
+        assert "signature policy 'inner'" in refused.stderr  # type: ignore[attr-defined]
     again = sync(work, cache, inner_only)
-    assert again.exit_code == 1, "kept lazily with exit 0: the nested bundle was never judged"  # type: ignore[attr-defined]
+    assert again.exit_code == 1  # type: ignore[attr-defined]
+    assert "signature policy 'inner'" in again.stderr  # type: ignore[attr-defined]
