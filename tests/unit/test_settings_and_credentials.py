@@ -68,6 +68,8 @@ def test_flags_win_over_environment_and_empty_variables_count_as_unset() -> None
      ("*.corp.com", "a.b.corp.com/a", False), ("r.io:5000", "r.io/a", False), ("r.io:5000", "r.io:5000/a", True),
      ("r.io/team", "r.io/team/app", True), ("r.io/team", "r.io/other/app", False),
      ("r.io/team", "r.io/teamx/app", True),  # URLsMatchStr's plain prefix, as imgpkg and vendir match it
+     ("[::1]:5000", "[::1]:5000/team/app", True), ("[::1]:5000", "[::1]:5001/team/app", False),  # IPv6 literals
+     ("user@r.io", "r.io/a", True),  # Go's URL host has no user info
      ("https://r.io/v2/", "r.io/a", True)],
 )  # fmt: skip
 def test_kubernetes_host_matching(pattern: str, repository: str, matches: bool) -> None:

@@ -68,12 +68,12 @@ def _split_pattern(text: str) -> tuple[str, str, str]:
 
     if "://" not in text:
         text = "https://" + text
-    try:
+    try:  # Go's url.Parse, then net.SplitHostPort: user info dropped, an IPv6 literal out of its brackets
         parts = urlsplit(text)
-        netloc = parts.netloc.lower()
-    except ValueError as exc:  # an unclosed or invalid bracketed host
+        host, number = (parts.hostname or ""), parts.port
+    except ValueError as exc:  # an unclosed or invalid bracketed host, a port that is no number
         raise ConfigError(f'Parsing registry hostname: parse "{text}": {exc} (e.g. gcr.io, index.docker.io)') from None
-    host, _, port = netloc.rpartition(":") if netloc.count(":") == 1 else (netloc, "", "")
+    port = "" if number is None else str(number)
     path = parts.path
     for prefix in ("/v1/", "/v2/"):
         if path.startswith(prefix):
