@@ -546,7 +546,6 @@ def test_a_served_call_loads_only_what_handing_it_over_needs(place: ServerPlace,
         "ocivendir.server.client",
         "ocivendir.server.interpreter",
         "ocivendir.server.place",
-        "ocivendir.server.selfpaths",
         "ocivendir.server.wire",
     ]  # flagscan only for a command line that starts with a flag
     assert sorted(loaded - interpreter - network - set(ours)) == ["__future__"]

@@ -252,7 +252,6 @@ def test_the_client_path_imports_only_what_handing_a_call_over_needs() -> None:
         "ocivendir.server.client",
         "ocivendir.server.interpreter",
         "ocivendir.server.place",
-        "ocivendir.server.selfpaths",
         "ocivendir.server.wire",
     ]
     assert ours == repr(client)

@@ -92,15 +92,20 @@ class Fingerprints:
         `certificate`: the client certificate file the caller presents to the registry (registries.yaml's `tls`),
         part of the fingerprint by its bytes; one that cannot be read is fingerprinted by its path (never anonymous).
         """
-        parts = (credential.username, credential.password, credential.identity_token, credential.registry_token)
+        parts: tuple[str, ...] = (credential.username, credential.password, credential.identity_token,
+                                  credential.registry_token)  # fmt: skip
         if not any(parts) and not certificate:
             return ANONYMOUS_PRINCIPAL
-        presented = ""
-        if certificate:
-            try:
-                with open(certificate, "rb") as cert:
-                    presented = hashlib.sha256(cert.read(1 << 20)).hexdigest()
-            except OSError:
-                presented = f"unreadable {certificate}"
-        message = "\0".join((registry, *parts, *((presented,) if certificate else ()))).encode()  # old keys hold
+        if certificate:  # only then a part more: fingerprints made before certificates counted still match
+            parts = (*parts, _certificate_digest(certificate))
+        message = "\0".join((registry, *parts)).encode()
         return _HMAC_PREFIX + hmac.new(self._load(), message, hashlib.sha256).hexdigest()
+
+
+def _certificate_digest(path: str) -> str:
+    """The sha256 of a client certificate file's bytes (its first MiB), or its path when it cannot be read."""
+    try:
+        with open(path, "rb") as cert:
+            return hashlib.sha256(cert.read(1 << 20)).hexdigest()
+    except OSError:
+        return f"unreadable {path}"

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from ocivendir.cache.grants import Fingerprints
     from ocivendir.oci.reference import Repository
+    from ocivendir.registry.auth import Keyring
     from ocivendir.registry.client import RegistryClient
     from ocivendir.registry.mirrors import MirrorPlan
 
@@ -170,6 +171,14 @@ def open_cache(settings: Settings, *, required: bool = False) -> tuple[BlobStore
     return store, index
 
 
+def _keyring(settings: Settings, spec: ClientSpec, plan: MirrorPlan) -> Keyring:
+    """The credential lookup of one content's client: its Secret's rules and the run's, then files and plan."""
+    from ocivendir.registry.auth import Keyring  # noqa: PLC0415 - only when a registry or a grant needs it
+
+    rules = _rules(settings, spec.credentials)
+    return Keyring(rules, settings.docker_configs, plan, auth_file=settings.registry_auth_file)
+
+
 def _plan_loader(run: Run) -> Callable[[], MirrorPlan]:
     """registries.yaml's plan, read on first need and once per run (its notes are warnings)."""
     loaded: list[MirrorPlan] = []
@@ -192,13 +201,10 @@ def _client_factory(
     settings = run.settings
 
     def factory(spec: ClientSpec, index: CacheIndex | None) -> RegistryClient:
-        from ocivendir.registry.auth import Keyring  # noqa: PLC0415 - the warm path never gets here
-        from ocivendir.registry.client import RegistryClient  # noqa: PLC0415
+        from ocivendir.registry.client import RegistryClient  # noqa: PLC0415 - the warm path never gets here
 
         options = _client_options(settings, run.flags, spec.skip_verify, spec.read_timeout)
-        keyring = Keyring(_rules(settings, spec.credentials), settings.docker_configs, plan(),
-                          auth_file=settings.registry_auth_file)  # fmt: skip
-        return RegistryClient(options, keyring, index, plan())
+        return RegistryClient(options, _keyring(settings, spec, plan()), index, plan())
 
     return factory
 
@@ -215,15 +221,12 @@ def _principal(run: Run, store: BlobStore, plan: Callable[[], MirrorPlan]) -> Ca
 
     def principal(spec: ClientSpec, repo: Repository) -> str:
         from ocivendir.cache.grants import Fingerprints  # noqa: PLC0415 - only when a caller must be identified
-        from ocivendir.registry.auth import Keyring  # noqa: PLC0415
 
         if not made:
             made.append(Fingerprints(os.path.join(store.root, "grants.key")))
-        keyring = Keyring(_rules(run.settings, spec.credentials), run.settings.docker_configs, plan(),
-                          auth_file=run.settings.registry_auth_file)  # fmt: skip
+        credential = _keyring(run.settings, spec, plan())(repo.registry, repo.path)
         tls = plan().config_for(repo.registry).tls
-        certificate = tls.cert_file if tls is not None else ""
-        return made[0].principal(repo.registry, keyring(repo.registry, repo.path), certificate=certificate)
+        return made[0].principal(repo.registry, credential, certificate=tls.cert_file if tls is not None else "")
 
     return principal
 

@@ -102,11 +102,9 @@ class DockerConfig:
 
 
 def _hostname(address: str) -> str:
-    """docker/cli's ConvertToHostname."""
-    for scheme in ("http://", "https://"):
-        if address.startswith(scheme):
-            address = address[len(scheme) :]
-            break
+    """docker/cli's ConvertToHostname: less an `http://` or `https://`, up to the first `/`."""
+    if address.startswith(("http://", "https://")):
+        address = address.partition("://")[2]
     return address.partition("/")[0]
 
 
@@ -191,29 +189,28 @@ _DOT = "cannot run executable found relative to current directory"  # Go's exec.
 def _helper_program(name: str) -> str | None:
     """The helper's absolute path as Go's exec.LookPath finds it, None when absent; ConfigError where Go refuses.
 
-    Go takes the first PATH entry that holds it, and refuses one found through a relative entry ("", "." or "bin"),
-    which names a file in the current directory: a checkout would otherwise choose the program that is run. A name
-    with a slash (a `credsStore` of "../x") is refused too (Go would run it relative to the current directory).
+    Go takes the first PATH entry that holds it (as `shutil.which` does), and refuses one found through a relative
+    entry ("", "." or "bin"), which names a file in the current directory: a checkout would otherwise choose the
+    program that is run. A name with a slash (a `credsStore` of "../x") is refused too (Go would run it relative to the
+    current directory).
     """
+    import shutil  # noqa: PLC0415 - only for a credential helper (off the warm path)
+
     program = f"docker-credential-{name}"
     if "/" in program:
         raise ConfigError(f"Running credential helper {program}: a helper's name may not contain '/'")
-    for directory in os.get_exec_path():  # PATH's entries, as exec reads them
-        path = os.path.join(directory or ".", program)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            if not os.path.isabs(path):
-                raise ConfigError(f'Running credential helper {program}: exec: "{program}": {_DOT}')
-            return path
-    return None
+    found = shutil.which(program)
+    if found is not None and not os.path.isabs(found):
+        raise ConfigError(f'Running credential helper {program}: exec: "{program}": {_DOT}')
+    return found
 
 
 def _from_helper(helper: str, server: str, named: str) -> Credential | None:
     """docker-credential-helpers' `get` for `server`, as docker/cli's native store asks it; None: it has none.
 
-    `named`: where the helper is configured, for the --debug line when it is not installed.
-
     The helper's stderr is the caller's, as docker/cli leaves it; its stdout is the answer. Only the exact answer
     `credentials not found in native keychain` means none; any other failure is an error naming its output.
+    `named`: where the helper is configured, for the --debug line when it is not installed.
     """
     program = _helper_program(helper)
     if program is None:  # imgpkg fails here; the registry may not need the credential (a 401's hint names the case)

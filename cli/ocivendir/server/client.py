@@ -19,7 +19,6 @@ import sys
 from ocivendir.server.build import build_id
 from ocivendir.server.interpreter import startup_variable
 from ocivendir.server.place import Unusable, check_dir, server_dir, socket_path
-from ocivendir.server.selfpaths import names_own_descriptors
 from ocivendir.server.wire import Request, WireError, encode_request, frame, read_frame, send_request
 
 __all__ = ["call_server", "query"]
@@ -33,9 +32,9 @@ def call_server(argv: list[str]) -> int | None:
     if variable is not None:  # no server could run it as this process was started: no server is started for it
         _fallback(argv, f"{variable} is set: it acts when a program starts")
         return None
-    own = _closed_stdio() or names_own_descriptors(argv, os.environ, _cwd())
-    if own is not None:  # the worker would be handed, or would open, descriptors other than the caller's
-        _fallback(argv, own)
+    closed = _closed_stdio()
+    if closed is not None:  # the connection would take its number and be handed over as the call's stdio
+        _fallback(argv, closed)
         return None
     try:
         build, path = _place()

@@ -46,7 +46,7 @@ def _marked(value: str) -> bool:
     """Whether `value` mentions a mark, spelt as given or as the path resolves textually (`/dev//fd`, `/dev/./fd`)."""
     if any(mark in value for mark in _MARKS):
         return True
-    if "/" not in value:
+    if "/" not in value or ("dev" not in value and "proc" not in value):  # nothing to fold into a mark
         return False
     while "//" in value:
         value = value.replace("//", "/")
