@@ -36,7 +36,7 @@ ENVIRONMENT = (
     ("OCIVENDIR_DELEGATE_VENDIR", "a real vendir for git, hg, http, helmChart and githubRelease contents"),
     ("OCIVENDIR_INSECURE_REGISTRIES", "hosts allowed over plain HTTP (comma-separated)"),
     ("IMGPKG_REGISTRY_*, IMGPKG_USERNAME, IMGPKG_PASSWORD, IMGPKG_TOKEN, IMGPKG_ANON", "registry credentials"),
-    ("DOCKER_CONFIG, HOME, XDG_RUNTIME_DIR", "where docker config files are read"),
+    ("DOCKER_CONFIG, HOME, REGISTRY_AUTH_FILE, XDG_RUNTIME_DIR", "where docker config files are read"),
     ("HTTP_PROXY, HTTPS_PROXY, NO_PROXY", "proxies (either case)"),
     ("SSL_CERT_FILE, SSL_CERT_DIR", "the system CA certificates"),
     ("NO_COLOR", "turn colour off"),
