@@ -39,4 +39,5 @@ echo "test: the CLI and integration suites again, every CLI call through one reu
 OCIVENDIR_TEST_SERVER=one exec .venv/bin/python -m pytest "${workers[@]}" tests/cli tests/integration -m "not dist" \
     --ignore tests/integration/test_server.py --ignore tests/integration/test_server_fork.py \
     --ignore tests/integration/test_connections.py --ignore tests/integration/test_connections_tls.py \
+    --ignore tests/integration/test_kept_connections.py \
     --ignore tests/cli/test_docs.py --ignore tests/cli/test_json_contract.py

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from ocivendir.fs.fileid import SETTLED_NS
 from ocivendir.server import wire
 from ocivendir.server.build import build_id
 from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
 from tests.support.builders import Pusher, make_bundle, make_image
+from tests.support.cutter import CuttingProxy
 from tests.support.faults import silent_server
 from tests.support.registry import PASSWORD, USERNAME, Registry
 from tests.support.server import ServerPlace, program, worker_in, workers
@@ -425,6 +427,47 @@ def test_a_tag_app_over_https_keeps_its_worker_and_its_warm_reconcile_costs_one_
     assert warm[:2] == first[:2]
     assert [method for method, _, _ in tls_registry.since(mark)] == ["HEAD"]
     assert again == pid, one.place.status()["last_retired"]
+    assert one.retired() == 0
+
+
+def test_https_calls_through_one_worker_share_a_connection_only_where_each_would_have_made_it(
+    one: OneWorker, tls_registry: Registry, tmp_path: Path
+) -> None:
+    """A worker keeps its idle registry connections for the next call that would make the very same one.
+
+    Warm reconciles of a tag App over https go out on the connection the call before left open: no TCP connect and
+    no TLS handshake each (the registry counts one connection, not one per call). A call that trusts the registry
+    through another CA file connects anew; a connection the registry dropped meanwhile is replaced unnoticed. Every
+    answer is the in-process one, and the worker is never retired for the sockets it keeps.
+    """
+    Pusher(tls_registry).image("reuse/kept", make_image({"k.txt": "kept"}), tag="v1")
+    assert tls_registry.ca_cert is not None
+    other_ca = tmp_path / "same-ca-elsewhere.pem"
+    other_ca.write_bytes(tls_registry.ca_cert.read_bytes())
+    # a TLS context is kept only once the files it was made from have settled (`fs/fileid.py`): so is a connection
+    newest = max(path.stat().st_ctime_ns for path in (tls_registry.ca_cert, other_ca))
+    time.sleep(max(0, newest + SETTLED_NS - time.time_ns()) / 1e9)
+    with CuttingProxy(tls_registry.host, 0) as relay:  # counts the TCP connections made to the registry
+        stream = config("image", f"{relay.host}/reuse/kept:v1", secret=None)
+        first, pid = _sync_both(one, tmp_path, "cold", stream, SSL_CERT_FILE=str(tls_registry.ca_cert))
+        assert first[0] == 0, first
+
+        def warm(name: str, ca: Path) -> tuple[Outcome, int]:
+            work = tmp_path / name
+            work.mkdir()
+            env = one.env(VENDIR_CACHE_DIR=str(tmp_path / "cache-cold-served"), SSL_CERT_FILE=str(ca))
+            outcome, served_by = one.served("vendir", "sync", "-f", "-", "--lock-file", "/dev/null", cwd=work,
+                                            stdin=stream.encode(), env=env)  # fmt: skip
+            assert served_by == pid
+            assert outcome[:2] == first[:2]
+            return outcome, len(relay.sent)
+
+        connections = len(relay.sent)
+        assert [warm(f"warm-{n}", tls_registry.ca_cert)[1] for n in range(3)] == [connections] * 3
+        assert warm("other-trust", other_ca)[1] == connections + 1
+        assert warm("same-trust-again", tls_registry.ca_cert)[1] == connections + 1
+        relay.hang_up()
+        assert warm("after-the-registry-hung-up", tls_registry.ca_cert)[1] == connections + 2
     assert one.retired() == 0
 
 

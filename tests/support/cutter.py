@@ -37,6 +37,7 @@ class CuttingProxy:
         self.cut = False
         self.sent: list[int] = []  # bytes sent to the client, per connection in the order they were accepted
         self._lock = threading.Lock()
+        self._open: list[socket.socket] = []  # each connection's two ends, while it lasts
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.host = f"127.0.0.1:{self._listener.getsockname()[1]}"
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -59,6 +60,14 @@ class CuttingProxy:
         self._listener.close()
         self._thread.join(timeout=5)
 
+    def hang_up(self) -> None:
+        """Close every connection open now, as a registry drops its idle connections (a FIN to each client)."""
+        with self._lock:
+            ends, self._open = self._open, []
+        for end in ends:
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
     def __enter__(self) -> Self:
         """Started."""
         return self.start()
@@ -77,6 +86,7 @@ class CuttingProxy:
             with self._lock:
                 self.sent.append(0)
                 number = len(self.sent) - 1
+                self._open += [client, server]
             upward = threading.Thread(target=self._pump, args=(client, server), daemon=True)
             upward.start()
             threading.Thread(target=self._down, args=(server, client, number, upward), daemon=True).start()

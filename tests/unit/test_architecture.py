@@ -23,7 +23,7 @@ FLOORS: dict[str, int] = {
     "registry.credentials": 1, "registry.mirrors": 1, "registry.rewrite": 1, "registry.registriesyaml": 1,
     "vendir": 1, "vendir.config": 1, "vendir.lockfile": 1, "vendir.memos": 1, "vendir.globs": 1, "vendir.semver": 1,
     "registry": 2, "registry.endpoints": 2, "registry.auth": 2, "registry.retry": 2, "registry.client": 2, "registry.sender": 2, "registry.proxy": 2,
-    "registry.truststore": 2, "registry.tlscontexts": 2,
+    "registry.truststore": 2, "registry.tlscontexts": 2, "registry.keptpools": 2,
     "registry.transport": 2, "registry.ggcrtext": 2, "registry.connections": 2, "registry.pools": 2,
     "registry.watchdog": 2, "registry.tlsprobe": 2, "registry.challenge": 2, "registry.authmemo": 2, "registry.download": 2, "cache.partials": 2, "cache.unwritable": 2,
     "cache": 2, "cache.store": 2, "cache.index": 2, "cache.connection": 2, "cache.memo": 2, "cache.opened": 2, "cache.verified": 2, "cache.prune": 2, "cache.rows": 2, "cache.repair": 2, "cache.tidy": 2, "cache.grants": 2, "cache.archive": 2, "cache.staging": 2,

@@ -252,12 +252,14 @@ class Agent:
         user_agent: str,
         pool_size: int,
         probe: Callable[[str, int], bool] = lambda _host, _port: False,
+        adapter: Adapter | None = None,
     ) -> None:
         """Prepare; nothing is connected, no TLS context made and requests not imported until needed.
 
         `probe(host, port)` says whether an https connection there may be a first guess (plain HTTP is allowed there
         and not yet known): then a handshake that verifies nothing asks first whether the server speaks TLS at all,
-        so a plain-HTTP server is found out without the trust store being read.
+        so a plain-HTTP server is found out without the trust store being read. `adapter` is one an earlier call in
+        this process kept (`registry/keptpools.py`), with its idle connections.
         """
         self._make_context = make_context
         self._probe = probe
@@ -265,14 +267,19 @@ class Agent:
         self._user_agent = user_agent
         self._pool_size = pool_size
         self._lock = threading.Lock()
-        self._adapter: Adapter | None = None
+        self._adapter: Adapter | None = adapter
 
     def close(self) -> None:
         """Close every pooled connection."""
-        with self._lock:
-            adapter, self._adapter = self._adapter, None
+        adapter = self.detach()
         if adapter is not None:
             adapter.close()
+
+    def detach(self) -> Adapter | None:
+        """The adapter with the pooled connections, if one was made, no longer this agent's (nothing is closed)."""
+        with self._lock:
+            adapter, self._adapter = self._adapter, None
+        return adapter
 
     def request(
         self,

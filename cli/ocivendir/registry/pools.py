@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from queue import Empty
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -187,6 +188,17 @@ class _PlainPool(HTTPConnectionPool):
 class _TLSPool(HTTPSConnectionPool):
     ConnectionCls = _TLSConnection
 
+    def _get_conn(self, timeout: float | None = None) -> Any:  # noqa: ANN401 - urllib3's protocol lives in a private module
+        """A pooled connection, used again only if it was made with the TLS context this exchange's agent has.
+
+        A server worker keeps connections between calls (`registry/keptpools.py`); a later call with other trust (its
+        own CAs, `SSL_CERT_FILE`, client certificate) gets another context, and a connection of its own.
+        """
+        conn = super()._get_conn(timeout)
+        if getattr(conn, "sock", None) is not None and getattr(conn, "ssl_context", None) is not EXCHANGE.tls():
+            conn.close()  # urllib3 connects it anew, with the context `_TLSConnection` asks the exchange for
+        return conn
+
 
 _POOLS = {"http": _PlainPool, "https": _TLSPool}
 
@@ -216,12 +228,52 @@ class Adapter(HTTPAdapter):
         requests' `close` only empties the pool managers: urllib3 2 no longer closes the pools they drop, so their
         sockets stayed open until the collector freed them (a reused server worker saw a descriptor left behind).
         """
-        managers = [self.poolmanager, *self.proxy_manager.values()]
-        keyed = [(manager.pools, manager.pools.keys()) for manager in managers]  # a RecentlyUsedContainer: not iterable
-        pools = [pool for container, keys in keyed for key in keys if (pool := container.get(key)) is not None]
+        pools = [pool for _, pool in self._pools()]
         super().close()
         for pool in pools:
             pool.close()
+
+    def keep_idle(self, per_origin: int) -> list[int]:
+        """Close the idle connections beyond the `per_origin` most recently used of each pool; the descriptors left.
+
+        Connections through an https proxy are all closed (their TLS to the proxy trusts what urllib3's default
+        context read from the environment of the call that made them), and so is any the server has dropped.
+        Called between calls (`registry/keptpools.py`), when no request is in flight.
+        """
+        kept: list[int] = []
+        for through_tls, pool in self._pools():
+            idle = pool.pool
+            if idle is None:
+                continue
+            taken = []  # most recently returned first (a LIFO queue)
+            while True:
+                try:
+                    taken.append(idle.get_nowait())
+                except Empty:
+                    break
+            left = 0 if through_tls else per_origin
+            for conn in taken:
+                if conn is None or conn.sock is None:
+                    continue
+                if left and conn.is_connected:
+                    left -= 1
+                    kept.append(conn.sock.fileno())
+                else:
+                    conn.close()
+            for conn in reversed(taken):  # back in the order they were in
+                idle.put_nowait(conn)
+        return kept
+
+    def _pools(self) -> list[tuple[bool, HTTPConnectionPool]]:
+        """Every pool of the adapter, direct and per proxy, each with whether it goes through an https proxy."""
+        managers = [(False, self.poolmanager)]
+        managers += [(proxy.lower().startswith("https:"), manager) for proxy, manager in self.proxy_manager.items()]
+        found = []
+        for through_tls, manager in managers:
+            container = manager.pools
+            keys = container.keys()
+            found += [(through_tls, pool) for key in keys if (pool := container.get(key)) is not None]
+        return found
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:  # noqa: ANN401 - requests' signature
         """Trust is the agent's TLS context (Go's roots plus the added CAs): certifi's bundle is never added."""

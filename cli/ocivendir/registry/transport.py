@@ -21,6 +21,7 @@ from ocivendir import __version__, diag
 from ocivendir.errors import CacheUnwritable, RegistryError, ResponseTimeout, TLSVerifyError, Transient, os_reason
 from ocivendir.fs.paths import pure
 from ocivendir.oci.reference import is_plain_http_host
+from ocivendir.registry import keptpools
 from ocivendir.registry.connections import (
     Agent,
     BodyBroken,
@@ -197,12 +198,17 @@ class _Stats:
             )
 
 
+def _trust(options: ClientOptions, *, verify: bool, tls: TLSFiles | None) -> tuple[object, ...]:
+    """What a call asks of TLS: the key of its context (`registry/tlscontexts.py`) and of its kept connections."""
+    named = tuple(os.fspath(extra) for extra in options.ca_files)
+    return (verify, options.ssl_cert_file, options.ssl_cert_dir, named, tls)
+
+
 def _ssl_context(options: ClientOptions, *, verify: bool, tls: TLSFiles | None = None) -> ssl.SSLContext:
     """The context for this trust: one this process made from the same files, unchanged since, else a new one."""
     from ocivendir.registry import tlscontexts  # noqa: PLC0415 - only for https: a plain-HTTP registry never loads TLS
 
-    named = tuple(os.fspath(extra) for extra in options.ca_files)
-    key = (verify, options.ssl_cert_file, options.ssl_cert_dir, named, tls)
+    key = _trust(options, verify=verify, tls=tls)
     return tlscontexts.kept(key, lambda: _new_ssl_context(options, verify=verify, tls=tls))
 
 
@@ -316,9 +322,17 @@ class Transport:
         return self.counter.snapshot()
 
     def close(self) -> None:
-        """Close the agents' connections."""
-        for agent in self._agents.values():
-            agent.close()
+        """Close the agents' connections, or, in a server worker, keep their idle ones for a later call."""
+        with self._lock:
+            agents, self._agents = self._agents, {}
+        for (verify, files), agent in agents.items():
+            adapter = agent.detach()
+            if adapter is not None and not keptpools.keep(self._kept_key(verify, files), adapter):
+                adapter.close()
+
+    def _kept_key(self, verify: bool, files: TLSFiles | None) -> tuple[object, ...]:
+        """What an agent's connections are kept under between calls: its whole trust, and the pool size."""
+        return (*_trust(self._options, verify=verify, tls=files), self._options.pool_size)
 
     def _agent(self, registry: str, tls: TLSFiles | None) -> Agent:
         """An agent per TLS profile: the flags' trust, plus a registries.yaml `tls` entry when there is one."""
@@ -330,7 +344,11 @@ class Transport:
                 options, files = self._options, key[1]
                 probe = self._probe_first if files is None or not files.cert_file else _never
                 self._agents[key] = Agent(
-                    lambda: _ssl_context(options, verify=verify, tls=files), _USER_AGENT, options.pool_size, probe
+                    lambda: _ssl_context(options, verify=verify, tls=files),
+                    _USER_AGENT,
+                    options.pool_size,
+                    probe,
+                    keptpools.take(self._kept_key(verify, files)),
                 )
             return self._agents[key]
 

@@ -52,9 +52,13 @@ Consulted = tuple[tuple[str, Identity | None], ...]  # each path looked at, with
 
 
 def path_identity(path: str | os.PathLike[str]) -> Identity | None:
-    """The identity of what `path` names now, links followed (as they are when it is read), or None."""
+    """The identity of what `path` names now, links followed (as they are when it is read), or None.
+
+    `os.stat`, not pathlib's: a kept TLS context checks every file of Debian's /etc/ssl/certs on each call that uses
+    it (149 paths: 0.45 ms against pathlib's 1.6 ms).
+    """
     try:
-        return identity(Path(path).stat())
+        return identity(os.stat(path))  # noqa: PTH116 - 3x cheaper than pathlib, per file per call (above)
     except (OSError, ValueError):
         return None
 

@@ -2,8 +2,9 @@
 
 `Baseline` is taken once, when the worker is born (after the server's preload): its threads, its open descriptors,
 the modules loaded (the warm set: `preload.WARM` and everything those import). After each call, `left_behind` names
-the first thing that is not as it was — a thread still running, a descriptor still open, a module imported that the
-warm set does not hold — and `retire_reason` adds the call count and the resident size. A worker with a reason
+the first thing that is not as it was — a thread still running, a descriptor still open (but the cache indexes and
+the idle registry connections kept on purpose: `cache/opened.py`, `registry/keptpools.py`), a module imported that
+the warm set does not hold — and `retire_reason` adds the call count and the resident size. A worker with a reason
 answers its call and exits; the parent forks a fresh one from the preloaded image. A descriptor open only in garbage
 (an answer's socket in a reference cycle, which CPython closes when it collects it) is no leak: when the check finds
 one, it collects once and looks again, rather than retire a worker (a fork and a warm-up) for it.
@@ -19,6 +20,7 @@ import threading
 import time
 
 from ocivendir.cache import opened
+from ocivendir.registry import keptpools
 from ocivendir.server import ownstatus
 
 __all__ = ["MAX_RSS", "RESIDENT_THREADS", "Baseline", "resident_bytes"]
@@ -140,8 +142,11 @@ class Baseline:
         return None
 
     def _extra_descriptors(self, connection: int) -> list[tuple[int, str]]:
-        """Descriptors open now that the worker was not born with, but the call's connection and kept indexes."""
-        kept = opened.kept_files()  # the cache index connections a reused process keeps on purpose (issue 33)
+        """Descriptors open now that the worker was not born with, but the call's connection and what is kept.
+
+        Kept on purpose (issue 33): the cache index connections and the idle registry connections.
+        """
+        kept = opened.kept_files() | keptpools.kept_sockets()
         return sorted(
             (fd, identity)
             for fd, identity in _descriptors() - self.descriptors

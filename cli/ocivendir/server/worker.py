@@ -31,6 +31,7 @@ import threading
 import time
 
 import ocivendir.flagscan  # noqa: F401 - place.manages_server's scanner, loaded here: a module a call imports retires it
+from ocivendir.registry import keptpools
 from ocivendir.server import ownstatus
 from ocivendir.server.identity import mismatch
 from ocivendir.server.interpreter import TEST_HOOKS
@@ -72,6 +73,7 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
     world = World()
     watcher = Watcher(_parent(listener))  # before the baseline: its thread and the pidfd are the worker's own
     waiter = _waiter(listener, channel)  # before the baseline too: its descriptor is the worker's own
+    keptpools.serve_calls()  # idle registry connections stay open for the next call that would make them
     baseline = Baseline()
     calls = 0
     while True:
@@ -98,6 +100,7 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
                 continue
             calls += 1
             code, reason, status = outcome
+            keptpools.expire()
             _log.debug("call %d ended: exit status %d", calls, code)
             reason = (
                 reason

@@ -1,0 +1,118 @@
+"""Owns: the idle registry connections a server worker keeps between calls, and which later call may use them.
+
+A warm tag reconcile over https costs its worker a TCP connect and a TLS handshake (~2.7 ms of CPU, and the
+registry's own handshake) for one HEAD. A worker (`serve_calls`, called once at its birth) therefore keeps each
+transport's requests adapter (`registry/pools.py`: its urllib3 pools per origin and per proxy) when the call ends,
+keyed by the trust its agent was made for — verification on or off, `SSL_CERT_FILE`, `SSL_CERT_DIR`, the CA files
+named by flags, the `registries.yaml` TLS files: the key of its TLS context — and the pool size. A later call's
+transport with the same key takes it back, and a kept connection serves it only where that call would have made the
+very same connection:
+- the scheme, host and port are the pool's own (urllib3's pools are per origin);
+- the proxy is the pool manager's (requests keeps one per proxy URL, credentials included). A connection through an
+  https proxy is never kept: its TLS to the proxy is urllib3's default trust, read from the caller's environment;
+- an https connection is reused only while the TLS context it was made with is the one the new call's agent gets
+  (`registry/pools._TLSPool`): `registry/tlscontexts.py` hands out the same context object only for the same inputs
+  and unchanged files, so a caller with other CAs, `SSL_CERT_FILE` or client certificate connects anew;
+- the network namespace, resolver settings and credentials of every caller a worker serves are its own
+  (`server/identity.py`, `server/interpreter.py`).
+
+What is kept is bounded as Go's `http.DefaultTransport` bounds it: at most `PER_ORIGIN` idle connections per origin
+(the rest are closed as the call ends), and none idle longer than `IDLE_SECONDS` (closed when the next call looks).
+At most `KEPT` adapters stay, the least recently used closed first. A connection the registry closed meanwhile is
+found dropped before reuse (urllib3), or, closed as the request went out, sent again once on a new one
+(`registry/connections.py`), as within a call. The leak check (`server/leaks.py`) counts the kept sockets as the
+worker's own. A process that makes one call (the CLI) keeps nothing: its transport closes its connections as before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from threading import Lock
+from time import monotonic
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+
+    from ocivendir.registry.pools import Adapter
+
+__all__ = ["IDLE_SECONDS", "KEPT", "PER_ORIGIN", "close_all", "expire", "keep", "kept_sockets", "serve_calls", "take"]
+
+KEPT = 4  # adapters: one per TLS profile the worker's callers use
+PER_ORIGIN = 2  # idle connections kept per origin (Go's DefaultMaxIdleConnsPerHost)
+IDLE_SECONDS = 90.0  # an idle connection is closed after this long (Go's DefaultTransport IdleConnTimeout)
+
+_LOCK = Lock()
+_serving = [False]  # per-process: set once in a server worker, never unset
+# key → (when it was kept, the adapter and the identities of the sockets it holds), least recently used first
+_kept: OrderedDict[Hashable, tuple[float, Adapter, frozenset[str]]] = OrderedDict()
+
+
+def serve_calls() -> None:
+    """This process serves call after call (a server worker): transports keep their idle connections from now on."""
+    _serving[0] = True
+
+
+def take(key: Hashable) -> Adapter | None:
+    """The adapter kept for `key` (no longer kept: it is the caller's now), or None; expired ones are closed first."""
+    expire()
+    with _LOCK:
+        kept = _kept.pop(key, None)
+    return kept[1] if kept is not None else None
+
+
+def keep(key: Hashable, adapter: Adapter) -> bool:
+    """Keep `adapter`'s idle connections for a later call in this worker; False (nothing kept) outside a worker.
+
+    Only `PER_ORIGIN` idle connections per origin stay open, none through an https proxy; an adapter left with
+    none is closed and not kept. The caller must not use or close a kept adapter.
+    """
+    if not _serving[0]:
+        return False
+    sockets = adapter.keep_idle(PER_ORIGIN)
+    if not sockets:
+        adapter.close()
+        return True
+    identities = frozenset(_identity(sock) for sock in sockets)
+    dropped: list[Adapter] = []
+    with _LOCK:
+        if (previous := _kept.pop(key, None)) is not None:  # two transports of one call with the same profile
+            dropped.append(previous[1])
+        _kept[key] = (monotonic(), adapter, identities)
+        while len(_kept) > KEPT:
+            dropped.append(_kept.popitem(last=False)[1][1])
+    for each in dropped:
+        each.close()
+    return True
+
+
+def kept_sockets() -> frozenset[str]:
+    """The `device:inode` identities of the sockets kept open on purpose (the leak check's allowance)."""
+    with _LOCK:
+        return frozenset().union(*(identities for _, _, identities in _kept.values()))
+
+
+def close_all() -> None:
+    """Close every kept connection (a test's fresh start)."""
+    with _LOCK:
+        adapters = [adapter for _, adapter, _ in _kept.values()]
+        _kept.clear()
+    for adapter in adapters:
+        adapter.close()
+
+
+def expire() -> None:
+    """Close the adapters idle past `IDLE_SECONDS` (a worker looks after every call, a transport when it takes one)."""
+    now = monotonic()
+    with _LOCK:
+        old = [key for key, (when, _, _) in _kept.items() if now - when > IDLE_SECONDS]
+        expired = [_kept.pop(key)[1] for key in old]
+    for adapter in expired:
+        adapter.close()
+
+
+def _identity(fd: int) -> str:
+    """A socket's identity as the leak check names descriptors: `device:inode` (its number may be reused)."""
+    info = os.fstat(fd)
+    return f"{info.st_dev}:{info.st_ino}"

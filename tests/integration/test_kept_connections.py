@@ -1,0 +1,195 @@
+"""registry/keptpools.py: a server worker keeps idle registry connections for the next call that would make them.
+
+The suite's Distribution registry answers, behind a relay that counts the TCP connections made to it. A transport is
+one call's; closing it ends the call. Outside a worker nothing is kept; in one, the next call with the same trust
+and pool size goes out on the same connection, at most two per origin are kept, none through an https proxy, none
+idle past 90 s, none the registry dropped, and at most four profiles' worth.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ocivendir.registry import keptpools, tlscontexts
+from ocivendir.registry.connections import Agent
+from ocivendir.registry.transport import ClientOptions, Route, Transport
+from tests.support.cutter import CuttingProxy
+from tests.support.registry import Registry
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def relay(registry: Registry) -> Iterator[CuttingProxy]:
+    """The registry behind a relay; `len(relay.sent)` is the number of connections made to it."""
+    with CuttingProxy(registry.host, 0) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This process serves calls, with nothing kept yet; whatever a test keeps is closed after it."""
+    monkeypatch.setattr(keptpools, "_serving", [True])
+    keptpools.close_all()
+    yield
+    keptpools.close_all()
+
+
+def _call(
+    relay: CuttingProxy, options: ClientOptions | None = None, *, requests: int = 1, scheme: str = "http"
+) -> None:
+    """One call's transport: `requests` GETs of /v2/, one after another, then the call ends."""
+    transport = Transport(options or ClientOptions())
+    route = Route(registry=relay.host, host=relay.host, scheme=scheme)
+    try:
+        for _ in range(requests):
+            response = transport.send("GET", route, "/v2/", {}, stream=False, what="test")
+            assert response.status_code == 200
+            response.close()
+    finally:
+        transport.close()
+
+
+def _agent(relay: CuttingProxy) -> Agent:
+    """An agent that has made one request (its connection idle in its adapter's pool)."""
+    agent = Agent(lambda: pytest.fail("no TLS here"), "test", 8)
+    response = agent.request("GET", f"http://{relay.host}/v2/", {}, timeouts=(5, 5), proxy_for=lambda *_: None)
+    assert response.content == b"{}"  # read: its connection goes back to the pool
+    response.close()
+    return agent
+
+
+def test_a_process_that_is_not_a_worker_keeps_nothing(relay: CuttingProxy) -> None:
+    _call(relay)
+    _call(relay)
+    assert len(relay.sent) == 2
+    assert keptpools.kept_sockets() == frozenset()
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_workers_next_call_with_the_same_trust_goes_out_on_the_kept_connection(relay: CuttingProxy) -> None:
+    _call(relay, requests=2)
+    assert len(keptpools.kept_sockets()) == 1
+    _call(relay)
+    _call(relay)
+    assert len(relay.sent) == 1
+
+
+@pytest.mark.usefixtures("worker")
+@pytest.mark.parametrize(
+    "other",
+    [
+        ClientOptions(ssl_cert_file="/nonexistent/other-bundle.pem"),
+        ClientOptions(verify_certs=False),
+        ClientOptions(pool_size=3),
+    ],
+    ids=["other SSL_CERT_FILE", "verification off", "another pool size"],
+)
+def test_a_call_asking_other_trust_or_another_pool_size_connects_anew(
+    relay: CuttingProxy, other: ClientOptions
+) -> None:
+    _call(relay)
+    _call(relay, other)
+    assert len(relay.sent) == 2
+    _call(relay)  # the first profile's connection is still kept for it
+    _call(relay, other)
+    assert len(relay.sent) == 2
+
+
+@pytest.mark.usefixtures("worker")
+def test_at_most_two_idle_connections_per_origin_stay_open(relay: CuttingProxy) -> None:
+    transport = Transport(ClientOptions())
+    route = Route(registry=relay.host, host=relay.host, scheme="http")
+    held = [transport.send("GET", route, "/v2/", {}, stream=True, what="test") for _ in range(3)]  # three at once
+    for response in held:
+        assert response.content == b"{}"  # read: its connection goes back to the pool
+        response.close()
+    transport.close()
+    assert len(relay.sent) == 3
+    assert len(keptpools.kept_sockets()) == 2
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_connection_idle_past_ninety_seconds_is_closed_not_used(
+    relay: CuttingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _call(relay)
+    later = keptpools.monotonic() + keptpools.IDLE_SECONDS + 1
+    monkeypatch.setattr(keptpools, "monotonic", lambda: later)
+    keptpools.expire()
+    assert keptpools.kept_sockets() == frozenset()
+    _call(relay)
+    assert len(relay.sent) == 2
+
+
+@pytest.mark.usefixtures("worker")
+def test_at_most_four_profiles_are_kept_the_least_recently_used_closed_first(relay: CuttingProxy) -> None:
+    sizes = range(1, keptpools.KEPT + 2)
+    for size in sizes:
+        _call(relay, ClientOptions(pool_size=size))
+    assert len(keptpools.kept_sockets()) == keptpools.KEPT
+    for size in reversed(sizes):
+        _call(relay, ClientOptions(pool_size=size))
+    assert len(relay.sent) == keptpools.KEPT + 2  # only the least recently used one had to connect again
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_connection_the_registry_dropped_is_neither_kept_nor_a_failure(relay: CuttingProxy) -> None:
+    adapter = _agent(relay).detach()
+    assert adapter is not None
+    assert len(adapter.keep_idle(2)) == 1
+    relay.hang_up()
+    for _ in range(100):  # the relay's FIN reaches the client end at once on loopback
+        if adapter.keep_idle(2) == []:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("a dropped connection was kept")
+    adapter.close()
+    _call(relay)
+    relay.hang_up()
+    _call(relay)  # the kept connection turns out dropped: a new one, no error
+    assert len(relay.sent) == 3
+
+
+@pytest.mark.usefixtures("worker")
+def test_connections_through_an_https_proxy_are_never_kept(relay: CuttingProxy) -> None:
+    adapter = _agent(relay).detach()
+    assert adapter is not None
+    port = int(relay.host.rpartition(":")[2])
+    # the direct connection, moved into the pool of an https proxy's manager (where one made through it would sit)
+    [(_, direct)] = adapter._pools()
+    proxied = adapter.proxy_manager_for("https://127.0.0.1:9").connection_from_host("127.0.0.1", port, scheme="http")
+    conn = direct._get_conn()
+    proxied._get_conn().close()
+    proxied._put_conn(conn)
+    assert conn.sock is not None
+    assert adapter.keep_idle(2) == []
+    assert conn.sock is None
+    adapter.close()
+
+
+@pytest.mark.usefixtures("worker")
+def test_an_https_connection_is_used_again_only_with_the_very_context_it_was_made_with(
+    tls_registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CA file rewritten between calls makes a new TLS context (`registry/tlscontexts.py`): a new connection too."""
+    monkeypatch.setattr(tlscontexts, "SETTLED_NS", 0)  # the files written here count as settled at once
+    assert tls_registry.ca_cert is not None
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(tls_registry.ca_cert.read_bytes())
+    options = ClientOptions(ssl_cert_file=str(ca), ssl_cert_dir=str(tmp_path / "no-certs"))
+    with CuttingProxy(tls_registry.host, 0) as relay:
+        _call(relay, options, scheme="https")
+        made = len(relay.sent)  # a loopback host may speak plain HTTP: a bare ClientHello asked first
+        _call(relay, options, scheme="https")
+        assert len(relay.sent) == made
+        ca.write_bytes(tls_registry.ca_cert.read_bytes() + b"\n")  # the same CA, the file rewritten
+        _call(relay, options, scheme="https")
+        assert len(relay.sent) == 2 * made
+        _call(relay, options, scheme="https")
+        assert len(relay.sent) == 2 * made
