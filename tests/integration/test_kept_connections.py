@@ -16,6 +16,7 @@ import pytest
 
 from ocivendir.registry import keptpools, tlscontexts
 from ocivendir.registry.connections import Agent
+from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.transport import ClientOptions, Route, Transport
 from tests.support.cutter import CuttingProxy
 from tests.support.registry import Registry
@@ -141,10 +142,10 @@ def test_at_most_four_profiles_are_kept_the_least_recently_used_closed_first(rel
 def test_a_connection_the_registry_dropped_is_neither_kept_nor_a_failure(relay: CuttingProxy) -> None:
     adapter = _agent(relay).detach()
     assert adapter is not None
-    assert len(adapter.keep_idle(2)) == 1
+    assert len(adapter.keep_idle(2, 2)) == 1
     relay.hang_up()
     for _ in range(100):  # the relay's FIN reaches the client end at once on loopback
-        if adapter.keep_idle(2) == []:
+        if adapter.keep_idle(2, 2) == []:
             break
         time.sleep(0.01)
     else:
@@ -154,6 +155,38 @@ def test_a_connection_the_registry_dropped_is_neither_kept_nor_a_failure(relay: 
     relay.hang_up()
     _call(relay)  # the kept connection turns out dropped: a new one, no error
     assert len(relay.sent) == 3
+
+
+@pytest.mark.usefixtures("worker")
+def test_callers_each_with_a_proxy_of_their_own_leave_connections_through_two_proxies_at_most(
+    registry: Registry,
+) -> None:
+    """A manager per proxy URL (requests', credentials included), one per caller, must not pile up in a worker.
+
+    The relay stands for an HTTP proxy (Distribution answers an absolute-form request line); a registry host that is
+    not loopback goes through it. The most recently used proxies keep their connections; older callers' are closed
+    and their managers (their proxy credentials) dropped.
+    """
+    port = registry.host.rpartition(":")[2]
+    route = Route(registry=f"registry.example:{port}", host=f"registry.example:{port}", scheme="http")
+
+    def call(proxy: str) -> None:
+        transport = Transport(ClientOptions(proxy=ProxyConfig(http_proxy=proxy)))
+        try:
+            assert transport.send("GET", route, "/v2/", {}, stream=False, what="test").status_code == 200
+        finally:
+            transport.close()
+
+    with CuttingProxy(registry.host, 0) as relay:
+        proxies = [f"http://caller{n}:secret{n}@{relay.host}" for n in range(6)]
+        for proxy in proxies:
+            call(proxy)
+        assert len(relay.sent) == len(proxies)
+        assert len(keptpools.kept_sockets()) == keptpools.PROXIES
+        [(_, adapter, _)] = keptpools._kept.values()
+        assert sorted(adapter.proxy_manager) == proxies[-keptpools.PROXIES :]
+        call(proxies[-1])  # the latest caller's proxy connection is still there for it
+        assert len(relay.sent) == len(proxies)
 
 
 @pytest.mark.usefixtures("worker")
@@ -168,7 +201,7 @@ def test_connections_through_an_https_proxy_are_never_kept(relay: CuttingProxy) 
     proxied._get_conn().close()
     proxied._put_conn(conn)
     assert conn.sock is not None
-    assert adapter.keep_idle(2) == []
+    assert adapter.keep_idle(2, 2) == []
     assert conn.sock is None
     adapter.close()
 

@@ -17,7 +17,9 @@ very same connection:
   (`server/identity.py`, `server/interpreter.py`).
 
 What is kept is bounded as Go's `http.DefaultTransport` bounds it: at most `PER_ORIGIN` idle connections per origin
-(the rest are closed as the call ends), and none idle longer than `IDLE_SECONDS` (closed when the next call looks).
+(the rest are closed as the call ends), through at most `PROXIES` proxies (the most recently used: requests keeps a
+manager per proxy URL, so callers each with proxy credentials of their own would add a connection each), and none
+idle longer than `IDLE_SECONDS` (closed when the next call looks).
 At most `KEPT` adapters stay, the least recently used closed first. A connection the registry closed meanwhile is
 found dropped before reuse (urllib3), or, closed as the request went out, sent again once on a new one
 (`registry/connections.py`), as within a call. The leak check (`server/leaks.py`) counts the kept sockets as the
@@ -37,10 +39,22 @@ if TYPE_CHECKING:
 
     from ocivendir.registry.pools import Adapter
 
-__all__ = ["IDLE_SECONDS", "KEPT", "PER_ORIGIN", "close_all", "expire", "keep", "kept_sockets", "serve_calls", "take"]
+__all__ = [
+    "IDLE_SECONDS",
+    "KEPT",
+    "PER_ORIGIN",
+    "PROXIES",
+    "close_all",
+    "expire",
+    "keep",
+    "kept_sockets",
+    "serve_calls",
+    "take",
+]
 
 KEPT = 4  # adapters: one per TLS profile the worker's callers use
 PER_ORIGIN = 2  # idle connections kept per origin (Go's DefaultMaxIdleConnsPerHost)
+PROXIES = 2  # proxies whose connections an adapter keeps: a call's HTTP_PROXY and HTTPS_PROXY
 IDLE_SECONDS = 90.0  # an idle connection is closed after this long (Go's DefaultTransport IdleConnTimeout)
 
 _LOCK = Lock()
@@ -70,7 +84,7 @@ def keep(key: Hashable, adapter: Adapter) -> bool:
     """
     if not _serving[0]:
         return False
-    sockets = adapter.keep_idle(PER_ORIGIN)
+    sockets = adapter.keep_idle(PER_ORIGIN, PROXIES)
     if not sockets:
         adapter.close()
         return True

@@ -203,12 +203,19 @@ class _TLSPool(HTTPSConnectionPool):
 _POOLS = {"http": _PlainPool, "https": _TLSPool}
 
 
+def _manager_pools(manager: Any) -> list[HTTPConnectionPool]:  # noqa: ANN401 - a urllib3 PoolManager or ProxyManager
+    """A pool manager's pools (its `RecentlyUsedContainer` is not iterable)."""
+    container = manager.pools
+    return [pool for key in container.keys() if (pool := container.get(key)) is not None]  # noqa: SIM118
+
+
 class Adapter(HTTPAdapter):
     """requests' adapter on the bounded connections; no retries of its own (the client's policy decides)."""
 
     def __init__(self, pool_size: int) -> None:
         """Keep up to `pool_size` idle connections per origin."""
         super().__init__(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+        self._proxies_used: dict[str, None] = {}  # the proxies asked for, least recently first (`keep_idle`)
         urllib3.disable_warnings(InsecureRequestWarning)  # skip-verify is a registry's setting: no warning per request
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401 - requests' signature
@@ -220,6 +227,8 @@ class Adapter(HTTPAdapter):
         """The proxy manager (absolute form for http, `CONNECT` for https), making the bounded connections."""
         manager = super().proxy_manager_for(proxy, **kwargs)
         manager.pool_classes_by_scheme = _POOLS
+        self._proxies_used.pop(proxy, None)
+        self._proxies_used[proxy] = None
         return manager
 
     def close(self) -> None:
@@ -233,13 +242,16 @@ class Adapter(HTTPAdapter):
         for pool in pools:
             pool.close()
 
-    def keep_idle(self, per_origin: int) -> list[int]:
+    def keep_idle(self, per_origin: int, proxies: int) -> list[int]:
         """Close the idle connections beyond the `per_origin` most recently used of each pool; the descriptors left.
 
         Connections through an https proxy are all closed (their TLS to the proxy trusts what urllib3's default
-        context read from the environment of the call that made them), and so is any the server has dropped.
-        Called between calls (`registry/keptpools.py`), when no request is in flight.
+        context read from the environment of the call that made them), and so is any the server has dropped. Only
+        the `proxies` most recently used proxies keep their managers: requests keeps one per proxy URL, credentials
+        included, so callers each with a proxy of their own would otherwise add a connection (and their proxy
+        credentials) per call. Called between calls (`registry/keptpools.py`), when no request is in flight.
         """
+        self._forget_proxies(proxies)
         kept: list[int] = []
         for through_tls, pool in self._pools():
             idle = pool.pool
@@ -264,16 +276,23 @@ class Adapter(HTTPAdapter):
                 idle.put_nowait(conn)
         return kept
 
+    def _forget_proxies(self, kept: int) -> None:
+        """Drop the managers of all but the `kept` most recently used proxies, closing their connections."""
+        used = list(self._proxies_used)
+        for proxy in used[: max(0, len(used) - kept)]:
+            del self._proxies_used[proxy]
+            manager = self.proxy_manager.pop(proxy, None)
+            if manager is not None:
+                pools = _manager_pools(manager)
+                manager.clear()
+                for pool in pools:
+                    pool.close()
+
     def _pools(self) -> list[tuple[bool, HTTPConnectionPool]]:
         """Every pool of the adapter, direct and per proxy, each with whether it goes through an https proxy."""
         managers = [(False, self.poolmanager)]
         managers += [(proxy.lower().startswith("https:"), manager) for proxy, manager in self.proxy_manager.items()]
-        found = []
-        for through_tls, manager in managers:
-            container = manager.pools
-            keys = container.keys()
-            found += [(through_tls, pool) for key in keys if (pool := container.get(key)) is not None]
-        return found
+        return [(through_tls, pool) for through_tls, manager in managers for pool in _manager_pools(manager)]
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:  # noqa: ANN401 - requests' signature
         """Trust is the agent's TLS context (Go's roots plus the added CAs): certifi's bundle is never added."""
