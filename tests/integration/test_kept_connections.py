@@ -8,6 +8,7 @@ idle past 90 s, none the registry dropped, and at most four profiles' worth.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,6 +100,23 @@ def test_a_call_asking_other_trust_or_another_pool_size_connects_anew(
     _call(relay)  # the first profile's connection is still kept for it
     _call(relay, other)
     assert len(relay.sent) == 2
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_call_that_logs_its_connections_connects_anew_and_logs_what_it_would_in_process(
+    relay: CuttingProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--debug shows urllib3's "Starting new HTTP connection (1): …": a call on kept connections would lack it."""
+    _call(relay)
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(2):
+            caplog.clear()
+            _call(relay)
+            started = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Starting new")]
+            assert started == [f"Starting new HTTP connection (1): {relay.host}"]
+    assert len(relay.sent) == 3
+    _call(relay)  # without debug logs, the last call's connection serves it
+    assert len(relay.sent) == 3
 
 
 @pytest.mark.usefixtures("worker")

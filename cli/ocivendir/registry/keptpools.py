@@ -28,6 +28,7 @@ worker's own. A process that makes one call (the CLI) keeps nothing: its transpo
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
 from threading import Lock
@@ -58,6 +59,7 @@ PROXIES = 2  # proxies whose connections an adapter keeps: a call's HTTP_PROXY a
 IDLE_SECONDS = 90.0  # an idle connection is closed after this long (Go's DefaultTransport IdleConnTimeout)
 
 _LOCK = Lock()
+_URLLIB3_LOG = logging.getLogger("urllib3.connectionpool")  # what names the connections a call makes
 _serving = [False]  # per-process: set once in a server worker, never unset
 # key → (when it was kept, the adapter and the identities of the sockets it holds), least recently used first
 _kept: OrderedDict[Hashable, tuple[float, Adapter, frozenset[str]]] = OrderedDict()
@@ -69,8 +71,14 @@ def serve_calls() -> None:
 
 
 def take(key: Hashable) -> Adapter | None:
-    """The adapter kept for `key` (no longer kept: it is the caller's now), or None; expired ones are closed first."""
+    """The adapter kept for `key` (no longer kept: it is the caller's now), or None; expired ones are closed first.
+
+    None for a call that logs urllib3's debug lines (`--debug`): they name each connection it makes ("Starting new
+    HTTPS connection (1): …", numbered per pool), which a call on kept connections would not write as in-process.
+    """
     expire()
+    if _URLLIB3_LOG.isEnabledFor(logging.DEBUG):
+        return None
     with _LOCK:
         kept = _kept.pop(key, None)
     return kept[1] if kept is not None else None
