@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ocivendir.registry import keptpools, tlscontexts
+from ocivendir.registry import keptpools, pools, tlscontexts
 from ocivendir.registry.connections import Agent
 from ocivendir.registry.proxy import ProxyConfig
 from ocivendir.registry.transport import ClientOptions, Route, Transport
@@ -146,6 +146,29 @@ def test_a_connection_idle_past_ninety_seconds_is_closed_not_used(
 
 
 @pytest.mark.usefixtures("worker")
+def test_a_connection_idle_past_ninety_seconds_is_closed_though_its_adapter_serves_other_origins_meanwhile(
+    relay: CuttingProxy, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound is each connection's idle time, as Go's: a call to another registry does not keep it fresh."""
+    offset = [0.0]
+
+    def later() -> float:
+        return time.monotonic() + offset[0]
+
+    monkeypatch.setattr(keptpools, "monotonic", later)
+    monkeypatch.setattr(pools, "monotonic", later)
+    with CuttingProxy(registry.host, 0) as other:
+        _call(relay)
+        for _ in range(4):  # a call a minute, to the other origin (the same trust: the same adapter)
+            offset[0] += 60
+            _call(other)
+        assert len(keptpools.kept_sockets()) == 1
+        _call(relay)  # its connection has been idle four minutes
+        assert len(other.sent) == 1
+    assert len(relay.sent) == 2
+
+
+@pytest.mark.usefixtures("worker")
 def test_at_most_four_profiles_are_kept_the_least_recently_used_closed_first(relay: CuttingProxy) -> None:
     sizes = range(1, keptpools.KEPT + 2)
     for size in sizes:
@@ -160,10 +183,10 @@ def test_at_most_four_profiles_are_kept_the_least_recently_used_closed_first(rel
 def test_a_connection_the_registry_dropped_is_neither_kept_nor_a_failure(relay: CuttingProxy) -> None:
     adapter = _agent(relay).detach()
     assert adapter is not None
-    assert len(adapter.keep_idle(2, 2)) == 1
+    assert len(adapter.keep_idle(2, 2, 0.0)) == 1
     relay.hang_up()
     for _ in range(100):  # the relay's FIN reaches the client end at once on loopback
-        if adapter.keep_idle(2, 2) == []:
+        if adapter.keep_idle(2, 2, 0.0) == []:
             break
         time.sleep(0.01)
     else:
@@ -219,7 +242,7 @@ def test_connections_through_an_https_proxy_are_never_kept(relay: CuttingProxy) 
     proxied._get_conn().close()
     proxied._put_conn(conn)
     assert conn.sock is not None
-    assert adapter.keep_idle(2, 2) == []
+    assert adapter.keep_idle(2, 2, 0.0) == []
     assert conn.sock is None
     adapter.close()
 

@@ -19,7 +19,8 @@ very same connection:
 What is kept is bounded as Go's `http.DefaultTransport` bounds it: at most `PER_ORIGIN` idle connections per origin
 (the rest are closed as the call ends), through at most `PROXIES` proxies (the most recently used: requests keeps a
 manager per proxy URL, so callers each with proxy credentials of their own would add a connection each), and none
-idle longer than `IDLE_SECONDS` (closed when the next call looks).
+idle longer than `IDLE_SECONDS` (closed when the next call looks: each connection's own idle time, not its adapter's,
+which a call to another origin keeps in use).
 At most `KEPT` adapters stay, the least recently used closed first. A connection the registry closed meanwhile is
 found dropped before reuse (urllib3), or, closed as the request went out, sent again once on a new one
 (`registry/connections.py`), as within a call. The leak check (`server/leaks.py`) counts the kept sockets as the
@@ -81,7 +82,10 @@ def take(key: Hashable) -> Adapter | None:
         return None
     with _LOCK:
         kept = _kept.pop(key, None)
-    return kept[1] if kept is not None else None
+    if kept is None:
+        return None
+    kept[1].keep_idle(PER_ORIGIN, PROXIES, monotonic() - IDLE_SECONDS)  # each connection's own idle time bounds it
+    return kept[1]
 
 
 def keep(key: Hashable, adapter: Adapter) -> bool:
@@ -92,7 +96,7 @@ def keep(key: Hashable, adapter: Adapter) -> bool:
     """
     if not _serving[0]:
         return False
-    sockets = adapter.keep_idle(PER_ORIGIN, PROXIES)
+    sockets = adapter.keep_idle(PER_ORIGIN, PROXIES, monotonic() - IDLE_SECONDS)
     if not sockets:
         adapter.close()
         return True

@@ -113,6 +113,7 @@ class _Bounded(HTTPConnection):
     _spent = False  # its last answer left it unusable: replaced before reuse
     _last_method = "GET"  # the method of the request it sent last
     _connecting: Alarm | None = None  # bounds the connect in progress
+    used_at = -_INF  # `time.monotonic()` when it last sent a request (`Adapter.keep_idle` closes it once idle too long)
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
@@ -139,7 +140,7 @@ class _Bounded(HTTPConnection):
 
     def request(self, method: str, url: str, body: Any = None, headers: Any = None, **options: Any) -> None:  # noqa: ANN401 - urllib3's signature
         """Send; note whether this connection had served a request before."""
-        self._last_method = method
+        self._last_method, self.used_at = method, monotonic()
         EXCHANGE.reused = self.sock is not None and not self._fresh
         try:
             super().request(method, url, body=body, headers=headers, **options)  # a plain one connects in here
@@ -242,8 +243,10 @@ class Adapter(HTTPAdapter):
         for pool in pools:
             pool.close()
 
-    def keep_idle(self, per_origin: int, proxies: int) -> list[int]:
+    def keep_idle(self, per_origin: int, proxies: int, used_since: float) -> list[int]:
         """Close the idle connections beyond the `per_origin` most recently used of each pool; the descriptors left.
+
+        A connection that sent no request since `used_since` (a `time.monotonic()` value) is closed too.
 
         Connections through an https proxy are all closed (their TLS to the proxy trusts what urllib3's default
         context read from the environment of the call that made them), and so is any the server has dropped. Only
@@ -267,7 +270,7 @@ class Adapter(HTTPAdapter):
             for conn in taken:
                 if conn is None or conn.sock is None:
                     continue
-                if left and conn.is_connected:
+                if left and conn.used_at >= used_since and conn.is_connected:
                     left -= 1
                     kept.append(conn.sock.fileno())
                 else:
