@@ -166,6 +166,15 @@ def test_a_connection_idle_past_ninety_seconds_is_closed_though_its_adapter_serv
         _call(relay)  # its connection has been idle four minutes
         assert len(other.sent) == 1
     assert len(relay.sent) == 2
+    transport = Transport(ClientOptions())  # an answer read for two minutes: its connection idle from its end only
+    response = transport.send("GET", Route(registry=relay.host, host=relay.host, scheme="http"), "/v2/", {},
+                              stream=True, what="test")  # fmt: skip
+    offset[0] += 120
+    assert response.content == b"{}"
+    response.close()
+    transport.close()
+    _call(relay)
+    assert len(relay.sent) == 2
 
 
 @pytest.mark.usefixtures("worker")

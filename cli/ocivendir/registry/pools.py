@@ -113,7 +113,7 @@ class _Bounded(HTTPConnection):
     _spent = False  # its last answer left it unusable: replaced before reuse
     _last_method = "GET"  # the method of the request it sent last
     _connecting: Alarm | None = None  # bounds the connect in progress
-    used_at = -_INF  # `time.monotonic()` when it last sent a request (`Adapter.keep_idle` closes it once idle too long)
+    idle_since = -_INF  # `time.monotonic()` when it went back to its pool (`Adapter.keep_idle` closes it if too long)
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
@@ -140,7 +140,7 @@ class _Bounded(HTTPConnection):
 
     def request(self, method: str, url: str, body: Any = None, headers: Any = None, **options: Any) -> None:  # noqa: ANN401 - urllib3's signature
         """Send; note whether this connection had served a request before."""
-        self._last_method, self.used_at = method, monotonic()
+        self._last_method = method
         EXCHANGE.reused = self.sock is not None and not self._fresh
         try:
             super().request(method, url, body=body, headers=headers, **options)  # a plain one connects in here
@@ -182,8 +182,19 @@ class _TLSConnection(_Bounded, HTTPSConnection):
         return sock
 
 
+def _idle(conn: Any) -> None:  # noqa: ANN401 - urllib3's protocol lives in a private module
+    """A connection going back to its pool is idle from now (None: the slot of one that was closed)."""
+    if conn is not None:
+        conn.idle_since = monotonic()
+
+
 class _PlainPool(HTTPConnectionPool):
     ConnectionCls = _Bounded
+
+    def _put_conn(self, conn: Any) -> None:  # noqa: ANN401 - urllib3's protocol lives in a private module
+        """Back in the pool, idle from now."""
+        _idle(conn)
+        super()._put_conn(conn)
 
 
 class _TLSPool(HTTPSConnectionPool):
@@ -199,6 +210,11 @@ class _TLSPool(HTTPSConnectionPool):
         if getattr(conn, "sock", None) is not None and getattr(conn, "ssl_context", None) is not EXCHANGE.tls():
             conn.close()  # urllib3 connects it anew, with the context `_TLSConnection` asks the exchange for
         return conn
+
+    def _put_conn(self, conn: Any) -> None:  # noqa: ANN401 - urllib3's protocol lives in a private module
+        """Back in the pool, idle from now."""
+        _idle(conn)
+        super()._put_conn(conn)
 
 
 _POOLS = {"http": _PlainPool, "https": _TLSPool}
@@ -243,10 +259,10 @@ class Adapter(HTTPAdapter):
         for pool in pools:
             pool.close()
 
-    def keep_idle(self, per_origin: int, proxies: int, used_since: float) -> list[int]:
+    def keep_idle(self, per_origin: int, proxies: int, idle_since: float) -> list[int]:
         """Close the idle connections beyond the `per_origin` most recently used of each pool; the descriptors left.
 
-        A connection that sent no request since `used_since` (a `time.monotonic()` value) is closed too.
+        A connection idle since before `idle_since` (a `time.monotonic()` value) is closed too.
 
         Connections through an https proxy are all closed (their TLS to the proxy trusts what urllib3's default
         context read from the environment of the call that made them), and so is any the server has dropped. Only
@@ -270,12 +286,12 @@ class Adapter(HTTPAdapter):
             for conn in taken:
                 if conn is None or conn.sock is None:
                     continue
-                if left and conn.used_at >= used_since and conn.is_connected:
+                if left and conn.idle_since >= idle_since and conn.is_connected:
                     left -= 1
                     kept.append(conn.sock.fileno())
                 else:
                     conn.close()
-            for conn in reversed(taken):  # back in the order they were in
+            for conn in reversed(taken):  # back in the order they were in, idle since they were
                 idle.put_nowait(conn)
         return kept
 
