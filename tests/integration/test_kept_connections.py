@@ -9,6 +9,8 @@ idle past 90 s, none the registry dropped, and at most four profiles' worth.
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,6 +177,74 @@ def test_a_connection_idle_past_ninety_seconds_is_closed_though_its_adapter_serv
     transport.close()
     _call(relay)
     assert len(relay.sent) == 2
+
+
+@pytest.mark.usefixtures("worker")
+def test_each_connection_is_closed_once_idle_ninety_seconds_and_not_before(
+    relay: CuttingProxy, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    offset = [0.0]
+
+    def later() -> float:
+        return time.monotonic() + offset[0]
+
+    monkeypatch.setattr(keptpools, "monotonic", later)
+    monkeypatch.setattr(pools, "monotonic", later)
+    with CuttingProxy(registry.host, 0) as other:
+        _call(relay)
+        offset[0] += 60
+        _call(other)  # the same adapter: one connection idle 60 s, one idle since now
+        assert keptpools.IDLE_SECONDS - 60 < (keptpools.next_expiry() or 0) < keptpools.IDLE_SECONDS - 59
+        offset[0] += 40
+        keptpools.expire()
+        assert len(keptpools.kept_sockets()) == 1
+        _call(other)
+        _call(relay)
+        assert (len(relay.sent), len(other.sent)) == (2, 1)
+        offset[0] += keptpools.IDLE_SECONDS + 1
+        keptpools.expire()
+        assert keptpools.kept_sockets() == frozenset()
+        assert keptpools.next_expiry() is None
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_worker_waiting_for_its_next_call_wakes_to_close_what_has_been_idle_too_long(
+    relay: CuttingProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Else a registry's closed end leaves the worker's open (CLOSE_WAIT) until a call comes, however late."""
+    from ocivendir.server import worker  # noqa: PLC0415 - the server's worker loop, for this test alone
+
+    _call(relay)
+    offset = [keptpools.IDLE_SECONDS + 1]
+    monkeypatch.setattr(keptpools, "monotonic", lambda: time.monotonic() + offset[0])
+    expire = keptpools.expire
+    path = str(tmp_path / "listener.sock")
+
+    def expire_then_call() -> None:  # once the worker has closed them, a call comes
+        expire()
+        calls.append(socket.socket(socket.AF_UNIX))
+        calls[-1].connect(path)
+
+    calls: list[socket.socket] = []
+    monkeypatch.setattr(keptpools, "expire", expire_then_call)
+    channel, parent = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with socket.socket(socket.AF_UNIX) as listener, channel, parent:
+        listener.bind(path)
+        listener.listen()
+        waiter = worker._waiter(listener, channel)
+        late = threading.Timer(60, lambda: socket.socket(socket.AF_UNIX).connect(path))  # a worker that never wakes
+        late.start()
+        try:
+            conn, parent_gone = worker._next(waiter, listener, channel)
+        finally:
+            late.cancel()
+            waiter.close()
+        assert conn is not None
+        conn.close()
+    assert not parent_gone
+    assert keptpools.kept_sockets() == frozenset()
+    assert len(calls) == 1
+    calls[0].close()
 
 
 @pytest.mark.usefixtures("worker")

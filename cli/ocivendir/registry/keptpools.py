@@ -19,8 +19,8 @@ very same connection:
 What is kept is bounded as Go's `http.DefaultTransport` bounds it: at most `PER_ORIGIN` idle connections per origin
 (the rest are closed as the call ends), through at most `PROXIES` proxies (the most recently used: requests keeps a
 manager per proxy URL, so callers each with proxy credentials of their own would add a connection each), and none
-idle longer than `IDLE_SECONDS` (closed when the next call looks: each connection's own idle time, not its adapter's,
-which a call to another origin keeps in use).
+idle longer than `IDLE_SECONDS` (each connection's own idle time, not its adapter's, which a call to another origin
+keeps in use; closed when the next call looks, or when the worker waiting for it wakes for them: `next_expiry`).
 At most `KEPT` adapters stay, the least recently used closed first. A connection the registry closed meanwhile is
 found dropped before reuse (urllib3), or, closed as the request went out, sent again once on a new one
 (`registry/connections.py`), as within a call. The leak check (`server/leaks.py`) counts the kept sockets as the
@@ -50,6 +50,7 @@ __all__ = [
     "expire",
     "keep",
     "kept_sockets",
+    "next_expiry",
     "serve_calls",
     "take",
 ]
@@ -58,11 +59,13 @@ KEPT = 4  # adapters: one per TLS profile the worker's callers use
 PER_ORIGIN = 2  # idle connections kept per origin (Go's DefaultMaxIdleConnsPerHost)
 PROXIES = 2  # proxies whose connections an adapter keeps: a call's HTTP_PROXY and HTTPS_PROXY
 IDLE_SECONDS = 90.0  # an idle connection is closed after this long (Go's DefaultTransport IdleConnTimeout)
+_SLACK = 0.05  # seconds past an expiry a waiting worker wakes (so that it is past, not at it)
 
 _LOCK = Lock()
 _URLLIB3_LOG = logging.getLogger("urllib3.connectionpool")  # what names the connections a call makes
 _serving = [False]  # per-process: set once in a server worker, never unset
-# key → (when it was kept, the adapter and the identities of the sockets it holds), least recently used first
+# key → (since when its longest idle connection is idle, the adapter, the identities of the sockets it holds), least
+# recently used first
 _kept: OrderedDict[Hashable, tuple[float, Adapter, frozenset[str]]] = OrderedDict()
 
 
@@ -82,10 +85,7 @@ def take(key: Hashable) -> Adapter | None:
         return None
     with _LOCK:
         kept = _kept.pop(key, None)
-    if kept is None:
-        return None
-    kept[1].keep_idle(PER_ORIGIN, PROXIES, monotonic() - IDLE_SECONDS)  # each connection's own idle time bounds it
-    return kept[1]
+    return kept[1] if kept is not None else None
 
 
 def keep(key: Hashable, adapter: Adapter) -> bool:
@@ -96,21 +96,42 @@ def keep(key: Hashable, adapter: Adapter) -> bool:
     """
     if not _serving[0]:
         return False
-    sockets = adapter.keep_idle(PER_ORIGIN, PROXIES, monotonic() - IDLE_SECONDS)
-    if not sockets:
+    _keep(key, adapter, recent=True)
+    return True
+
+
+def next_expiry() -> float | None:
+    """Seconds until a kept connection has been idle `IDLE_SECONDS` (`expire` closes it then), or None: none kept.
+
+    A worker waiting for its next call wakes then: a registry closes its end of an idle connection sooner or later,
+    and the worker's would otherwise stay open (CLOSE_WAIT) until the next call, however long that takes.
+    """
+    with _LOCK:
+        if not _kept:
+            return None
+        oldest = min(since for since, _, _ in _kept.values())
+    return max(0.0, oldest + IDLE_SECONDS - monotonic()) + _SLACK
+
+
+def _keep(key: Hashable, adapter: Adapter, *, recent: bool) -> None:
+    """Keep `adapter`'s idle connections under `key`, as the most recently used adapter or (not `recent`) the least."""
+    idle = adapter.keep_idle(PER_ORIGIN, PROXIES, monotonic() - IDLE_SECONDS)
+    if not idle:
         adapter.close()
-        return True
-    identities = frozenset(_identity(sock) for sock in sockets)
+        return
+    identities = frozenset(_identity(fd) for fd, _ in idle)
+    oldest = min(since for _, since in idle)
     dropped: list[Adapter] = []
     with _LOCK:
         if (previous := _kept.pop(key, None)) is not None:  # two transports of one call with the same profile
             dropped.append(previous[1])
-        _kept[key] = (monotonic(), adapter, identities)
+        _kept[key] = (oldest, adapter, identities)
+        if not recent:
+            _kept.move_to_end(key, last=False)
         while len(_kept) > KEPT:
             dropped.append(_kept.popitem(last=False)[1][1])
     for each in dropped:
         each.close()
-    return True
 
 
 def kept_sockets() -> frozenset[str]:
@@ -129,13 +150,16 @@ def close_all() -> None:
 
 
 def expire() -> None:
-    """Close the adapters idle past `IDLE_SECONDS` (a worker looks after every call, a transport when it takes one)."""
+    """Close the connections idle past `IDLE_SECONDS`, and an adapter left with none.
+
+    A worker looks after every call and when `next_expiry` says, a transport when it takes an adapter.
+    """
     now = monotonic()
     with _LOCK:
-        old = [key for key, (when, _, _) in _kept.items() if now - when > IDLE_SECONDS]
-        expired = [_kept.pop(key)[1] for key in old]
-    for adapter in expired:
-        adapter.close()
+        due = [key for key, (oldest, _, _) in _kept.items() if now - oldest > IDLE_SECONDS]
+        taken = [(key, _kept.pop(key)[1]) for key in due]
+    for key, adapter in taken:
+        _keep(key, adapter, recent=False)  # not used since: the least recently used, with what is left of it
 
 
 def _identity(fd: int) -> str:

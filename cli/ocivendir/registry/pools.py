@@ -259,8 +259,8 @@ class Adapter(HTTPAdapter):
         for pool in pools:
             pool.close()
 
-    def keep_idle(self, per_origin: int, proxies: int, idle_since: float) -> list[int]:
-        """Close the idle connections beyond the `per_origin` most recently used of each pool; the descriptors left.
+    def keep_idle(self, per_origin: int, proxies: int, idle_since: float) -> list[tuple[int, float]]:
+        """Close the idle connections beyond the `per_origin` most recently used of each pool; (descriptor, idle since).
 
         A connection idle since before `idle_since` (a `time.monotonic()` value) is closed too.
 
@@ -271,7 +271,7 @@ class Adapter(HTTPAdapter):
         credentials) per call. Called between calls (`registry/keptpools.py`), when no request is in flight.
         """
         self._forget_proxies(proxies)
-        kept: list[int] = []
+        kept: list[tuple[int, float]] = []
         for through_tls, pool in self._pools():
             idle = pool.pool
             if idle is None:
@@ -288,7 +288,7 @@ class Adapter(HTTPAdapter):
                     continue
                 if left and conn.idle_since >= idle_since and conn.is_connected:
                     left -= 1
-                    kept.append(conn.sock.fileno())
+                    kept.append((conn.sock.fileno(), conn.idle_since))
                 else:
                     conn.close()
             for conn in reversed(taken):  # back in the order they were in, idle since they were

@@ -170,10 +170,15 @@ def _next(waiter: select.epoll, listener: socket.socket, channel: socket.socket)
     """The next connection (None: none, the parent gone) and whether the parent is gone (the channel closed).
 
     A worker woken for a connection takes it even when its channel closed meanwhile: being woken, it may be the
-    only one that was (EPOLLEXCLUSIVE), and the connection would otherwise wait for the next one to arrive.
+    only one that was (EPOLLEXCLUSIVE), and the connection would otherwise wait for the next one to arrive. Waiting,
+    it wakes to close the registry connections it kept that have been idle too long (`registry/keptpools.py`).
     """
     while True:
-        ready = dict(waiter.poll())
+        wait = keptpools.next_expiry()
+        ready = dict(waiter.poll(-1 if wait is None else wait))
+        if not ready:  # idle registry connections due to close (`registry/keptpools.py`)
+            keptpools.expire()
+            continue
         parent_gone = channel.fileno() in ready and _closed(channel)
         if listener.fileno() in ready or parent_gone:
             conn = take(listener)
