@@ -43,6 +43,19 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     keptpools.close_all()
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The kept connections' clock, moved on by adding seconds to the one number in the list."""
+    offset = [0.0]
+
+    def later() -> float:
+        return time.monotonic() + offset[0]
+
+    monkeypatch.setattr(keptpools, "monotonic", later)
+    monkeypatch.setattr(pools, "monotonic", later)
+    return offset
+
+
 def _call(
     relay: CuttingProxy, options: ClientOptions | None = None, *, requests: int = 1, scheme: str = "http"
 ) -> None:
@@ -149,16 +162,10 @@ def test_a_connection_idle_past_ninety_seconds_is_closed_not_used(
 
 @pytest.mark.usefixtures("worker")
 def test_a_connection_idle_past_ninety_seconds_is_closed_though_its_adapter_serves_other_origins_meanwhile(
-    relay: CuttingProxy, registry: Registry, monkeypatch: pytest.MonkeyPatch
+    relay: CuttingProxy, registry: Registry, clock: list[float]
 ) -> None:
     """The bound is each connection's idle time, as Go's: a call to another registry does not keep it fresh."""
-    offset = [0.0]
-
-    def later() -> float:
-        return time.monotonic() + offset[0]
-
-    monkeypatch.setattr(keptpools, "monotonic", later)
-    monkeypatch.setattr(pools, "monotonic", later)
+    offset = clock
     with CuttingProxy(registry.host, 0) as other:
         _call(relay)
         for _ in range(4):  # a call a minute, to the other origin (the same trust: the same adapter)
@@ -181,15 +188,9 @@ def test_a_connection_idle_past_ninety_seconds_is_closed_though_its_adapter_serv
 
 @pytest.mark.usefixtures("worker")
 def test_each_connection_is_closed_once_idle_ninety_seconds_and_not_before(
-    relay: CuttingProxy, registry: Registry, monkeypatch: pytest.MonkeyPatch
+    relay: CuttingProxy, registry: Registry, clock: list[float]
 ) -> None:
-    offset = [0.0]
-
-    def later() -> float:
-        return time.monotonic() + offset[0]
-
-    monkeypatch.setattr(keptpools, "monotonic", later)
-    monkeypatch.setattr(pools, "monotonic", later)
+    offset = clock
     with CuttingProxy(registry.host, 0) as other:
         _call(relay)
         offset[0] += 60
