@@ -347,3 +347,27 @@ def test_an_https_connection_is_used_again_only_with_the_very_context_it_was_mad
         assert len(relay.sent) == 2 * made
         _call(relay, options, scheme="https")
         assert len(relay.sent) == 2 * made
+
+
+def test_a_connection_returned_while_its_pool_is_looked_over_is_closed_when_no_room_is_left() -> None:
+    """An interrupted call's request may hand its connection back as the call ends: the one left over is closed."""
+    from queue import LifoQueue  # noqa: PLC0415
+
+    class Connection:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    idle: LifoQueue[object] = LifoQueue(2)
+    first, second, returned = Connection(), Connection(), Connection()
+    idle.put_nowait(first)
+    idle.put_nowait(second)
+    taken = pools._drain(idle)
+    assert taken == [second, first]
+    idle.put_nowait(returned)  # meanwhile
+    pools._refill(idle, taken)
+    assert [idle.get_nowait(), idle.get_nowait()] == [first, returned]
+    assert second.closed
+    assert not first.closed
+    assert not returned.closed

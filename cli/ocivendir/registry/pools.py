@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from queue import Empty
+from queue import Empty, Full, LifoQueue
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -226,6 +226,26 @@ def _manager_pools(manager: Any) -> list[HTTPConnectionPool]:  # noqa: ANN401 - 
     return [pool for key in container.keys() if (pool := container.get(key)) is not None]  # noqa: SIM118
 
 
+def _drain(idle: LifoQueue[Any]) -> list[Any]:
+    """Everything a pool holds (its connections, and None for each free slot), most recently returned first."""
+    taken = []
+    while True:
+        try:
+            taken.append(idle.get_nowait())
+        except Empty:
+            return taken
+
+
+def _refill(idle: LifoQueue[Any], taken: list[Any]) -> None:
+    """Put back what `_drain` took, in the order it was in (each connection idle since it was)."""
+    for conn in reversed(taken):
+        try:
+            idle.put_nowait(conn)
+        except Full:  # a request of an interrupted call returned its connection meanwhile: no room left
+            if conn is not None:
+                conn.close()
+
+
 class Adapter(HTTPAdapter):
     """requests' adapter on the bounded connections; no retries of its own (the client's policy decides)."""
 
@@ -273,15 +293,9 @@ class Adapter(HTTPAdapter):
         self._forget_proxies(proxies)
         kept: list[tuple[int, float]] = []
         for through_tls, pool in self._pools():
-            idle = pool.pool
-            if idle is None:
+            if pool.pool is None:
                 continue
-            taken = []  # most recently returned first (a LIFO queue)
-            while True:
-                try:
-                    taken.append(idle.get_nowait())
-                except Empty:
-                    break
+            taken = _drain(pool.pool)  # most recently returned first (a LIFO queue)
             left = 0 if through_tls else per_origin
             for conn in taken:
                 if conn is None or conn.sock is None:
@@ -291,8 +305,7 @@ class Adapter(HTTPAdapter):
                     kept.append((conn.sock.fileno(), conn.idle_since))
                 else:
                     conn.close()
-            for conn in reversed(taken):  # back in the order they were in, idle since they were
-                idle.put_nowait(conn)
+            _refill(pool.pool, taken)
         return kept
 
     def _forget_proxies(self, kept: int) -> None:
