@@ -132,6 +132,15 @@ def test_a_caller_running_at_a_lower_priority_is_refused(listener: tuple[socket.
     assert _peer_reason(listener, f"import os\n{code}") == "the caller's scheduling priority is not the server's"
 
 
+def test_a_caller_held_to_fewer_cpus_is_refused(listener: tuple[socket.socket, str]) -> None:
+    """`taskset -c 0 vendir sync` is not served by a worker that may run on every CPU the server may."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to pin a caller to fewer")
+    code = f"import os\nos.sched_setaffinity(0, {{{cpus[0]}}})"
+    assert _peer_reason(listener, code) == "the caller's CPU affinity is not the server's"
+
+
 def test_a_caller_that_asked_to_be_killed_first_on_oom_is_refused(listener: tuple[socket.socket, str]) -> None:
     """A raised oom_score_adj is the caller's to give (lowering it again takes CAP_SYS_RESOURCE): not served lower."""
     own = int(Path("/proc/self/oom_score_adj").read_text())

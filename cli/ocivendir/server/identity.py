@@ -2,8 +2,9 @@
 
 A worker runs a call with the server's credentials, whoever started it. So a call is served only when the caller
 has exactly the worker's, as the kernel reports them — never as the request asserts them:
-- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, and the nice value and scheduling policy, from
-  the pid SO_PEERCRED names; where /proc is not mounted, every resource limit (soft and hard) read with prlimit(2);
+- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, the nice value, scheduling policy and CPU
+  affinity (`taskset -c 0 vendir sync` is not served on every CPU), from the pid SO_PEERCRED names; where /proc is
+  not mounted, every resource limit (soft and hard) read with prlimit(2);
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
   no_new_privs, seccomp mode, every resource limit (soft and hard: the same the 16 prlimit(2) calls would read, in
   one file), oom_score_adj, the security label (where a security module answers: which do is the kernel's, so where
@@ -85,7 +86,7 @@ def _gone(pidfd: int) -> str | None:
 
 
 def _kernel_mismatch(conn: socket.socket, pid: int, uid: int, gid: int) -> str | None:
-    """What the kernel answers without /proc: SO_PEERCRED (read once), SO_PEERGROUPS, priority; prlimit(2) if needed."""
+    """What the kernel answers without /proc: SO_PEERCRED (once), SO_PEERGROUPS, scheduling; prlimit(2) if needed."""
     if (uid, gid) != (os.geteuid(), os.getegid()):
         return "the caller's uid or gid is not the server's"
     if pid <= 0:
@@ -95,10 +96,18 @@ def _kernel_mismatch(conn: socket.socket, pid: int, uid: int, gid: int) -> str |
             return "the caller's groups are not the server's"
         if not _PROC_OURS and any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
             return "the caller's resource limits are not the server's"
-        lower = _priority(pid) != _priority(0)
+        return _scheduling_mismatch(pid)
     except OSError as exc:
         return f"cannot read the caller's credentials: {exc.strerror or exc}"
-    return "the caller's scheduling priority is not the server's" if lower else None
+
+
+def _scheduling_mismatch(pid: int) -> str | None:
+    """Why the caller would be scheduled otherwise by a worker: its priority, or the CPUs it may run on; or None."""
+    if _priority(pid) != _priority(0):
+        return "the caller's scheduling priority is not the server's"
+    if os.sched_getaffinity(pid) != os.sched_getaffinity(0):
+        return "the caller's CPU affinity is not the server's"
+    return None
 
 
 def _priority(pid: int) -> tuple[int, int]:
