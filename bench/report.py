@@ -104,7 +104,8 @@ def _resume(resumed: Row) -> list[str]:
 def _startup(section: Row) -> list[str]:
     base = section["rows"][0]["wall_s"]["median"]
     rows = [[row["what"], row["tool"], stat(row["wall_s"]), ratio(row["wall_s"]["median"], base), stat(row["cpu_s"]),
-             _total_cpu(row), mib(row["max_rss_kib"]["median"]), str(row.get("requests_per_call", "-"))]
+             _total_cpu(row), mib(row["max_rss_kib"]["median"]), str(row.get("requests_per_call", "-")),
+             str(row.get("connections_per_call", "-"))]
             for row in section["rows"]]  # fmt: skip
     lines = ["## Start-up and warm sync", "",
              ("The warm sync is kapp-controller's call (`vendir sync -f - --lock-file /dev/null` through a program "
@@ -113,7 +114,7 @@ def _startup(section: Row) -> list[str]:
              "is appended to Debian's bundle (`SSL_CERT_FILE`), as kapp-controller appends its CAs."),
              ""]  # fmt: skip
     lines += table(["what", "program", "wall", "÷ python -c pass", "CPU", "CPU with server", "peak RSS MiB",
-                    "requests per call"], rows)  # fmt: skip
+                    "requests per call", "TCP connections per call"], rows)  # fmt: skip
     lines += [
         "",
         (

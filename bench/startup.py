@@ -9,6 +9,7 @@ context, the handshake and the HEAD that every production registry costs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.builders import Pusher, make_image, publish_bundle, relocate
+from tests.support.cutter import CuttingProxy
 from tests.support.registry import Registry
 
 from bench import anatomy
@@ -27,6 +29,7 @@ from bench.fleet_apps import App
 from bench.measure import SUB_SECOND_REPS, Run, Stat, repeat, run
 from bench.serverstat import server_cpu_s, server_pids, stop_servers
 from bench.tools import Tools, clean_env, named_vendir
+from ocivendir.fs.fileid import SETTLED_NS
 
 SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's, the first file Go reads
 SERVED = {"ocivendir (pip install, Python client + server)", "ocivendir (venv, Python client + server)",
@@ -60,6 +63,7 @@ class _Warm:
         """Prepare the program's cache, home and, through a server, a socket directory of its own."""
         self.label, self.app, self.work, self.what = label, app, work, what
         self.requests_per_call = 0
+        self.connections_per_call = 0
         self.counter = itertools.count()
         home, cache = work / "home", work / "caches" / label.replace(" ", "_")
         home.mkdir(parents=True, exist_ok=True)
@@ -73,12 +77,12 @@ class _Warm:
         self.runs: list[Run] = []
         self.server_cpu = 0.0
 
-    def once(self) -> Run:
-        """One reconcile in a fresh directory."""
+    def once(self, app: App | None = None) -> Run:
+        """One reconcile (of this program's App, or of `app`) in a fresh directory."""
         cwd = self.work / f"reconcile-{self.label.replace(' ', '_')}-{next(self.counter)}"
         cwd.mkdir()
         try:
-            done = run(self.argv, env=self.env, cwd=cwd, stdin=self.app.stdin)
+            done = run(self.argv, env=self.env, cwd=cwd, stdin=(app or self.app).stdin)
         finally:
             shutil.rmtree(cwd, ignore_errors=True)
         if done.code != 0:
@@ -112,7 +116,8 @@ class _Warm:
         wall = Stat.of([r.wall_s for r in self.runs])
         row = {"what": self.what, "tool": self.label, "wall_s": wall.as_dict(),
                "cpu_s": cpu.as_dict(), "max_rss_kib": Stat.of([float(r.rss_kib) for r in self.runs]).as_dict(0),
-               "requests": requests, "requests_per_call": self.requests_per_call}  # fmt: skip
+               "requests": requests, "requests_per_call": self.requests_per_call,
+               "connections_per_call": self.connections_per_call}  # fmt: skip
         if self.server_dir:
             per_call = self.server_cpu / len(self.runs)
             row["server_cpu_s_per_call"] = round(per_call, 5)
@@ -130,7 +135,9 @@ def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: P
                 **extra: str) -> list[dict[str, Any]]:  # fmt: skip
     """Every program's warm sync, interleaved call by call (machine noise hits all alike); the registry's traffic.
 
-    Each program's requests per warm call are counted on one call of its own, before the interleaved ones.
+    Each program's requests per warm call are counted on one call of its own, before the interleaved ones; its TCP
+    connections per warm call on a second call through a relay that counts them (the first through it may connect:
+    a server's worker keeps its registry connections between calls, per origin: `registry/keptpools.py`).
     """
     warm = [_Warm(label, program, app, work, what, **extra) for label, program in programs.items()]
     try:
@@ -140,6 +147,12 @@ def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: P
             mark = log.mark()
             one.once()
             one.requests_per_call = log.since(mark).requests
+            with CuttingProxy(registry.host, 0) as relay:
+                relayed = dataclasses.replace(app, ref=app.ref.replace(registry.host, relay.host, 1))
+                one.once(relayed)
+                made = len(relay.sent)
+                one.once(relayed)
+                one.connections_per_call = len(relay.sent) - made
         mark = log.mark()
         for _ in range(max(reps, SUB_SECOND_REPS * 4)):  # at least 20 interleaved calls each
             for one in warm:
@@ -159,6 +172,9 @@ def _warm_tag_syncs_over_tls(programs: dict[str, Path], work: Path, reps: int) -
         Pusher(tls).image("startup/tls", make_image({"app.yml": "tls\n"}), tag="v1")
         bundle = work / "tls-bundle.pem"
         bundle.write_bytes(Path(SYSTEM_BUNDLE).read_bytes() + tls.ca_cert.read_bytes())
+        # a worker keeps a TLS context (and the connections made with it) only once the files it was made from have
+        # settled (`fs/fileid.py`), as a cluster's CA bundle long has: the measured calls start once this one has
+        time.sleep(max(0, bundle.stat().st_ctime_ns + SETTLED_NS - time.time_ns()) / 1e9)
         app = App("startup-tls", "tag_image", f"{tls.host}/startup/tls:v1", "startup/tls")
         return _warm_syncs(tls, programs, app, work / "tls", reps, "warm tag sync over TLS",
                            SSL_CERT_FILE=str(bundle))  # fmt: skip

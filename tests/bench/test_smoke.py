@@ -144,6 +144,8 @@ def test_smoke_pull_startup_cache_and_verify_figures(smoke) -> None:
     over_tls = [row for row in results["startup"]["rows"] if row["what"] == "warm tag sync over TLS"]
     assert [row["tool"] for row in over_tls] == [row["tool"] for row in warm]
     assert [row["requests_per_call"] for row in over_tls if row["tool"] != "vendir"] == [1] * len(warm)  # one HEAD
+    for row in over_tls:  # a served call goes out on the connection its worker kept; one in-process connects
+        assert (row["connections_per_call"] == 0) if "server" in row["tool"] else (row["connections_per_call"] >= 1)
     calls = results["startup"]["anatomy"]  # a fresh worker copies the pages it writes; a reused one does not
     assert calls["first"]["minor_faults"]["median"] > 4 * calls["work"]["minor_faults"]["median"]
     assert calls["work"]["cpu_s"]["n"] == calls["adopt"]["cpu_s"]["n"] == calls["restore"]["cpu_s"]["n"] >= 20
