@@ -263,10 +263,10 @@ def test_at_most_four_profiles_are_kept_the_least_recently_used_closed_first(rel
 def test_a_connection_the_registry_dropped_is_neither_kept_nor_a_failure(relay: CuttingProxy) -> None:
     adapter = _agent(relay).detach()
     assert adapter is not None
-    assert len(adapter.keep_idle(2, 2, 0.0)) == 1
+    assert len(adapter.keep_idle(2, 2, 0.0, 16)) == 1
     relay.hang_up()
     for _ in range(100):  # the relay's FIN reaches the client end at once on loopback
-        if adapter.keep_idle(2, 2, 0.0) == []:
+        if adapter.keep_idle(2, 2, 0.0, 16) == []:
             break
         time.sleep(0.01)
     else:
@@ -322,7 +322,7 @@ def test_connections_through_an_https_proxy_are_never_kept(relay: CuttingProxy) 
     proxied._get_conn().close()
     proxied._put_conn(conn)
     assert conn.sock is not None
-    assert adapter.keep_idle(2, 2, 0.0) == []
+    assert adapter.keep_idle(2, 2, 0.0, 16) == []
     assert conn.sock is None
     adapter.close()
 
@@ -371,3 +371,19 @@ def test_a_connection_returned_while_its_pool_is_looked_over_is_closed_when_no_r
     assert second.closed
     assert not first.closed
     assert not returned.closed
+
+
+@pytest.mark.usefixtures("worker")
+def test_at_most_max_idle_connections_are_kept_in_all(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Callers reaching many registries, with several trust profiles, leave a bounded number of sockets open."""
+    monkeypatch.setattr(keptpools, "MAX_IDLE", 3)
+    relays = [CuttingProxy(registry.host, 0).start() for _ in range(4)]  # four origins
+    try:
+        for relay in relays:  # one profile: its adapter gathers a pool per origin, one connection each
+            _call(relay)
+        assert len(keptpools.kept_sockets()) == 3
+        _call(relays[0], ClientOptions(pool_size=3))  # another profile: the least recently used adapter goes
+        assert len(keptpools.kept_sockets()) == 1
+    finally:
+        for relay in relays:
+            relay.stop()

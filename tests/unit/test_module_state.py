@@ -113,7 +113,7 @@ STATE: dict[str, str] = {
     "registry.tlscontexts:_LOCK": "a lock: holds nothing",
     "registry.keptpools:_LOCK": "a lock: holds nothing",
     "registry.keptpools:_serving": "whether this process is a server worker: set once at its birth, the same for every call",
-    "registry.keptpools:_kept": "idle registry connections keyed by the trust a call asks of TLS (its TLS context key: verify, SSL_CERT_FILE, SSL_CERT_DIR, named CA files, registries.yaml TLS files) and the pool size, each pool by origin and proxy URL, an https one reused only with the very TLS context the call's own agent gets (keyed by its inputs and file identities); at most 4, 2 per origin, 90 s idle",
+    "registry.keptpools:_kept": "idle registry connections keyed by the trust a call asks of TLS (its TLS context key: verify, SSL_CERT_FILE, SSL_CERT_DIR, named CA files, registries.yaml TLS files) and the pool size, each pool by origin and proxy URL, an https one reused only with the very TLS context the call's own agent gets (keyed by its inputs and file identities); at most 4 profiles, 2 per origin, 16 in all, 90 s idle",
     "registry.tlsprobe:_SUITES": "constant table, filled at import, never written",
     "registry.transport:_ERRNO_TEXT": "constant table, filled at import, never written",
     "registry.truststore:_ERRNO_GO": "constant table, filled at import, never written",

@@ -21,10 +21,11 @@ What is kept is bounded as Go's `http.DefaultTransport` bounds it: at most `PER_
 manager per proxy URL, so callers each with proxy credentials of their own would add a connection each), and none
 idle longer than `IDLE_SECONDS` (each connection's own idle time, not its adapter's, which a call to another origin
 keeps in use; closed when the next call looks, or when the worker waiting for it wakes for them: `next_expiry`).
-At most `KEPT` adapters stay, the least recently used closed first. A connection the registry closed meanwhile is
-found dropped before reuse (urllib3), or, closed as the request went out, sent again once on a new one
-(`registry/connections.py`), as within a call. The leak check (`server/leaks.py`) counts the kept sockets as the
-worker's own. A process that makes one call (the CLI) keeps nothing: its transport closes its connections as before.
+At most `KEPT` adapters and `MAX_IDLE` connections in all stay, the least recently used adapters closed first. A
+connection the registry closed meanwhile is found dropped before reuse (urllib3), or, closed as the request went out,
+sent again once on a new one (`registry/connections.py`), as within a call. The leak check (`server/leaks.py`)
+counts the kept sockets as the worker's own. A process that makes one call (the CLI) keeps nothing: its transport
+closes its connections as before.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IDLE_SECONDS",
     "KEPT",
+    "MAX_IDLE",
     "PER_ORIGIN",
     "PROXIES",
     "close_all",
@@ -58,6 +60,7 @@ __all__ = [
 KEPT = 4  # adapters: one per TLS profile the worker's callers use
 PER_ORIGIN = 2  # idle connections kept per origin (Go's DefaultMaxIdleConnsPerHost)
 PROXIES = 2  # proxies whose connections an adapter keeps: a call's HTTP_PROXY and HTTPS_PROXY
+MAX_IDLE = 16  # idle connections kept in all (Go's DefaultTransport: 100): a worker's descriptors are its callers' too
 IDLE_SECONDS = 90.0  # an idle connection is closed after this long (Go's DefaultTransport IdleConnTimeout)
 _SLACK = 0.05  # seconds past an expiry a waiting worker wakes (so that it is past, not at it)
 
@@ -115,7 +118,7 @@ def next_expiry() -> float | None:
 
 def _keep(key: Hashable, adapter: Adapter, *, recent: bool) -> None:
     """Keep `adapter`'s idle connections under `key`, as the most recently used adapter or (not `recent`) the least."""
-    idle = adapter.keep_idle(PER_ORIGIN, PROXIES, monotonic() - IDLE_SECONDS)
+    idle = adapter.keep_idle(PER_ORIGIN, PROXIES, monotonic() - IDLE_SECONDS, MAX_IDLE)
     if not idle:
         adapter.close()
         return
@@ -128,7 +131,7 @@ def _keep(key: Hashable, adapter: Adapter, *, recent: bool) -> None:
         _kept[key] = (oldest, adapter, identities)
         if not recent:
             _kept.move_to_end(key, last=False)
-        while len(_kept) > KEPT:
+        while len(_kept) > KEPT or (len(_kept) > 1 and sum(len(each[2]) for each in _kept.values()) > MAX_IDLE):
             dropped.append(_kept.popitem(last=False)[1][1])
     for each in dropped:
         each.close()

@@ -279,10 +279,11 @@ class Adapter(HTTPAdapter):
         for pool in pools:
             pool.close()
 
-    def keep_idle(self, per_origin: int, proxies: int, idle_since: float) -> list[tuple[int, float]]:
+    def keep_idle(self, per_origin: int, proxies: int, idle_since: float, most: int) -> list[tuple[int, float]]:
         """Close the idle connections beyond the `per_origin` most recently used of each pool; (descriptor, idle since).
 
-        A connection idle since before `idle_since` (a `time.monotonic()` value) is closed too.
+        A connection idle since before `idle_since` (a `time.monotonic()` value) is closed too, and every one past the
+        `most` kept in all.
 
         Connections through an https proxy are all closed (their TLS to the proxy trusts what urllib3's default
         context read from the environment of the call that made them), and so is any the server has dropped. Only
@@ -300,7 +301,7 @@ class Adapter(HTTPAdapter):
             for conn in taken:
                 if conn is None or conn.sock is None:
                     continue
-                if left and conn.idle_since >= idle_since and conn.is_connected:
+                if left and len(kept) < most and conn.idle_since >= idle_since and conn.is_connected:
                     left -= 1
                     kept.append((conn.sock.fileno(), conn.idle_since))
                 else:
