@@ -26,6 +26,8 @@ from collections import OrderedDict
 from stat import S_ISREG
 from threading import RLock
 
+from ocivendir.fs.fileid import device_inode
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -122,7 +124,7 @@ def kept_files() -> frozenset[str]:
                 info = os.stat(f"{path}{suffix}")
             except OSError:
                 continue
-            found.add(f"{info.st_dev}:{info.st_ino}")
+            found.add(device_inode(info))
     return frozenset(found)
 
 

@@ -14,7 +14,7 @@ import os
 import stat
 import time
 
-__all__ = ["SETTLED_NS", "Identity", "current", "identity", "settled"]
+__all__ = ["SETTLED_NS", "Identity", "current", "device_inode", "identity", "settled"]
 
 SETTLED_NS = 2_000_000_000  # the coarsest timestamp granularity of a Linux filesystem (FAT's two seconds)
 Identity = tuple[int, int, int, int, int]
@@ -23,6 +23,11 @@ Identity = tuple[int, int, int, int, int]
 def identity(info: os.stat_result) -> Identity:
     """The identity in a stat result."""
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def device_inode(info: os.stat_result) -> str:
+    """An open file's name as a reused worker's leak check compares descriptors: `device:inode` (numbers are reused)."""
+    return f"{info.st_dev}:{info.st_ino}"
 
 
 def settled(info: os.stat_result) -> bool:

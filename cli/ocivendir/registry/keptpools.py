@@ -36,6 +36,8 @@ from collections import OrderedDict
 from threading import Lock
 from time import monotonic
 
+from ocivendir.fs.fileid import device_inode
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -122,7 +124,7 @@ def _keep(key: Hashable, adapter: Adapter, *, recent: bool) -> None:
     if not idle:
         adapter.close()
         return
-    identities = frozenset(_identity(fd) for fd, _ in idle)
+    identities = frozenset(device_inode(os.fstat(fd)) for fd, _ in idle)
     oldest = min(since for _, since in idle)
     dropped: list[Adapter] = []
     with _LOCK:
@@ -155,7 +157,7 @@ def close_all() -> None:
 def expire() -> None:
     """Close the connections idle past `IDLE_SECONDS`, and an adapter left with none.
 
-    A worker looks after every call and when `next_expiry` says, a transport when it takes an adapter.
+    A worker waiting for calls looks when `next_expiry` says, a transport when it takes an adapter.
     """
     now = monotonic()
     with _LOCK:
@@ -163,9 +165,3 @@ def expire() -> None:
         taken = [(key, _kept.pop(key)[1]) for key in due]
     for key, adapter in taken:
         _keep(key, adapter, recent=False)  # not used since: the least recently used, with what is left of it
-
-
-def _identity(fd: int) -> str:
-    """A socket's identity as the leak check names descriptors: `device:inode` (its number may be reused)."""
-    info = os.fstat(fd)
-    return f"{info.st_dev}:{info.st_ino}"

@@ -182,22 +182,19 @@ class _TLSConnection(_Bounded, HTTPSConnection):
         return sock
 
 
-def _idle(conn: Any) -> None:  # noqa: ANN401 - urllib3's protocol lives in a private module
-    """A connection going back to its pool is idle from now (None: the slot of one that was closed)."""
-    if conn is not None:
-        conn.idle_since = monotonic()
-
-
 class _PlainPool(HTTPConnectionPool):
     ConnectionCls = _Bounded
 
     def _put_conn(self, conn: Any) -> None:  # noqa: ANN401 - urllib3's protocol lives in a private module
-        """Back in the pool, idle from now."""
-        _idle(conn)
+        """Back in the pool, idle from now (None: the slot of one that was closed)."""
+        if conn is not None:
+            conn.idle_since = monotonic()
         super()._put_conn(conn)
 
 
-class _TLSPool(HTTPSConnectionPool):
+class _TLSPool(_PlainPool, HTTPSConnectionPool):
+    """urllib3's https pool, its connections timed as `_PlainPool`'s."""
+
     ConnectionCls = _TLSConnection
 
     def _get_conn(self, timeout: float | None = None) -> Any:  # noqa: ANN401 - urllib3's protocol lives in a private module
@@ -210,11 +207,6 @@ class _TLSPool(HTTPSConnectionPool):
         if getattr(conn, "sock", None) is not None and getattr(conn, "ssl_context", None) is not EXCHANGE.tls():
             conn.close()  # urllib3 connects it anew, with the context `_TLSConnection` asks the exchange for
         return conn
-
-    def _put_conn(self, conn: Any) -> None:  # noqa: ANN401 - urllib3's protocol lives in a private module
-        """Back in the pool, idle from now."""
-        _idle(conn)
-        super()._put_conn(conn)
 
 
 _POOLS = {"http": _PlainPool, "https": _TLSPool}

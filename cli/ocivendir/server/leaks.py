@@ -20,6 +20,7 @@ import threading
 import time
 
 from ocivendir.cache import opened
+from ocivendir.fs.fileid import device_inode
 from ocivendir.registry import keptpools
 from ocivendir.server import ownstatus
 
@@ -73,7 +74,7 @@ def _descriptors() -> frozenset[tuple[int, str]]:
             info = os.fstat(fd)
         except OSError:
             continue
-        found.append((fd, f"{info.st_dev}:{info.st_ino}"))
+        found.append((fd, device_inode(info)))
     return frozenset(found)
 
 

@@ -100,7 +100,6 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
                 continue
             calls += 1
             code, reason, status = outcome
-            keptpools.expire()
             _log.debug("call %d ended: exit status %d", calls, code)
             reason = (
                 reason
