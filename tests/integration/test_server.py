@@ -28,7 +28,7 @@ from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
 from tests.support.builders import Pusher, make_image, publish_bundle
 from tests.support.faults import silent_server
 from tests.support.registry import Registry
-from tests.support.server import ServerPlace, left, program, server_parents, worker_in, workers
+from tests.support.server import ServerPlace, ended, left, program, server_parents, worker_in, workers
 
 pytestmark = pytest.mark.integration
 
@@ -189,7 +189,7 @@ def test_signals_to_the_client_reach_the_worker(place: ServerPlace, bin_dir: Pat
     if signo == signal.SIGINT:
         assert err == "\nvendir: Error: Aborted\n"  # the worker's KeyboardInterrupt, framed as in-process (click's)
     else:
-        place.wait_for(lambda: not Path(f"/proc/{worker}").exists() or "Z" in Path(f"/proc/{worker}/stat").read_text())
+        place.wait_for(lambda: ended(worker))
     place.wait_for(lambda: left(worker, cwd))
 
 
@@ -250,7 +250,7 @@ def test_a_killed_server_refuses_new_calls_at_once_though_its_busy_worker_still_
         process = _stalled(place, bin_dir, tmp_path, silent.url)
         worker = _serving(place, server_pid, process)
         os.kill(server_pid, signal.SIGKILL)
-        place.wait_for(lambda: not Path(f"/proc/{server_pid}").exists() or "Z" in Path(f"/proc/{server_pid}/stat").read_text().split()[2])  # fmt: skip
+        place.wait_for(lambda: ended(server_pid))
         try:
             done = subprocess.run([str(program(bin_dir, "vendir")), "version", "--debug"], capture_output=True,
                                   text=True, cwd=tmp_path, env=place.env(), timeout=30, check=False)  # fmt: skip
@@ -416,7 +416,7 @@ def test_an_idle_server_ends_and_removes_its_socket(place: ServerPlace) -> None:
     socket_file = place.dir / f"server-{build_id()}.sock"
     place.wait_for(lambda: not socket_file.exists(), timeout=20)  # (a status query would count as a call)
     assert place.status() == {}
-    place.wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2])
+    place.wait_for(lambda: ended(pid))
 
 
 def test_eight_clients_at_once_are_all_served(
@@ -481,7 +481,7 @@ def test_status_start_and_stop(place: ServerPlace) -> None:
     stopped = place.server("stop")
     assert stopped.returncode == 0
     assert place.server("status").returncode == 1
-    place.wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2])
+    place.wait_for(lambda: ended(pid))
 
 
 def test_two_first_calls_start_one_server(place: ServerPlace, bin_dir: Path, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from tests.support.builders import Pusher, make_bundle, make_image
 from tests.support.cutter import CuttingProxy
 from tests.support.faults import silent_server
 from tests.support.registry import PASSWORD, USERNAME, Registry
-from tests.support.server import ServerPlace, program, worker_in, workers
+from tests.support.server import ServerPlace, ended, program, worker_in, workers
 
 pytestmark = pytest.mark.integration
 
@@ -390,7 +390,7 @@ def test_a_call_running_when_the_server_stops_still_gets_its_answer(one: OneWork
                                   stdin=stream.encode(), env=one.env(OCIVENDIR_TIMEOUT="3s"))  # fmt: skip
     assert (process.returncode, err) == expected[::2]
     assert "without an exit status" not in err
-    one.place.wait_for(lambda: not Path(f"/proc/{worker}").exists() or "Z" in Path(f"/proc/{worker}/stat").read_text())
+    one.place.wait_for(lambda: ended(worker))
 
 
 def test_a_trickling_request_frees_its_worker_within_the_request_deadline(one: OneWorker, tmp_path: Path) -> None:

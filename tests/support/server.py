@@ -126,6 +126,11 @@ def left(worker: int, cwd: Path) -> bool:
     return not Path(f"/proc/{worker}").exists() or not _alive(worker) or _cwd(worker) != cwd.resolve()
 
 
+def ended(pid: int) -> bool:
+    """Whether process `pid` has ended: gone, or a zombie (read once: it may go between two looks at /proc)."""
+    return not _alive(pid)
+
+
 def server_parents(directory: Path) -> list[int]:
     """The servers serving `directory` themselves, without their workers (whose parent is one of them)."""
     pids = server_pids(directory)
