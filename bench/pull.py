@@ -95,15 +95,16 @@ def _sync_commands(tools: Tools, ref: str, work: Path, cache: Path) -> dict[str,
 
 
 _Measured = tuple[Callable[[], Run], Callable[[], None], list[Traffic]]  # one pull, what to do before it, its traffic
+_Parts = dict[str, int]  # private KiB a call added, by kind (`PrivateGrowth.parts_kib`)
 
 
 def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None = None, *, cwd: Path | None = None,
-          env_extra: dict[str, str] | None = None, memory: list[int] | None = None) -> _Measured:  # fmt: skip
+          env_extra: dict[str, str] | None = None, memory: list[_Parts] | None = None) -> _Measured:  # fmt: skip
     """One tool's cold pull (or sync, run in `cwd`), ready to repeat: output and cache removed before every repetition.
 
     With `server`, ocivendir hands the call to the resident server living there; each repetition's CPU adds what the
     server and its worker used to the client's, and with `memory` too, the private memory the call added to the
-    server's processes (`PrivateGrowth`, sampled: not for timed repetitions).
+    server's processes by kind (`PrivateGrowth.parts_kib`, sampled: not for timed repetitions).
     """
     traffic: list[Traffic] = []
     extra = {"OCIVENDIR_SERVER": "on", "OCIVENDIR_SERVER_DIR": str(server)} if server else {"OCIVENDIR_SERVER": "off"}
@@ -115,7 +116,7 @@ def _cold(registry: Registry, argv: list[str], work: Path, server: Path | None =
         if server is not None and memory is not None:
             with PrivateGrowth(server) as growth:
                 done = run(argv, env=env, cwd=cwd)
-            memory.append(growth.kib)
+            memory.append(growth.parts_kib)
         else:
             done = run(argv, env=env, cwd=cwd)
         if server is None:
@@ -191,29 +192,31 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int, smoke: boo
                      "client linked as imgpkg, handed to that server (ocivendir (server) starts the venv's Python "
                      "client, ~20 ms of it). Private memory: what one served call added to the server's processes at "
                      "its peak, sampled in a pass after the timed ones: a fresh worker's first call, then a reused "
-                     "worker's"}  # fmt: skip
+                     "worker's; split below each table by where it lies (direct-write buffers, pages copied on write "
+                     "from the server, new heap and anonymous memory)"}  # fmt: skip
 
 
 def _memory(registry: Registry, work: Path, served: dict[str, tuple[Path, list[str], dict[str, Any]]],
-            servers_of: dict[Path, Path]) -> dict[str, dict[str, int]]:  # fmt: skip
+            servers_of: dict[Path, Path]) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Each served tool's private-memory growth (`PrivateGrowth`): a fresh worker's first call, then a reused one's.
 
     The tool's server is restarted first, so the first call is a fresh worker's (its copy-on-write of the
     interpreter's pages and its threads' first allocations included); the second is served by a worker that has
     served before, as nearly every call is.
     """
-    found: dict[str, dict[str, int]] = {}
+    found: dict[str, dict[str, Any]] = {}
     for name, (program, argv, kw) in served.items():
         directory = servers_of[program]
         stop_servers(directory)
         _start(program, directory, work)
-        growth: list[int] = []
+        growth: list[_Parts] = []
         once, before, _ = _cold(registry, argv, work, directory, memory=growth, **kw)
         for _ in range(2):
             before()
             if (done := once()).code != 0:
                 raise RuntimeError(f"{name} failed with exit code {done.code}: {done.stderr[-2000:]}")
-        found[name] = {"fresh_worker": growth[0], "reused_worker": growth[1]}
+        found[name] = {"fresh_worker": sum(growth[0].values()), "reused_worker": sum(growth[1].values()),
+                       "fresh_worker_parts": growth[0], "reused_worker_parts": growth[1]}  # fmt: skip
     return found
 
 

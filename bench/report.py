@@ -74,6 +74,7 @@ def _pull(section: Row) -> list[str]:
         lines += [f"### {case['name']}", ""]
         lines += table(["tool", "wall", "÷ ocivendir", "CPU (user+sys)", "peak RSS MiB",
                         "server's private MiB added (fresh / reused worker)", "requests", "bytes"], rows)  # fmt: skip
+        lines += _private_parts(case)
         lines.append("")
     lines += [f"- {what} skipped: {why}" for what, why in section.get("skipped", {}).items()]
     resumed = section.get("resume")
@@ -84,6 +85,19 @@ def _private(measured: Row) -> str:
     """What a served call added to the server's private memory at its peak (`bench/serverstat.PrivateGrowth`)."""
     growth = measured.get("private_growth_kib")
     return f"{mib(growth['fresh_worker'])} / {mib(growth['reused_worker'])}" if growth else "-"
+
+
+def _private_parts(case: Row) -> list[str]:
+    """Each served tool's private memory added, split by kind (fresh worker / reused worker), where measured."""
+    lines = []
+    for name, measured in case["tools"].items():
+        growth = measured.get("private_growth_kib") or {}
+        if "fresh_worker_parts" in growth:
+            kinds = ", ".join(f"{kind} {mib(growth['fresh_worker_parts'][kind])} / "
+                              f"{mib(growth['reused_worker_parts'][kind])}"
+                              for kind in growth["fresh_worker_parts"])  # fmt: skip
+            lines.append(f"- {name}: private MiB added by kind (fresh / reused worker): {kinds}")
+    return ["", *lines] if lines else []
 
 
 def _resume(resumed: Row) -> list[str]:

@@ -64,18 +64,24 @@ def _ended(pid: str) -> bool:
 class PrivateGrowth:
     """The private memory a call added to the server's processes at its peak (issue 33's goal: at most 16 MiB).
 
-    A context around one call. Private memory is Private_Clean + Private_Dirty of /proc/PID/smaps_rollup: pages this
-    process alone maps, so pages it shared with the server's parent count once they are copied on write. Sampled every
-    `interval` seconds by a thread (a read costs ~0.4 ms, which is why the benchmark does this in a pass of its own,
+    A context around one call. Private memory is Private_Clean + Private_Dirty of /proc/PID/smaps: pages this process
+    alone maps, so pages it shared with the server's parent count once they are copied on write. Sampled every
+    `interval` seconds by a thread (a read costs ~1 ms, which is why the benchmark does this in a pass of its own,
     not in its timed repetitions). `kib` is the sum over the server's processes of (peak − before); a process that
     appears during the call (the spare forked ahead of the next call) counts with all of its private memory.
+
+    `parts_kib` splits that growth by where it lies, at each process's peak (`KINDS`): the direct-write buffers
+    (`fs/dropbehind.py` maps them shared and anonymous: /dev/zero), pages copied on write (in a mapping the server's
+    parent has at the same addresses: what a worker inherited), and new memory (the heap beyond the parent's, thread
+    arenas, anonymous mappings of its own).
     """
 
     def __init__(self, directory: Path, interval: float = 0.005) -> None:  # noqa: D107
         self._directory, self._interval = directory, interval
-        self._before: dict[int, int] = {}
-        self._peak: dict[int, int] = {}
+        self._before: dict[int, dict[str, int]] = {}
+        self._peak: dict[int, dict[str, int]] = {}
         self._parents: list[int] = []
+        self._inherited: frozenset[str] = frozenset()
         self._failed: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="private-growth", daemon=True)
@@ -84,6 +90,7 @@ class PrivateGrowth:
         self._parents = server_parents(self._directory)
         if not self._parents:  # a figure of no process would read as a call that added nothing
             raise RuntimeError(f"no server serves {self._directory}")
+        self._inherited = frozenset(_ranges(self._parents))
         self._once()
         self._before = dict(self._peak)
         self._thread.start()
@@ -99,7 +106,17 @@ class PrivateGrowth:
     @property
     def kib(self) -> int:
         """The growth, in KiB, once the context has ended."""
-        return sum(peak - self._before.get(pid, 0) for pid, peak in self._peak.items())
+        return sum(self.parts_kib.values())
+
+    @property
+    def parts_kib(self) -> dict[str, int]:
+        """The growth by kind (`KINDS`), in KiB, once the context has ended."""
+        parts = dict.fromkeys(KINDS, 0)
+        for pid, peak in self._peak.items():
+            before = self._before.get(pid, {})
+            for kind in KINDS:
+                parts[kind] += peak.get(kind, 0) - before.get(kind, 0)
+        return parts
 
     def _sample(self) -> None:
         try:
@@ -116,16 +133,45 @@ class PrivateGrowth:
             except OSError:
                 children = []
             for pid in (parent, *children):
-                if (private := _private_kib(pid)) is not None:
-                    self._peak[pid] = max(self._peak.get(pid, 0), private)
+                inherited = self._inherited if pid != parent else frozenset()
+                if (parts := _private_parts(pid, inherited)) is not None and sum(parts.values()) > sum(
+                    self._peak.get(pid, {}).values()
+                ):
+                    self._peak[pid] = parts
 
 
-def _private_kib(pid: int) -> int | None:
-    """Private_Clean + Private_Dirty of `pid` in KiB, or None when it is gone."""
+KINDS = ("direct-write buffers", "copied on write", "new")
+
+
+def _ranges(pids: list[int]) -> set[str]:
+    """The address ranges of the mappings of `pids` (what a worker forked from them inherits)."""
+    ranges: set[str] = set()
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        ranges.update(line.split(" ", 1)[0] for line in text.splitlines())
+    return ranges
+
+
+def _private_parts(pid: int, inherited: frozenset[str]) -> dict[str, int] | None:
+    """Private_Clean + Private_Dirty of `pid` in KiB by kind (`KINDS`), or None when it is gone.
+
+    A mapping is a direct-write buffer when it maps /dev/zero, copied on write when its address range is in
+    `inherited`, else new.
+    """
     try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        text = Path(f"/proc/{pid}/smaps").read_text()
     except OSError:
         return None
-    return sum(
-        int(line.split()[1]) for line in text.splitlines() if line.startswith(("Private_Clean:", "Private_Dirty:"))
-    )
+    parts = dict.fromkeys(KINDS, 0)
+    kind = KINDS[2]
+    for line in text.splitlines():
+        head = line.split(None, 6)
+        if "-" in head[0] and not head[0].endswith(":"):  # a mapping's first line: range perms offset dev inode path
+            path = head[5] if len(head) > 5 else ""  # the path field: absent for anonymous memory
+            kind = KINDS[0] if path == "/dev/zero" else KINDS[1] if head[0] in inherited else KINDS[2]
+        elif head[0] in ("Private_Clean:", "Private_Dirty:"):
+            parts[kind] += int(head[1])
+    return parts

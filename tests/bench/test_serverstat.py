@@ -18,10 +18,10 @@ import pytest
 from bench.serverstat import PrivateGrowth
 
 _STAND_IN = """
-import os, sys, time
-held = None
-def touched(size):
-    block = bytearray(size)
+import mmap, os, sys, time
+held = mapped = None
+def touched(size, block=None):
+    block = bytearray(size) if block is None else block
     block[::4096] = b"x" * len(block[::4096])  # every page written: private and resident
     return block
 for line in sys.stdin:
@@ -30,12 +30,14 @@ for line in sys.stdin:
         held = touched(16 << 20)
     elif command == "free":
         held = None
-    elif command == "fork" and os.fork() == 0:
-        child = touched(8 << 20)
+    elif command == "map":  # as fs/dropbehind.py maps its direct-write buffers
+        mapped = touched(4 << 20, mmap.mmap(-1, 4 << 20))
+    elif command.startswith("fork") and os.fork() == 0:
+        child = touched(16 << 20, held) if command == "fork-write" else touched(8 << 20)
         print("ok", flush=True)
         time.sleep(60)
         os._exit(0)
-    if command != "fork":
+    if not command.startswith("fork"):
         print("ok", flush=True)
 """
 MIB = 1024
@@ -85,6 +87,28 @@ def test_a_process_forked_during_the_call_counts_with_all_of_its_private_memory(
     with PrivateGrowth(tmp_path, interval=60) as growth:
         stand_in.tell("fork")
     assert 8 * MIB <= growth.kib < 14 * MIB
+
+
+def test_its_parts_tell_direct_write_buffers_from_new_memory(stand_in: StandIn, tmp_path: Path) -> None:
+    with PrivateGrowth(tmp_path, interval=60) as growth:
+        stand_in.tell("map")
+        stand_in.tell("hold")
+    parts = growth.parts_kib
+    assert 4 * MIB <= parts["direct-write buffers"] < 5 * MIB
+    assert 16 * MIB <= parts["new"] < 18 * MIB
+    assert parts["copied on write"] < 1 * MIB  # the server itself copies nothing: it is no one's child
+    assert growth.kib == sum(parts.values())
+
+
+def test_pages_a_forked_worker_writes_in_what_it_inherited_are_copied_on_write(stand_in: StandIn,
+                                                                                tmp_path: Path) -> None:  # fmt: skip
+    stand_in.tell("hold")  # before the call: the worker forked during it inherits the 16 MiB
+    with PrivateGrowth(tmp_path, interval=60) as growth:
+        stand_in.tell("fork-write")
+    parts = growth.parts_kib
+    assert 16 * MIB <= parts["copied on write"] < 18 * MIB
+    assert parts["new"] < 4 * MIB
+    assert parts["direct-write buffers"] == 0
 
 
 def test_its_own_sampling_catches_memory_held_for_a_while(stand_in: StandIn, tmp_path: Path) -> None:
