@@ -60,6 +60,8 @@ STATE: dict[str, str] = {
     "registry.authmemo:_challenges": "the auth challenge a host answered, keyed by (host, HMAC fingerprint of the credential): another credential never matches; LRU of 64",
     "registry.authmemo:_tokens": "bearer tokens keyed by (host, realm, service, scope, HMAC fingerprint of the credential), until their expires_in (default 60 s); a refused one is forgotten; LRU of 64",
     "registry.ggcrtext:_STATUS_TEXT": "constant table, filled at import, never written",
+    "server.identity:_io_priority": "libc's syscall() looked up once for ioprio_get(2) (functools.cache): keyed by nothing a call gives",
+    "server.identity:_NR_IOPRIO_GET": "constant: ioprio_get's syscall number by architecture",
     "server.identity:_OWN": "the server's own credentials and limits, read once before its first fork: what every caller is compared with",
     "server.identity:_NO_LABELS": "whether no security module answers attr/current, read once before the first fork: the kernel's, the same for every process",
     "server.identity:_SERVER_LOCALE": "the server's own locale encodings, read once at import before any call adopts an environment",

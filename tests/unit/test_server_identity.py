@@ -141,6 +141,26 @@ def test_a_caller_held_to_fewer_cpus_is_refused(listener: tuple[socket.socket, s
     assert _peer_reason(listener, code) == "the caller's CPU affinity is not the server's"
 
 
+def test_a_caller_at_a_lower_io_priority_is_refused(listener: tuple[socket.socket, str]) -> None:
+    """`ionice -c 3 vendir sync` (idle I/O) is not served at the server's I/O priority, which it cannot raise back."""
+    if identity._io_priority() is None:
+        pytest.skip(f"ioprio_get's number is not known on {os.uname().machine}")
+    ionice = shutil.which("ionice")
+    if ionice is None:
+        pytest.skip("no ionice (util-linux) to lower the caller's I/O priority")
+    code = f"import os, subprocess\nsubprocess.run([{ionice!r}, '-c', '3', '-p', str(os.getpid())], check=True)"
+    assert _peer_reason(listener, code) == "the caller's I/O priority is not the server's"
+
+
+def test_an_io_priority_that_cannot_be_read_is_a_refusal(listener: tuple[socket.socket, str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    def unreadable(_pid: int) -> int:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(identity, "_io_priority", lambda: unreadable)
+    assert _peer_reason(listener) == "cannot read the caller's credentials: Operation not permitted"
+
+
 def test_a_caller_that_asked_to_be_killed_first_on_oom_is_refused(listener: tuple[socket.socket, str]) -> None:
     """A raised oom_score_adj is the caller's to give (lowering it again takes CAP_SYS_RESOURCE): not served lower."""
     own = int(Path("/proc/self/oom_score_adj").read_text())

@@ -2,9 +2,11 @@
 
 A worker runs a call with the server's credentials, whoever started it. So a call is served only when the caller
 has exactly the worker's, as the kernel reports them — never as the request asserts them:
-- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, the nice value, scheduling policy and CPU
-  affinity (`taskset -c 0 vendir sync` is not served on every CPU), from the pid SO_PEERCRED names; where /proc is
-  not mounted, every resource limit (soft and hard) read with prlimit(2);
+- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, the nice value, scheduling policy, CPU
+  affinity (`taskset -c 0 vendir sync` is not served on every CPU) and I/O priority (`ionice -c 3 vendir sync` is
+  not served at the server's: ioprio_get(2) through libc's syscall(), on the architectures whose number for it is
+  known here), from the pid SO_PEERCRED names; where /proc is not mounted, every resource limit (soft and hard) read
+  with prlimit(2);
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
   no_new_privs, seccomp mode, every resource limit (soft and hard: the same the 16 prlimit(2) calls would read, in
   one file), oom_score_adj, the security label (where a security module answers: which do is the kernel's, so where
@@ -29,13 +31,14 @@ import resource
 import signal
 import socket
 import struct
+from functools import cache
 
 from ocivendir.server.interpreter import locale_key, startup_variable
 from ocivendir.server.ownstatus import field, whole
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 __all__ = ["describe", "mismatch"]
 
@@ -51,6 +54,10 @@ _NAMESPACES = ("mnt", "net", "user", "cgroup")
 _PLURAL = frozenset({"resource limits"})
 _LIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
 _SERVER_LOCALE = locale_key(os.environ)  # as the server started (imported before any call adopts an environment)
+# ioprio_get's number by `uname -m` (asm-generic's 31 for the newer ports); elsewhere the I/O priority is not compared
+_NR_IOPRIO_GET = {"x86_64": 252, "i386": 290, "i686": 290, "aarch64": 31, "riscv64": 31, "loongarch64": 31,
+                  "armv7l": 315, "armv6l": 315, "ppc64le": 274, "ppc64": 274}  # fmt: skip
+_IOPRIO_WHO_PROCESS = 1
 
 
 def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
@@ -102,12 +109,43 @@ def _kernel_mismatch(conn: socket.socket, pid: int, uid: int, gid: int) -> str |
 
 
 def _scheduling_mismatch(pid: int) -> str | None:
-    """Why the caller would be scheduled otherwise by a worker: its priority, or the CPUs it may run on; or None."""
+    """Why a worker would schedule the caller otherwise: its priority, CPUs or I/O priority (`ionice`); or None."""
     if _priority(pid) != _priority(0):
         return "the caller's scheduling priority is not the server's"
     if os.sched_getaffinity(pid) != os.sched_getaffinity(0):
         return "the caller's CPU affinity is not the server's"
+    io_priority = _io_priority()
+    if io_priority is not None and io_priority(pid) != io_priority(0):
+        return "the caller's I/O priority is not the server's"
     return None
+
+
+@cache
+def _io_priority() -> Callable[[int], int] | None:
+    """A reader of a process's I/O class and level, as ioprio_get(2) reports them (OSError when it cannot read them).
+
+    Made once, through libc's syscall() and ctypes; None where ioprio_get's number is unknown here or libc lacks it.
+    """
+    number = _NR_IOPRIO_GET.get(os.uname().machine)
+    if number is None:
+        return None
+    try:
+        import ctypes  # noqa: PLC0415 - in the server's warm set (fs/swap.py's renameat2)
+
+        syscall: Callable[..., int] = ctypes.CDLL(None, use_errno=True).syscall
+    except (ImportError, AttributeError, OSError):
+        return None
+    syscall.restype = ctypes.c_long  # type: ignore[attr-defined]
+    syscall.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_int)  # type: ignore[attr-defined]
+
+    def read(pid: int) -> int:
+        value = syscall(number, _IOPRIO_WHO_PROCESS, pid)
+        if value < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        return value
+
+    return read
 
 
 def _priority(pid: int) -> tuple[int, int]:
@@ -216,3 +254,4 @@ def _proc_is_ours() -> bool:
 _NO_LABELS = _no_labels()  # no security module answers here: every process's label is "none", not read per call
 _OWN = _own_description()  # read once, in the server before its first fork: a worker has the server's credentials
 _PROC_OURS = _OWN is not None and _proc_is_ours()  # else the limits are read with prlimit(2), not in /proc
+_io_priority()  # found once, in the server before its first fork: no worker looks it up again
