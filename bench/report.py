@@ -125,7 +125,8 @@ def _startup(section: Row) -> list[str]:
              ("The warm sync is kapp-controller's call (`vendir sync -f - --lock-file /dev/null` through a program "
              "named `vendir`, fresh working directory) of a relocated bundle by digest already in the per-App cache; "
              "the warm tag sync over TLS is the same call of an image by tag on an https registry whose throwaway CA "
-             "is appended to Debian's bundle (`SSL_CERT_FILE`), as kapp-controller appends its CAs."),
+             "is appended to Debian's bundle (`SSL_CERT_FILE`), as kapp-controller appends its CAs. `python -c pass`, "
+             "every ratio's base, takes its turn among the warm digest-pinned syncs, round by round."),
              ""]  # fmt: skip
     lines += table(["what", "program", "wall", "÷ python -c pass", "CPU", "CPU with server", "peak RSS MiB",
                     "requests per call", "TCP connections per call"], rows)  # fmt: skip

@@ -131,9 +131,28 @@ class _Warm:
             shutil.rmtree(self.server_dir, ignore_errors=True)
 
 
+class _Interpreter:
+    """`python -c pass`, the ratios' base, measured in the warm syncs' rotation: it then has the drift they had."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.runs: list[Run] = []
+
+    def measure(self) -> None:
+        self.runs.append(run([sys.executable, "-c", "pass"], env=self.env))
+
+    def row(self) -> dict[str, Any]:
+        return {"what": "interpreter start-up", "tool": "python -c pass",
+                "wall_s": Stat.of([r.wall_s for r in self.runs]).as_dict(),
+                "cpu_s": Stat.of([r.cpu_s for r in self.runs]).as_dict(),
+                "max_rss_kib": Stat.of([float(r.rss_kib) for r in self.runs]).as_dict(0)}  # fmt: skip
+
+
 def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: Path, reps: int, what: str,
-                **extra: str) -> list[dict[str, Any]]:  # fmt: skip
+                base: _Interpreter | None = None, **extra: str) -> list[dict[str, Any]]:  # fmt: skip
     """Every program's warm sync, interleaved call by call (machine noise hits all alike); the registry's traffic.
+
+    With `base`, `python -c pass` takes its turn in every round as well.
 
     Each program's requests per warm call are counted on one call of its own, before the interleaved ones; its TCP
     connections per warm call on a second call through a relay that counts them (the first through it may connect:
@@ -157,6 +176,8 @@ def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: P
         for _ in range(max(reps, SUB_SECOND_REPS * 4)):  # at least 20 interleaved calls each
             for one in warm:
                 one.measure()
+            if base is not None:
+                base.measure()
         requests = log.since(mark).requests
         return [one.row(requests) for one in warm]
     finally:
@@ -183,21 +204,22 @@ def _warm_tag_syncs_over_tls(programs: dict[str, Path], work: Path, reps: int) -
 
 
 def scenario(registry: Registry, tools: Tools, work: Path, reps: int) -> dict[str, Any]:
-    """`python -c pass`, `version` for each program, then the warm sync for each program."""
+    """`version` for each program, then the warm sync for each program with `python -c pass` in its rotation."""
     pusher = Pusher(registry)
     published = publish_bundle(pusher, "startup", images=1)
     relocate(pusher, published, "startup/relocated")
     app = App("startup", "relocated", published.ref(registry, "startup/relocated"), "startup/relocated")
     env = clean_env(work / "home")
-    rows = [{"what": "interpreter start-up", "tool": "python -c pass",
-             **repeat(lambda: run([sys.executable, "-c", "pass"], env=env), reps).as_dict()}]  # fmt: skip
+    base = _Interpreter(env)
+    rows: list[dict[str, Any]] = []
     programs = _programs(tools)
     for label, program in programs.items():
         if label in SERVED:
             continue  # `version` through a server is the warm sync's floor; the warm sync is what is compared
         version = functools.partial(run, [str(program), "version"], env=env)
         rows.append({"what": "version", "tool": label, **repeat(version, reps).as_dict()})
-    rows += _warm_syncs(registry, programs, app, work, reps, "warm digest-pinned sync")
+    rows += _warm_syncs(registry, programs, app, work, reps, "warm digest-pinned sync", base)
+    rows.insert(0, base.row())  # the first row is every ratio's base
     rows += _warm_tag_syncs_over_tls(programs, work, reps)
     env = clean_env(work / "home", VENDIR_CACHE_DIR=str(work / "caches" / "anatomy"), OCIVENDIR_SERVER="off")
     calls = anatomy.measure(app.stdin, env, work / "anatomy", max(reps, SUB_SECOND_REPS * 4))
