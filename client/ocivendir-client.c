@@ -45,6 +45,7 @@ _Static_assert(sizeof(OCIVENDIR_BUILD) == 17, "OCIVENDIR_BUILD must be 16 hex di
 #define REASON_MAX 512
 #define START_WAIT_MS 5000 /* how long a first call waits for the server it finds starting to listen */
 #define START_POLL_MS 5
+#define START_RETAKES 8 /* a start lock found removed after it was taken is taken again at most so often */
 
 extern char **environ;
 
@@ -317,6 +318,17 @@ static int open_build_file(const char *dir, const char *kind, int flags) {
     return open(path, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
+/* Whether the file open as `fd` is still D/server-<build>.<suffix> (same device and inode): a server of another build
+ * removes a build's lock files while it holds them (server/sweep.py), so a lock taken on a removed file is no lock. */
+static int still_at(const char *dir, const char *suffix, int fd) {
+    char path[PATH_MAX];
+    int w = snprintf(path, sizeof(path), "%s/server-%s.%s", dir, OCIVENDIR_BUILD, suffix);
+    struct stat held, current;
+    if (w < 0 || (size_t)w >= sizeof(path) || fstat(fd, &held) != 0 || lstat(path, &current) != 0)
+        return 0;
+    return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
+}
+
 /* Whether this build's server holds its lock, D/server-<build>.lock (it does for its whole life): a shared lock on it
  * is refused then (asked for without waiting, and let go at once). */
 static int server_runs(const char *dir) {
@@ -342,12 +354,21 @@ static int start_server(const char *dir) {
     struct stat st;
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
         return 0;
-    int lock = open_build_file(dir, "start", O_RDWR | O_CREAT);
-    if (lock < 0)
-        return 0;
-    if (flock(lock, LOCK_EX | LOCK_NB) != 0) { /* a start is under way */
-        close(lock);
-        return 1;
+    int lock = -1;
+    for (int take = 0; lock < 0; take++) {
+        if (take == START_RETAKES)
+            return 1; /* removed under us each time: other processes are at work here */
+        lock = open_build_file(dir, "start", O_RDWR | O_CREAT);
+        if (lock < 0)
+            return 0;
+        if (flock(lock, LOCK_EX | LOCK_NB) != 0) { /* a start is under way */
+            close(lock);
+            return 1;
+        }
+        if (!still_at(dir, "start", lock)) { /* a server of another build swept the file away: take the new one */
+            close(lock);
+            lock = -1;
+        }
     }
     if (server_runs(dir)) { /* an earlier start's server listens now (and let the start lock go): start none */
         close(lock);

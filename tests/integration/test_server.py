@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from ocivendir import version_line
+from ocivendir.fs.locks import hold_lock
 from ocivendir.server import wire
 from ocivendir.server.build import build_id
 from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
@@ -417,6 +418,28 @@ def test_an_idle_server_ends_and_removes_its_socket(place: ServerPlace) -> None:
     place.wait_for(lambda: not socket_file.exists(), timeout=20)  # (a status query would count as a call)
     assert place.status() == {}
     place.wait_for(lambda: ended(pid))
+
+
+def test_a_starting_server_removes_what_servers_of_other_builds_left_but_not_a_running_ones(
+    place: ServerPlace,
+) -> None:
+    """Each build leaves its lock and start files (a killed one its socket too): the directory must not grow with them."""
+    old, running = "fedcba9876543210", "00000000deadbeef"
+    leftover = [f"server-{old}.lock", f"server-{old}.start", f".server-{old}.4242"]
+    for name in [*leftover, f"server-{running}.lock", f"server-{running}.start"]:
+        (place.dir / name).touch()
+    with socket.socket(socket.AF_UNIX) as stale:  # the socket file of a server killed outright
+        stale.bind(str(place.dir / f"server-{old}.sock"))
+    held = hold_lock(str(place.dir / f"server-{running}.lock"))  # a server of that build runs
+    try:
+        place.start()
+        place.wait_for(lambda: not any((place.dir / name).exists() for name in [*leftover, f"server-{old}.sock"]))
+        assert (place.dir / f"server-{running}.lock").exists()
+        assert (place.dir / f"server-{running}.start").exists()
+        assert (place.dir / f"server-{build_id()}.sock").exists()
+        assert f"server-{old}.lock" in place.log_tail()  # the log says what went
+    finally:
+        os.close(held)
 
 
 def test_eight_clients_at_once_are_all_served(

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 from pathlib import Path
 
 import pytest
 
-from ocivendir.fs.locks import LockBusy, file_lock, removable_lock, target_lock
+from ocivendir.fs.locks import (
+    LockBusy,
+    file_lock,
+    hold_lock,
+    release_removed,
+    removable_lock,
+    take_existing,
+    target_lock,
+)
 from tests.support.mounts import small_tmpfs
 
 
@@ -87,3 +97,73 @@ def test_a_lock_makes_its_directory_only_when_it_is_missing(tmp_path: Path, monk
     with file_lock(tmp_path / "a" / "b" / "lock"), target_lock(tmp_path / "locks", tmp_path / "out"):
         pass
     assert made == []
+
+
+def test_a_held_lock_taken_on_a_file_removed_meanwhile_is_taken_again_on_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweeper removed the file between this process's open and its flock: that lock would exclude no one."""
+    path = tmp_path / "server-0123456789abcdef.lock"
+    path.touch()
+    real_flock = fcntl.flock
+    locked: list[int] = []
+
+    def swept_first(fd: int, operation: int) -> None:
+        if not locked:
+            path.unlink()  # the sweeper's unlink, while it held the old file
+        locked.append(fd)
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", swept_first)
+    fd = hold_lock(str(path))
+    try:
+        assert len(locked) == 2  # the removed file's lock was let go, and the new file at the path locked
+        assert (os.fstat(fd).st_dev, os.fstat(fd).st_ino) == (path.stat().st_dev, path.stat().st_ino)
+        with pytest.raises(LockBusy):  # and it excludes: the file at the path is the one held
+            os.close(hold_lock(str(path)))
+    finally:
+        os.close(fd)
+
+
+def test_an_existing_lock_is_taken_without_making_one(tmp_path: Path) -> None:
+    missing = tmp_path / "server-0123456789abcdef.start"
+    assert take_existing(str(missing)) is None
+    assert not missing.exists()
+    present = tmp_path / "server-0123456789abcdef.lock"
+    present.touch()
+    held = hold_lock(str(present))
+    try:
+        with pytest.raises(LockBusy):  # held elsewhere: a server of that build runs
+            take_existing(str(present))
+    finally:
+        os.close(held)
+    fd = take_existing(str(present))
+    assert fd is not None
+    assert release_removed(fd, str(present))
+    assert not present.exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "directory", "fifo"])
+def test_what_is_no_regular_lock_file_is_not_taken(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "server-0123456789abcdef.lock"
+    if kind == "symlink":
+        path.symlink_to(tmp_path / "elsewhere")
+        (tmp_path / "elsewhere").touch()
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    with pytest.raises(LockBusy):
+        take_existing(str(path))
+    assert os.path.lexists(path)
+
+
+def test_a_lock_file_replaced_since_it_was_taken_is_not_removed(tmp_path: Path) -> None:
+    path = tmp_path / "server-0123456789abcdef.start"
+    path.touch()
+    fd = take_existing(str(path))
+    assert fd is not None
+    path.unlink()
+    path.touch()  # another process's file now: not the one held
+    assert not release_removed(fd, str(path))
+    assert path.exists()

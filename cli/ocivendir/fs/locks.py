@@ -11,6 +11,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import stat
 import time
 from contextlib import contextmanager
 
@@ -21,9 +22,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LockBusy", "file_lock", "hold_lock", "is_held", "lock_open_file", "removable_lock", "target_lock"]
+__all__ = [
+    "LockBusy",
+    "file_lock",
+    "hold_lock",
+    "is_held",
+    "lock_open_file",
+    "release_removed",
+    "removable_lock",
+    "take_existing",
+    "target_lock",
+]
 
 _POLL_SECONDS = 0.02
+_RETAKES = 8  # a held lock file found removed each time is taken again at most so often (each removal needs a holder)
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -109,17 +121,70 @@ def hold_lock(path: str) -> int:
     """An exclusive flock on `path` taken at once, as a descriptor the caller closes to release it; else LockBusy.
 
     For a lock held for a process's life (the resident server's): a forked child must close the descriptor, or the
-    lock lives on in it.
+    lock lives on in it. A lock file may be removed by whoever holds it (a server sweeping another build's,
+    `server/sweep.py`), so the lock counts only once the locked file is still the one at `path`, as
+    `removable_lock` checks; otherwise it is taken again, on the file there now.
     """
-    fd = _open(path)
-    if fd == _NOTHING:
-        raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    for _ in range(_RETAKES):
+        fd = _open(path)
+        if fd == _NOTHING:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LockBusy(path) from None
+        if _still_at(fd, path):
+            return fd
         os.close(fd)
+    raise LockBusy(path)
+
+
+def take_existing(path: str) -> int | None:
+    """An exclusive flock taken at once on the lock file already at `path`, as a descriptor; None when there is none.
+
+    Nothing is made. LockBusy when another process holds it, or when what is there is not a regular file this process
+    can open (a link is not followed).
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:
         raise LockBusy(path) from None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        if regular:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held elsewhere (EWOULDBLOCK), or a lock the filesystem cannot take
+        regular = False
+    if not regular:
+        os.close(fd)
+        raise LockBusy(path)
     return fd
+
+
+def release_removed(fd: int, path: str) -> bool:
+    """Remove the lock file at `path` if it is still the one held as `fd`, then let the lock go; whether it went."""
+    try:
+        if _still_at(fd, path):
+            remove_file(path)
+            return True
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return False
+
+
+def _still_at(fd: int, path: str) -> bool:
+    """Whether the file open as `fd` is the one at `path` now (same device and inode; a removed one is not)."""
+    held = os.fstat(fd)
+    try:
+        current = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino)
 
 
 def lock_open_file(fd: int, *, timeout: float | None = None) -> None:
@@ -163,12 +228,7 @@ def removable_lock(path: str | os.PathLike[str]) -> Iterator[None]:
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            held = os.fstat(fd)
-            try:
-                current = os.stat(path)
-            except FileNotFoundError:
-                continue
-            if (current.st_dev, current.st_ino) != (held.st_dev, held.st_ino):
+            if not _still_at(fd, path):
                 continue
             try:
                 yield

@@ -8,6 +8,7 @@ them idle ahead of demand (a worker that takes a connection and sees no other id
 after another (`server/worker.py`) until it retires. When every worker is busy at the limit, the parent watches the
 socket too and answers what comes itself (`server/desk.py`): `status` and `stop` get its facts, a call gets "busy"
 and runs in the client. A worker asked `status` or `stop` asks the parent (`Q`), which answers with its facts.
+Once it listens it removes what servers of other builds left in its directory (`server/sweep.py`).
 It retires on SIGTERM, SIGINT or SIGHUP, after `idle` seconds without a call (0: never), and when its build is
 replaced on disk (checked each minute); retiring closes and removes the socket at once, so new calls go elsewhere,
 closes every worker's channel, so the idle ones end (after answering what they had already been woken for), and lets
@@ -36,6 +37,7 @@ from ocivendir.server.build import build_id
 from ocivendir.server.desk import Desk
 from ocivendir.server.place import ensure_dir, lock_path, socket_path
 from ocivendir.server.pool import Pool, Worker
+from ocivendir.server.sweep import sweep
 from ocivendir.server.worker import REQUEST_SECONDS, Entry, take, work
 from ocivendir.server.world import idle_signals
 
@@ -374,6 +376,8 @@ def run_server(directory: str, *, idle: float, workers: int, max_calls: int, pre
     server.listen()
     ready(server.build)  # the start lock and the starter's pipe let go (server/spawn.py)
     _log.info("serving on %s (pid %d, build %s)", server.path, os.getpid(), server.build)
+    if swept := sweep(directory, server.build):
+        _log.info("removed what servers of other builds left: %s", ", ".join(swept))
     try:
         server.serve()
     finally:
