@@ -161,6 +161,33 @@ def test_an_io_priority_that_cannot_be_read_is_a_refusal(listener: tuple[socket.
     assert _peer_reason(listener) == "cannot read the caller's credentials: Operation not permitted"
 
 
+IO_PRIORITY_READ = """
+import json, os
+from ocivendir.server import identity
+before = len(os.listdir("/proc/self/fd"))
+try:
+    reason = identity._scheduling_mismatch(os.getppid())
+except OSError as exc:
+    reason = str(exc)
+print(json.dumps({"machine": os.uname().machine, "reason": reason, "opened": len(os.listdir("/proc/self/fd")) - before}))
+"""
+
+
+def test_the_io_priority_is_read_with_the_syscall_numbers_of_the_interpreters_own_abi() -> None:
+    """The syscall numbers are the interpreter's ABI's; `uname -m` names the kernel's machine, or the personality's.
+
+    A 32-bit interpreter on a 64-bit kernel hears `x86_64` (whose ioprio_get is i386's exit_group) or `aarch64`; a
+    64-bit one under `linux32` hears `i686` (whose ioprio_get is x86_64's eventfd2). Either way no caller was served.
+    """
+    setarch = shutil.which("setarch")
+    if os.uname().machine != "x86_64" or setarch is None:
+        pytest.skip("needs an x86_64 kernel and setarch(8) to give a 64-bit process the i686 personality")
+    done = subprocess.run([setarch, "i686", sys.executable, "-c", IO_PRIORITY_READ], check=False, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(CLI)}, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"machine": "i686", "reason": None, "opened": 0}
+
+
 def test_a_caller_that_asked_to_be_killed_first_on_oom_is_refused(listener: tuple[socket.socket, str]) -> None:
     """A raised oom_score_adj is the caller's to give (lowering it again takes CAP_SYS_RESOURCE): not served lower."""
     own = int(Path("/proc/self/oom_score_adj").read_text())
