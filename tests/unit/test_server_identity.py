@@ -188,6 +188,17 @@ def test_the_io_priority_is_read_with_the_syscall_numbers_of_the_interpreters_ow
     assert json.loads(done.stdout) == {"machine": "i686", "reason": None, "opened": 0}
 
 
+def test_a_caller_whose_io_priority_is_unset_is_served_whatever_level_the_kernel_reports_for_it(
+    listener: tuple[socket.socket, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset is class "none", which kernels before 5.15 report at level 4 or 0 (whether it ever submitted block I/O).
+
+    Either way the process is scheduled by its nice value and policy, which are compared already.
+    """
+    monkeypatch.setattr(identity, "_io_priority", lambda: lambda pid: 0 if pid == 0 else 4)
+    assert _peer_reason(listener) is None
+
+
 def test_a_caller_that_asked_to_be_killed_first_on_oom_is_refused(listener: tuple[socket.socket, str]) -> None:
     """A raised oom_score_adj is the caller's to give (lowering it again takes CAP_SYS_RESOURCE): not served lower."""
     own = int(Path("/proc/self/oom_score_adj").read_text())

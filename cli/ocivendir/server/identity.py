@@ -61,6 +61,7 @@ _SERVER_LOCALE = locale_key(os.environ)  # as the server started (imported befor
 _NR_IOPRIO_GET = {"x86_64": 252, "i386": 290, "aarch64": 31, "riscv64": 31, "loongarch64": 31, "arm": 315,
                   "powerpc64le": 274, "powerpc64": 274}  # fmt: skip
 _IOPRIO_WHO_PROCESS = 1
+_IOPRIO_CLASS_SHIFT = 13  # class "none" (0) at any level: none set, the nice value and policy decide
 
 
 def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
@@ -118,7 +119,7 @@ def _scheduling_mismatch(pid: int) -> str | None:
     if os.sched_getaffinity(pid) != os.sched_getaffinity(0):
         return "the caller's CPU affinity is not the server's"
     io_priority = _io_priority()
-    if io_priority is not None and io_priority(pid) != io_priority(0):
+    if io_priority is not None and _set_io_priority(io_priority(pid)) != _set_io_priority(io_priority(0)):
         return "the caller's I/O priority is not the server's"
     return None
 
@@ -150,6 +151,14 @@ def _io_priority() -> Callable[[int], int] | None:
         return value
 
     return read
+
+
+def _set_io_priority(value: int) -> int:
+    """An I/O priority as it was set: class "none" is one, whatever level the kernel reports with it.
+
+    Before 5.15 it reports level 4 for a process that never submitted block I/O, 0 for one that did.
+    """
+    return value if value >> _IOPRIO_CLASS_SHIFT else 0
 
 
 def _priority(pid: int) -> tuple[int, int]:
