@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import socket
 from pathlib import Path
+
+import pytest
 
 from ocivendir.fs.locks import hold_lock
 from ocivendir.server.sweep import sweep
@@ -71,3 +75,36 @@ def test_a_socket_is_removed_only_under_its_builds_lock(tmp_path: Path) -> None:
 
 def test_a_directory_that_cannot_be_listed_is_no_error(tmp_path: Path) -> None:
     assert sweep(str(tmp_path / "missing"), OWN) == []
+
+
+def test_a_lock_file_swept_by_another_sweeper_before_it_was_locked_is_no_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock taken on a lock file removed since it was opened excludes no one: the build's server may run meanwhile.
+
+    Two servers sweep at once: one removed the lock file this one had opened, and a server of that build made a new
+    one and listens since. Its socket stays.
+    """
+    lock_file = tmp_path / f"server-{OLD}.lock"
+    lock_file.touch()
+    swept = lock_file.stat().st_ino
+    real_flock = fcntl.flock
+    server: list[int] = []
+    listening = socket.socket(socket.AF_UNIX)
+
+    def meanwhile(fd: int, operation: int) -> None:
+        if not server and os.fstat(fd).st_ino == swept:
+            lock_file.unlink()  # the other sweeper's removal
+            server.append(hold_lock(str(lock_file)))  # a server of the build starts: a new lock file, held
+            listening.bind(str(tmp_path / f"server-{OLD}.sock"))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", meanwhile)
+    try:
+        sweep(str(tmp_path), OWN)
+        assert (tmp_path / f"server-{OLD}.sock").exists()
+        assert lock_file.exists()
+    finally:
+        listening.close()
+        for fd in server:
+            os.close(fd)

@@ -143,8 +143,9 @@ def hold_lock(path: str) -> int:
 def take_existing(path: str) -> int | None:
     """An exclusive flock taken at once on the lock file already at `path`, as a descriptor; None when there is none.
 
-    Nothing is made. LockBusy when another process holds it, or when what is there is not a regular file this process
-    can open (a link is not followed).
+    Nothing is made. LockBusy when another process holds it, when what is there is not a regular file this process
+    can open (a link is not followed), or when the file locked is no longer the one at `path` (another process removed
+    it meanwhile: the lock excludes no one).
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -156,6 +157,7 @@ def take_existing(path: str) -> int | None:
         regular = stat.S_ISREG(os.fstat(fd).st_mode)
         if regular:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            regular = _still_at(fd, path)
     except OSError:  # held elsewhere (EWOULDBLOCK), or a lock the filesystem cannot take
         regular = False
     if not regular:

@@ -7,9 +7,10 @@ editable install, is a new build: the directory would grow by two files a build 
 that has just started therefore sweeps the other builds' files (`server/daemon.run_server`, once it listens).
 
 A build's files go only while the sweeper holds its locks, taken without waiting on the files already there (none is
-made): its start lock held elsewhere means one of its servers is starting, its lock held elsewhere that one runs, and
-either leaves all of the build's files alone. The socket and its temporary names go only under the build's lock (a
-server binds and renames them holding it). A lock file goes only while it is still the file held (`fs/locks.py`).
+made, and one removed before it was locked is no lock: another sweeper's): its start lock held elsewhere means one of
+its servers is starting, its lock held elsewhere that one runs, and either leaves all of the build's files alone.
+The socket and its temporary names go only under the build's lock (a server binds and renames them holding it).
+A lock file goes only while it is still the file held (`fs/locks.py`).
 A starter that opened a lock file before it went and locks it after finds it gone from its path and takes the lock
 again on a new file (`fs/locks.hold_lock`; the native client does the same), so no two servers of a build ever hold
 two different files. A call that meanwhile finds the build's lock held (by the sweeper) starts no server and runs
