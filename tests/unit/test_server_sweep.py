@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,22 @@ def test_a_lock_file_swept_by_another_sweeper_before_it_was_locked_is_no_lock(
         listening.close()
         for fd in server:
             os.close(fd)
+
+
+def test_the_directory_is_read_through_once_however_many_builds_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server sweeps before it serves its first call: thousands of builds left must not cost their number squared."""
+    for number in range(50):
+        _leave(tmp_path, f"{number:016x}", "server-{build}.lock", "server-{build}.start", ".server-{build}.7")
+    passes = []
+
+    class Listing(list[str]):
+        def __iter__(self) -> Iterator[str]:
+            passes.append(len(self))
+            return super().__iter__()
+
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: Listing(real_listdir(path)))
+    assert len(sweep(str(tmp_path), OWN)) == 150
+    assert len(passes) <= 2

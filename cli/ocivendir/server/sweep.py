@@ -39,9 +39,15 @@ def sweep(directory: str, own: str) -> list[str]:
         names = os.listdir(directory)
     except OSError:
         return []
+    temporaries: dict[str, list[str]] = {}  # by build, in one pass over the names: not one a build (thousands)
+    for name in names:
+        if (build := _build_of(name)) is not None and build != own:
+            temporary = temporaries.setdefault(build, [])
+            if name.startswith("."):
+                temporary.append(name)
     removed: list[str] = []
-    for build in sorted({found for name in names if (found := _build_of(name)) is not None} - {own}):
-        removed += _sweep_build(directory, build, names)
+    for build in sorted(temporaries):
+        removed += _sweep_build(directory, build, temporaries[build])
     return removed
 
 
@@ -58,8 +64,11 @@ def _build_of(name: str) -> str | None:
     return build if len(build) == _BUILD_LENGTH and set(build) <= _HEX else None
 
 
-def _sweep_build(directory: str, build: str, names: list[str]) -> list[str]:
-    """Remove one build's files under its locks; nothing when a server of it starts or runs."""
+def _sweep_build(directory: str, build: str, temporaries: list[str]) -> list[str]:
+    """Remove one build's files under its locks (`temporaries`: its socket's temporary names); what went.
+
+    Nothing goes while a server of the build starts or runs.
+    """
     start_file, lock_file = start_path(directory, build), lock_path(directory, build)
     try:
         start = take_existing(start_file)
@@ -73,8 +82,7 @@ def _sweep_build(directory: str, build: str, names: list[str]) -> list[str]:
         return []
     gone = []
     if lock is not None:  # held here: no server of the build runs, nor binds its socket
-        temporary = [os.path.join(directory, name) for name in names if name.startswith(f".server-{build}.")]
-        for path in (socket_path(directory, build), *temporary):
+        for path in (socket_path(directory, build), *(os.path.join(directory, name) for name in temporaries)):
             if os.path.lexists(path):
                 with contextlib.suppress(OSError):
                     remove_file(path)
