@@ -31,7 +31,6 @@ import resource
 import signal
 import socket
 import struct
-import sys
 from functools import cache
 
 from ocivendir.server.interpreter import locale_key, startup_variable
@@ -55,8 +54,8 @@ _NAMESPACES = ("mnt", "net", "user", "cgroup")
 _PLURAL = frozenset({"resource limits"})
 _LIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
 _SERVER_LOCALE = locale_key(os.environ)  # as the server started (imported before any call adopts an environment)
-# ioprio_get's number by the architecture of the ABI this interpreter was built for (`sys.implementation._multiarch`,
-# as x86_64-linux-gnu: not `uname -m`, the kernel's or the personality's, which a 32-bit interpreter on a 64-bit kernel
+# ioprio_get's number by the architecture of the ABI this interpreter was built for (sysconfig's MULTIARCH, as
+# x86_64-linux-gnu: not `uname -m`, the kernel's or the personality's, which a 32-bit interpreter on a 64-bit kernel
 # or `linux32` makes another ABI's); asm-generic's 31 for the newer ports; elsewhere the I/O priority is not compared
 _NR_IOPRIO_GET = {"x86_64": 252, "i386": 290, "aarch64": 31, "riscv64": 31, "loongarch64": 31, "arm": 315,
                   "powerpc64le": 274, "powerpc64": 274}  # fmt: skip
@@ -130,7 +129,9 @@ def _io_priority() -> Callable[[int], int] | None:
 
     Made once, through libc's syscall() and ctypes; None where ioprio_get's number is unknown here or libc lacks it.
     """
-    abi = getattr(sys.implementation, "_multiarch", "")
+    import sysconfig  # noqa: PLC0415 - once, in the server before its first fork
+
+    abi = sysconfig.get_config_var("MULTIARCH") or ""
     number = None if abi.endswith("x32") else _NR_IOPRIO_GET.get(abi.partition("-")[0])  # x32: its own numbers
     if number is None:
         return None
