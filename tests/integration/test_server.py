@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import socket
 import stat
@@ -415,7 +416,7 @@ def test_another_uid_is_refused(place: ServerPlace) -> None:
 def test_an_idle_server_ends_and_removes_its_socket(place: ServerPlace) -> None:
     pid = place.start(OCIVENDIR_SERVER_IDLE="1s")
     socket_file = place.dir / f"server-{build_id()}.sock"
-    place.wait_for(lambda: not socket_file.exists(), timeout=20)  # (a status query would count as a call)
+    place.wait_for(lambda: not socket_file.exists(), timeout=20)
     assert place.status() == {}
     place.wait_for(lambda: ended(pid))
 
@@ -440,6 +441,25 @@ def test_a_starting_server_removes_what_servers_of_other_builds_left_but_not_a_r
         assert f"server-{old}.lock" in place.log_tail()  # the log says what went
     finally:
         os.close(held)
+
+
+def test_a_server_that_refuses_every_caller_still_ends_when_idle(place: ServerPlace, bin_dir: Path) -> None:
+    """A server started under `nice` refuses every ordinary caller (they run in-process); refusals are no calls.
+
+    Counted as activity, they kept such a server alive for as long as they came, and every call ran in-process.
+    """
+    nice = shutil.which("nice")
+    assert nice is not None  # coreutils
+    pid = place.start(OCIVENDIR_SERVER_IDLE="2s")
+    vendir = program(bin_dir, "vendir")
+    deadline = time.monotonic() + 20
+    while not ended(pid):
+        assert time.monotonic() < deadline, "a server refusing every call lived on"
+        done = subprocess.run([nice, "-n", "5", str(vendir), "version"], env=place.env(), capture_output=True,
+                              text=True, check=False, timeout=30)  # fmt: skip
+        assert (done.returncode, done.stdout) == (0, version_line("vendir") + "\n")  # run in-process, refused
+        time.sleep(0.2)
+    assert "the caller's scheduling priority is not the server's" in place.log_tail()
 
 
 def test_eight_clients_at_once_are_all_served(

@@ -76,8 +76,9 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
     keptpools.serve_calls()  # idle registry connections stay open for the next call that would make them
     baseline = Baseline()
     calls = 0
+    served = time.monotonic()  # the last call this worker ran ended then (its birth at first): its idle time's start
     while True:
-        slots.mark(index, IDLE, time.monotonic())
+        slots.mark(index, IDLE, served)
         conn, parent_gone = _next(waiter, listener, channel)
         if conn is None:
             os._exit(0)
@@ -90,14 +91,18 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
             _log.debug("took a connection%s", " (the parent gone)" if parent_gone else "")
         # idle again before its caller has an answer or sees the end: that caller's next connection finds this worker,
         # not a parent that counts every worker busy and answers "busy" (a worker leaving keeps its slot busy)
+        # a connection that runs no call (refused, a status query) leaves the worker idle since its last call: a
+        # server whose every caller it refuses (a caller unlike the one that started it) still retires when idle
+        unused = _ready(slots, index, served) if not parent_gone else _nothing
         ready = _ready(slots, index) if not parent_gone else _nothing
         try:
-            outcome = _serve(conn, build, channel, entry, world, watcher, ready)
+            outcome = _serve(conn, build, channel, entry, world, watcher, unused)
             if outcome is None:  # nothing of a call ran
                 if parent_gone:
                     os._exit(0)
-                ready()
+                unused()
                 continue
+            served = time.monotonic()
             calls += 1
             code, reason, status = outcome
             _log.debug("call %d ended: exit status %d", calls, code)
@@ -123,9 +128,9 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
             os._exit(0)
 
 
-def _ready(slots: Slots, index: int) -> Callable[[], None]:
-    """What marks this worker idle in its slot."""
-    return lambda: slots.mark(index, IDLE, time.monotonic())
+def _ready(slots: Slots, index: int, since: float | None = None) -> Callable[[], None]:
+    """What marks this worker idle in its slot: idle since `since`, or since the moment it is called."""
+    return lambda: slots.mark(index, IDLE, time.monotonic() if since is None else since)
 
 
 def _nothing() -> None:
