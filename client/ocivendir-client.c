@@ -308,12 +308,17 @@ static int kept_for_server(const char *entry) {
     return strncmp(entry, "OCIVENDIR_SERVER_", 17) == 0;
 }
 
+/* The path of the build's file D/server-<build>.<kind> in `path` (PATH_MAX bytes); 0 when it does not fit. */
+static int build_file(const char *dir, const char *kind, char *path) {
+    int w = snprintf(path, PATH_MAX, "%s/server-%s.%s", dir, OCIVENDIR_BUILD, kind);
+    return w >= 0 && (size_t)w < PATH_MAX;
+}
+
 /* The build's file D/server-<build>.<kind> (`start`: the start lock; `lock`: the server's own) opened with `flags`
  * (never through a final symlink; created 0600 with O_CREAT): its descriptor, or -1 (as when the path does not fit). */
 static int open_build_file(const char *dir, const char *kind, int flags) {
     char path[PATH_MAX];
-    int w = snprintf(path, sizeof(path), "%s/server-%s.%s", dir, OCIVENDIR_BUILD, kind);
-    if (w < 0 || (size_t)w >= sizeof(path))
+    if (!build_file(dir, kind, path))
         return -1;
     return open(path, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
@@ -322,9 +327,8 @@ static int open_build_file(const char *dir, const char *kind, int flags) {
  * removes a build's lock files while it holds them (server/sweep.py), so a lock taken on a removed file is no lock. */
 static int still_at(const char *dir, const char *suffix, int fd) {
     char path[PATH_MAX];
-    int w = snprintf(path, sizeof(path), "%s/server-%s.%s", dir, OCIVENDIR_BUILD, suffix);
     struct stat held, current;
-    if (w < 0 || (size_t)w >= sizeof(path) || fstat(fd, &held) != 0 || lstat(path, &current) != 0)
+    if (!build_file(dir, suffix, path) || fstat(fd, &held) != 0 || lstat(path, &current) != 0)
         return 0;
     return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
 }

@@ -123,7 +123,7 @@ def worker_in(place: ServerPlace, server_pid: int, cwd: Path) -> int:
 
 def left(worker: int, cwd: Path) -> bool:
     """Whether `worker` has ended, or is no longer in the call made in `cwd` (back in its pool)."""
-    return not Path(f"/proc/{worker}").exists() or not _alive(worker) or _cwd(worker) != cwd.resolve()
+    return ended(worker) or _cwd(worker) != cwd.resolve()
 
 
 def ended(pid: int) -> bool:
@@ -173,7 +173,7 @@ def stop_servers(directory: Path) -> None:
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 5
     while pids and time.monotonic() < deadline:
-        pids = [pid for pid in pids if Path(f"/proc/{pid}").exists() and _alive(pid)]
+        pids = [pid for pid in pids if _alive(pid)]
         time.sleep(0.02)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):

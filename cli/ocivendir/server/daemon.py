@@ -8,12 +8,11 @@ them idle ahead of demand (a worker that takes a connection and sees no other id
 after another (`server/worker.py`) until it retires. When every worker is busy at the limit, the parent watches the
 socket too and answers what comes itself (`server/desk.py`): `status` and `stop` get its facts, a call gets "busy"
 and runs in the client. A worker asked `status` or `stop` asks the parent (`Q`), which answers with its facts.
-Once it listens it removes what servers of other builds left in its directory (`server/sweep.py`).
-It retires on SIGTERM, SIGINT or SIGHUP, after `idle` seconds without a call run (0: never; a refused call or a
-status query is none), and when its build is
-replaced on disk (checked each minute); retiring closes and removes the socket at once, so new calls go elsewhere,
-closes every worker's channel, so the idle ones end (after answering what they had already been woken for), and lets
-the busy ones finish.
+Once it listens it removes what servers of other builds left in its directory (`server/sweep.py`). It retires on
+SIGTERM, SIGINT or SIGHUP, after `idle` seconds without a call run (0: never; a refused call or a status query is
+none), and when its build is replaced on disk (checked each minute); retiring closes and removes the socket at once,
+so new calls go elsewhere, closes every worker's channel, so the idle ones end (after answering what they had already
+been woken for), and lets the busy ones finish.
 
 A fork copies every descriptor the parent holds and its signal handlers, so a new worker closes what is the parent's
 (its lock, its wake-up pipe, the other workers' channels, the connections the parent is answering) and drops the
