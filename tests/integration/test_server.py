@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
+import resource
 import signal
 import socket
 import stat
@@ -443,23 +443,27 @@ def test_a_starting_server_removes_what_servers_of_other_builds_left_but_not_a_r
         os.close(held)
 
 
+def _lower_file_size_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    lower = 1 << 40 if soft == resource.RLIM_INFINITY else soft // 2
+    resource.setrlimit(resource.RLIMIT_FSIZE, (lower, hard))  # `ulimit -f`: refused, its limits are not the server's
+
+
 def test_a_server_that_refuses_every_caller_still_ends_when_idle(place: ServerPlace, bin_dir: Path) -> None:
-    """A server started under `nice` refuses every ordinary caller (they run in-process); refusals are no calls.
+    """A server whose every caller has other limits refuses them all (they run in-process); refusals are no calls.
 
     Counted as activity, they kept such a server alive for as long as they came, and every call ran in-process.
     """
-    nice = shutil.which("nice")
-    assert nice is not None  # coreutils
     pid = place.start(OCIVENDIR_SERVER_IDLE="2s")
     vendir = program(bin_dir, "vendir")
     deadline = time.monotonic() + 20
     while not ended(pid):
         assert time.monotonic() < deadline, "a server refusing every call lived on"
-        done = subprocess.run([nice, "-n", "5", str(vendir), "version"], env=place.env(), capture_output=True,
-                              text=True, check=False, timeout=30)  # fmt: skip
+        done = subprocess.run([str(vendir), "version"], env=place.env(), capture_output=True, text=True, check=False,
+                              timeout=30, preexec_fn=_lower_file_size_limit)  # fmt: skip
         assert (done.returncode, done.stdout) == (0, version_line("vendir") + "\n")  # run in-process, refused
         time.sleep(0.2)
-    assert "the caller's scheduling priority is not the server's" in place.log_tail()
+    assert "the caller's resource limits are not the server's" in place.log_tail()
 
 
 def test_eight_clients_at_once_are_all_served(

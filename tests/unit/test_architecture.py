@@ -38,7 +38,7 @@ FLOORS: dict[str, int] = {
     "commands.pullargs": 4, "commands.pullrun": 4, "commands.server": 4, "commands.ending": 4,
     "server": 4, "server.place": 4, "server.selfpaths": 4, "server.build": 4, "server.wire": 4, "server.client": 4, "server.spawn": 4,
     "server.daemon": 4, "server.worker": 4, "server.preload": 4, "server.identity": 4, "server.interpreter": 4,
-    "server.world": 4, "server.leaks": 4, "server.pool": 4, "server.desk": 4, "server.watch": 4, "server.ownstatus": 4,
+    "server.world": 4, "server.schedule": 4, "server.leaks": 4, "server.pool": 4, "server.desk": 4, "server.watch": 4, "server.ownstatus": 4,
     "server.slots": 4, "server.log": 4, "server.sweep": 4,
 }  # fmt: skip
 PURE_THIRD_PARTY = {"yaml", "re2"}

@@ -1,7 +1,8 @@
 """A worker serves only a caller with its own credentials, read from the kernel for the connection's peer.
 
 Each case connects a real child process (whose limits or environment differ, as an unprivileged caller can make
-them) to a socket of this process, which plays the worker.
+them) to a socket of this process, which plays the worker. A caller it admits is answered with its scheduling, which
+the worker takes on for the call (`tests/unit/test_server_schedule.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ocivendir.server import identity
+from ocivendir.server import identity, schedule
 
 CLI = Path(__file__).resolve().parents[2] / "cli"
 CLEAN = {"PATH": "/usr/bin:/bin", **{k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "LC_CTYPE")}}
@@ -37,8 +38,8 @@ def listener() -> Iterator[tuple[socket.socket, str]]:
     where.rmdir()
 
 
-def _peer_reason(listener: tuple[socket.socket, str], code: str = "") -> str | None:
-    """Connect a child (after running `code` in it) and ask what keeps it from being served."""
+def _peer(listener: tuple[socket.socket, str], code: str = "") -> str | schedule.Scheduling:
+    """Connect a child (after running `code` in it) and ask what keeps it from being served, or its scheduling."""
     sock, path = listener
     child = subprocess.Popen([sys.executable, "-c", f"import resource, socket, sys\n{code}\ns = socket.socket("
                               f"socket.AF_UNIX)\ns.connect({path!r})\nsys.stdin.read()"], stdin=subprocess.PIPE)  # fmt: skip
@@ -46,15 +47,23 @@ def _peer_reason(listener: tuple[socket.socket, str], code: str = "") -> str | N
         conn, _ = sock.accept()
         conn.settimeout(None)
         with conn:
-            return identity.mismatch(conn, CLEAN)
+            return identity.check(conn, CLEAN)
     finally:
         assert child.stdin is not None
         child.stdin.close()
         child.wait(30)
 
 
-def test_a_caller_with_the_workers_credentials_is_served(listener: tuple[socket.socket, str]) -> None:
-    assert _peer_reason(listener) is None
+def _peer_reason(listener: tuple[socket.socket, str], code: str = "") -> str | None:
+    """Why the child is refused, or None when it is admitted."""
+    found = _peer(listener, code)
+    return found if isinstance(found, str) else None
+
+
+def test_a_caller_with_the_workers_credentials_is_served_with_its_own_scheduling(
+    listener: tuple[socket.socket, str],
+) -> None:
+    assert _peer(listener) == schedule.of(0)
 
 
 @pytest.mark.parametrize("limit", ["RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_STACK"])
@@ -85,8 +94,8 @@ def test_a_call_with_other_start_up_settings_is_refused_before_its_credentials_a
 ) -> None:
     left, right = socket.socketpair()
     with left, right:
-        found = identity.mismatch(left, {**CLEAN, **env})
-    assert found is not None
+        found = identity.check(left, {**CLEAN, **env})
+    assert isinstance(found, str)
     assert found.startswith(reason)
 
 
@@ -122,34 +131,41 @@ def test_a_caller_in_another_control_group_is_refused(listener: tuple[socket.soc
         group.rmdir()
 
 
-@pytest.mark.parametrize("code", ["os.nice(5)", "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))"],
-                         ids=["nice", "SCHED_IDLE"])  # fmt: skip
-def test_a_caller_running_at_a_lower_priority_is_refused(listener: tuple[socket.socket, str], code: str) -> None:
-    """`nice -n 5 vendir sync` (or a SCHED_IDLE batch job) is not served at the server's higher priority.
+@pytest.mark.parametrize(("code", "field", "value"), [
+    ("os.nice(5)", "nice", 5),
+    ("os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))", "policy", os.SCHED_IDLE),
+], ids=["nice", "SCHED_IDLE"])  # fmt: skip
+def test_a_caller_running_at_a_lower_priority_is_admitted_with_it(listener: tuple[socket.socket, str], code: str,
+                                                                  field: str, value: int) -> None:  # fmt: skip
+    """`nice -n 5 vendir sync` (or a SCHED_IDLE batch job) is admitted: the worker runs its call at that priority."""
+    found = _peer(listener, f"import os\n{code}")
+    assert isinstance(found, schedule.Scheduling)
+    assert getattr(found, field) == value
+    assert found != schedule.of(0)
 
-    An unprivileged caller cannot give itself that priority back.
-    """
-    assert _peer_reason(listener, f"import os\n{code}") == "the caller's scheduling priority is not the server's"
 
-
-def test_a_caller_held_to_fewer_cpus_is_refused(listener: tuple[socket.socket, str]) -> None:
-    """`taskset -c 0 vendir sync` is not served by a worker that may run on every CPU the server may."""
+def test_a_caller_held_to_fewer_cpus_is_admitted_with_them(listener: tuple[socket.socket, str]) -> None:
+    """`taskset -c 0 vendir sync` is admitted: the worker runs its call on those CPUs."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs two CPUs to pin a caller to fewer")
-    code = f"import os\nos.sched_setaffinity(0, {{{cpus[0]}}})"
-    assert _peer_reason(listener, code) == "the caller's CPU affinity is not the server's"
+    found = _peer(listener, f"import os\nos.sched_setaffinity(0, {{{cpus[0]}}})")
+    assert isinstance(found, schedule.Scheduling)
+    assert found.cpus == {cpus[0]}
 
 
-def test_a_caller_at_a_lower_io_priority_is_refused(listener: tuple[socket.socket, str]) -> None:
-    """`ionice -c 3 vendir sync` (idle I/O) is not served at the server's I/O priority, which it cannot raise back."""
-    if identity._io_priority() is None:
+def test_a_caller_at_a_lower_io_priority_is_admitted_with_it(listener: tuple[socket.socket, str]) -> None:
+    """`ionice -c 3 vendir sync` (idle I/O) is admitted: the worker runs its call at that I/O priority."""
+    if schedule.io_priority() is None:
         pytest.skip(f"ioprio_get's number is not known on {os.uname().machine}")
     ionice = shutil.which("ionice")
     if ionice is None:
         pytest.skip("no ionice (util-linux) to lower the caller's I/O priority")
     code = f"import os, subprocess\nsubprocess.run([{ionice!r}, '-c', '3', '-p', str(os.getpid())], check=True)"
-    assert _peer_reason(listener, code) == "the caller's I/O priority is not the server's"
+    found = _peer(listener, code)
+    assert isinstance(found, schedule.Scheduling)
+    assert found.io is not None
+    assert found.io >> 13 == 3  # class idle
 
 
 def test_an_io_priority_that_cannot_be_read_is_a_refusal(listener: tuple[socket.socket, str],
@@ -157,16 +173,16 @@ def test_an_io_priority_that_cannot_be_read_is_a_refusal(listener: tuple[socket.
     def unreadable(_pid: int) -> int:
         raise OSError(1, "Operation not permitted")
 
-    monkeypatch.setattr(identity, "_io_priority", lambda: unreadable)
+    monkeypatch.setattr(schedule, "io_priority", lambda: (unreadable, None))
     assert _peer_reason(listener) == "cannot read the caller's credentials: Operation not permitted"
 
 
 IO_PRIORITY_READ = """
 import json, os
-from ocivendir.server import identity
+from ocivendir.server import schedule
 before = len(os.listdir("/proc/self/fd"))
 try:
-    reason = identity._scheduling_mismatch(os.getppid())
+    reason = None if schedule.of(os.getppid()).io == schedule.of(0).io else "another I/O priority"
 except OSError as exc:
     reason = str(exc)
 print(json.dumps({"machine": os.uname().machine, "reason": reason, "opened": len(os.listdir("/proc/self/fd")) - before}))
@@ -195,8 +211,8 @@ def test_a_caller_whose_io_priority_is_unset_is_served_whatever_level_the_kernel
 
     Either way the process is scheduled by its nice value and policy, which are compared already.
     """
-    monkeypatch.setattr(identity, "_io_priority", lambda: lambda pid: 0 if pid == 0 else 4)
-    assert _peer_reason(listener) is None
+    monkeypatch.setattr(schedule, "io_priority", lambda: (lambda pid: 0 if pid == 0 else 4, None))
+    assert _peer(listener) == schedule.of(0)
 
 
 def test_a_caller_that_asked_to_be_killed_first_on_oom_is_refused(listener: tuple[socket.socket, str]) -> None:
@@ -243,11 +259,11 @@ def test_a_caller_whose_pid_went_to_another_process_is_refused(listener: tuple[s
         if other is None:
             pytest.skip("another process took the pid first")
         try:
-            reason = identity.mismatch(conn, CLEAN)
+            reason = identity.check(conn, CLEAN)
         finally:
             os.kill(other, 9)
             os.waitpid(other, 0)
-    assert reason is not None
+    assert isinstance(reason, str)
 
 
 FOREIGN_PROC = """
@@ -263,7 +279,7 @@ for code in ("resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))", "pass"):
                                f"s = socket.socket(socket.AF_UNIX)\\ns.connect({path!r})\\nsys.stdin.read()"],
                               stdin=subprocess.PIPE)
     conn, _ = server.accept()
-    print(identity.mismatch(conn, env))
+    print(identity.check(conn, env))
     conn.close()
     caller.stdin.close()
     caller.wait()
@@ -299,7 +315,7 @@ opened = []
 sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
 left, right = socket.socketpair()
 env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "LC_CTYPE")}
-reason = identity.mismatch(left, env)
+reason = found if isinstance(found := identity.check(left, env), str) else None
 child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
 try:
     with open(f"/proc/{child.pid}/attr/current", "rb") as label:

@@ -178,6 +178,7 @@ class Server:
         """
         worker = self.pool.workers.get(fd)
         op = self.pool.heard(fd)
+        self._yield()
         if worker is None or op is None:
             return
         _log.debug("worker %d asks %s", worker.pid, op.decode(errors="replace"))
@@ -303,6 +304,15 @@ class Server:
                     self.pool.ended(worker)
             if slot is not None:
                 self.pool.release(slot)
+        self._yield()
+
+    def _yield(self) -> None:
+        """Retire when a worker refused a caller favoured over the server (`server/schedule.py`): its next call starts
+        a server with its scheduling, which serves it and takes on the others'.
+        """  # noqa: D205
+        if self.pool.yielded and not self.retiring:
+            _log.info("a caller favoured over this server was refused: retiring, for a server started by such a caller")
+            self.retire()
 
     def _on_child(self, _signo: int, _frame: object) -> None:
         """SIGCHLD: only the mark (the wake-up descriptor wakes the loop, which reaps at its top)."""

@@ -2,11 +2,8 @@
 
 A worker runs a call with the server's credentials, whoever started it. So a call is served only when the caller
 has exactly the worker's, as the kernel reports them — never as the request asserts them:
-- SO_PEERCRED's uid and gid, SO_PEERGROUPS's supplementary groups, the nice value, scheduling policy, CPU
-  affinity (`taskset -c 0 vendir sync` is not served on every CPU) and I/O priority (`ionice -c 3 vendir sync` is
-  not served at the server's: ioprio_get(2) through libc's syscall(), on the architectures whose number for it is
-  known here), from the pid SO_PEERCRED names; where /proc is not mounted, every resource limit (soft and hard) read
-  with prlimit(2);
+- SO_PEERCRED's uid and gid and SO_PEERGROUPS's supplementary groups, from the pid SO_PEERCRED names; where /proc
+  is not mounted, every resource limit (soft and hard) read with prlimit(2);
 - where /proc is mounted, also /proc/<pid>: uid and gid (real, effective, saved, filesystem), groups, capabilities,
   no_new_privs, seccomp mode, every resource limit (soft and hard: the same the 16 prlimit(2) calls would read, in
   one file), oom_score_adj, the security label (where a security module answers: which do is the kernel's, so where
@@ -20,7 +17,9 @@ has exactly the worker's, as the kernel reports them — never as the request as
   that ended may have left its pid to a process with more rights, which would have vouched for it.
 The call's environment must set nothing that acts at a program's start-up and name the locale the server started in
 (`server/interpreter.py`). Otherwise the worker refuses (`R`) before anything runs, and the client runs the call
-in-process: never more rights, nor other settings, than the caller's own.
+in-process: never more rights, nor other settings, than the caller's own. The caller's scheduling (nice value,
+policy, CPU affinity, I/O priority) is read with the rest and is not compared: the worker takes it on for the call
+(`server/schedule.py`), or refuses where it cannot.
 """
 
 from __future__ import annotations
@@ -31,16 +30,18 @@ import resource
 import signal
 import socket
 import struct
-from functools import cache
 
+from ocivendir.server import schedule
 from ocivendir.server.interpreter import locale_key, startup_variable
 from ocivendir.server.ownstatus import field, whole
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
-__all__ = ["describe", "mismatch"]
+    from ocivendir.server.schedule import Scheduling
+
+__all__ = ["check", "describe"]
 
 _PEERCRED = struct.Struct("3i")
 _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux's, where the socket module does not name it
@@ -54,17 +55,14 @@ _NAMESPACES = ("mnt", "net", "user", "cgroup")
 _PLURAL = frozenset({"resource limits"})
 _LIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
 _SERVER_LOCALE = locale_key(os.environ)  # as the server started (imported before any call adopts an environment)
-# ioprio_get's number by the architecture of the ABI this interpreter was built for (sysconfig's MULTIARCH, as
-# x86_64-linux-gnu: not `uname -m`, the kernel's or the personality's, which a 32-bit interpreter on a 64-bit kernel
-# or `linux32` makes another ABI's); asm-generic's 31 for the newer ports; elsewhere the I/O priority is not compared
-_NR_IOPRIO_GET = {"x86_64": 252, "i386": 290, "aarch64": 31, "riscv64": 31, "loongarch64": 31, "arm": 315,
-                  "powerpc64le": 274, "powerpc64": 274}  # fmt: skip
-_IOPRIO_WHO_PROCESS = 1
-_IOPRIO_CLASS_SHIFT = 13  # class "none" (0) at any level: none set, the nice value and policy decide
 
 
-def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
-    """Why the peer of `conn`, calling with `env`, must run its call in-process; None when it may be served."""
+def check(conn: socket.socket, env: Mapping[str, str]) -> str | Scheduling:
+    """Why the peer of `conn`, calling with `env`, must run its call in-process; its scheduling when it may be served.
+
+    The scheduling is the caller's, for the worker to take on (`server/schedule.py`), read like the rest while the
+    caller is known to live.
+    """
     variable = startup_variable(env)
     if variable is not None:
         return f"{variable} is set: it acts when a program starts, so the call runs in-process"
@@ -78,7 +76,8 @@ def mismatch(conn: socket.socket, env: Mapping[str, str]) -> str | None:
         pidfd = -1
     pid, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     try:
-        return _kernel_mismatch(conn, pid, uid, gid) or _proc_mismatch(pid) or _gone(pidfd)
+        found = _kernel_check(conn, pid, uid, gid)
+        return found if isinstance(found, str) else _proc_mismatch(pid) or _gone(pidfd) or found
     finally:
         if pidfd >= 0:
             os.close(pidfd)
@@ -95,7 +94,7 @@ def _gone(pidfd: int) -> str | None:
     return None
 
 
-def _kernel_mismatch(conn: socket.socket, pid: int, uid: int, gid: int) -> str | None:
+def _kernel_check(conn: socket.socket, pid: int, uid: int, gid: int) -> str | Scheduling:
     """What the kernel answers without /proc: SO_PEERCRED (once), SO_PEERGROUPS, scheduling; prlimit(2) if needed."""
     if (uid, gid) != (os.geteuid(), os.getegid()):
         return "the caller's uid or gid is not the server's"
@@ -106,65 +105,9 @@ def _kernel_mismatch(conn: socket.socket, pid: int, uid: int, gid: int) -> str |
             return "the caller's groups are not the server's"
         if not _PROC_OURS and any(resource.prlimit(pid, limit) != resource.getrlimit(limit) for limit in _LIMITS):
             return "the caller's resource limits are not the server's"
-        return _scheduling_mismatch(pid)
+        return schedule.of(pid)
     except OSError as exc:
         return f"cannot read the caller's credentials: {exc.strerror or exc}"
-
-
-def _scheduling_mismatch(pid: int) -> str | None:
-    """Why a worker would schedule the caller otherwise: its priority, CPUs or I/O priority (`ionice`); or None."""
-    if _priority(pid) != _priority(0):
-        return "the caller's scheduling priority is not the server's"
-    if os.sched_getaffinity(pid) != os.sched_getaffinity(0):
-        return "the caller's CPU affinity is not the server's"
-    io_priority = _io_priority()
-    if io_priority is not None and _set_io_priority(io_priority(pid)) != _set_io_priority(io_priority(0)):
-        return "the caller's I/O priority is not the server's"
-    return None
-
-
-@cache
-def _io_priority() -> Callable[[int], int] | None:
-    """A reader of a process's I/O class and level, as ioprio_get(2) reports them (OSError when it cannot read them).
-
-    Made once, through libc's syscall() and ctypes; None where ioprio_get's number is unknown here or libc lacks it.
-    """
-    import sysconfig  # noqa: PLC0415 - once, in the server before its first fork
-
-    abi = sysconfig.get_config_var("MULTIARCH") or ""
-    number = None if abi.endswith("x32") else _NR_IOPRIO_GET.get(abi.partition("-")[0])  # x32: its own numbers
-    if number is None:
-        return None
-    try:
-        import ctypes  # noqa: PLC0415 - in the server's warm set (fs/swap.py's renameat2)
-
-        syscall: Callable[..., int] = ctypes.CDLL(None, use_errno=True).syscall
-    except (ImportError, AttributeError, OSError):
-        return None
-    syscall.restype = ctypes.c_long  # type: ignore[attr-defined]
-    syscall.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_int)  # type: ignore[attr-defined]
-
-    def read(pid: int) -> int:
-        value = syscall(number, _IOPRIO_WHO_PROCESS, pid)
-        if value < 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code))
-        return value
-
-    return read
-
-
-def _set_io_priority(value: int) -> int:
-    """An I/O priority as it was set: class "none" is one, whatever level the kernel reports with it.
-
-    Before 5.15 it reports level 4 for a process that never submitted block I/O, 0 for one that did.
-    """
-    return value if value >> _IOPRIO_CLASS_SHIFT else 0
-
-
-def _priority(pid: int) -> tuple[int, int]:
-    """A process's nice value and scheduling policy (`nice -n 5`, SCHED_IDLE: a caller cannot undo either)."""
-    return os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid)
 
 
 def _peer_groups(conn: socket.socket) -> list[int]:
@@ -268,4 +211,4 @@ def _proc_is_ours() -> bool:
 _NO_LABELS = _no_labels()  # no security module answers here: every process's label is "none", not read per call
 _OWN = _own_description()  # read once, in the server before its first fork: a worker has the server's credentials
 _PROC_OURS = _OWN is not None and _proc_is_ours()  # else the limits are read with prlimit(2), not in /proc
-_io_priority()  # found once, in the server before its first fork: no worker looks it up again
+schedule.io_priority()  # found once, in the server before its first fork: no worker looks it up again

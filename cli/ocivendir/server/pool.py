@@ -1,12 +1,13 @@
 """Owns: the parent's view of its workers — which live, which to fork, which to end, what they said.
 
 Each worker is a forked child with one end of a SOCK_SEQPACKET pair, its channel, and a slot of the shared table
-(`server/slots.py`) where it says whether it is idle or busy. Workers take their connections from the listening
-socket themselves, so a call never wakes the parent. A worker speaks on its channel only when the parent must act:
-`S` when it took a connection and saw no other worker idle (a spare is wanted), `E` and a reason when it retires
-(it exits once its caller has the answer), `Q` and an op when a caller asks for the server's facts (`status`, `stop`:
-the parent answers on the channel). The channel ends when the worker dies. One idle worker is always kept ahead of
-demand (within the limit), so no call waits for a fork; idle workers beyond that one end after `IDLE_SECONDS` (the
+(`server/slots.py`) where it says whether it is idle or busy. Workers take their connections from the listening socket
+themselves, so a call never wakes the parent. A worker speaks on its channel only when the parent must act: `S` when it
+took a connection and saw no other worker idle (a spare is wanted), `E` and a reason when it retires (it exits once its
+caller has the answer), `Y` when it refused a caller favoured over the server, whose own server would serve it and the
+rest (`server/schedule.py`: the server then retires), `Q` and an op when a caller asks for the server's facts (`status`,
+`stop`: the parent answers on the channel). The channel ends when the worker dies. One idle worker is always kept ahead
+of demand (within the limit), so no call waits for a fork; idle workers beyond that one end after `IDLE_SECONDS` (the
 parent closes their channel).
 """
 
@@ -45,6 +46,7 @@ class Pool:
         self.retired = 0
         self.last_retired = ""  # why the last worker retired
         self.ended_calls = 0  # the calls served by workers that have ended
+        self.yielded = False  # a worker refused a caller favoured over the server: the server is to retire
 
     def add(self, worker: Worker) -> None:
         """A worker just forked."""
@@ -98,6 +100,9 @@ class Pool:
                 message = b""
             if message == b"S":
                 continue  # the loop forks the spare at its top
+            if message == b"Y":
+                self.yielded = True
+                continue
             if message.startswith(b"Q"):
                 return message[1:]
             self._retiring(worker, message)
@@ -117,6 +122,7 @@ class Pool:
                 break
             if not message:
                 break
+            self.yielded |= message == b"Y"
             self._retiring(worker, message)
         self.drop(worker)
 

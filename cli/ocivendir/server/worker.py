@@ -32,8 +32,8 @@ import time
 
 import ocivendir.flagscan  # noqa: F401 - place.manages_server's scanner, loaded here: a module a call imports retires it
 from ocivendir.registry import keptpools
-from ocivendir.server import ownstatus
-from ocivendir.server.identity import mismatch
+from ocivendir.server import ownstatus, schedule
+from ocivendir.server.identity import check
 from ocivendir.server.interpreter import TEST_HOOKS
 from ocivendir.server.leaks import Baseline
 from ocivendir.server.place import manages_server
@@ -47,6 +47,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn
+
+    from ocivendir.server.schedule import Scheduling
 
 __all__ = ["REQUEST_SECONDS", "TEST_LEAK", "Entry", "take", "work"]
 
@@ -280,15 +282,11 @@ def _serve(
     if request.op != "call" and request.build == build:
         _answer(conn, fds, request.op, channel, ready)
         return None
-    if (refusal := _refusal(conn, request, build)) is not None:
+    if isinstance(caller := _admission(conn, request, build), str):
         ready()
-        _refuse(conn, fds, refusal)
+        _refuse(conn, fds, caller)
         return None
-    try:
-        world.enter(request, fds)
-    except OSError as exc:
-        ready()
-        _refuse(conn, [], f"cannot enter the caller's working directory: {exc.strerror}")
+    if not _enter(conn, channel, world, (request, fds, caller), ready):
         return None
     try:
         conn.sendall(frame(b"P", struct.pack(">I", os.getpid())))
@@ -310,20 +308,52 @@ def _serve(
     return code, reason, status
 
 
-def _refusal(conn: socket.socket, request: Request, build: str) -> str | None:
-    """Why this worker must not run the call, or None: another build, a `server …` command, or a caller unlike us.
+def _admission(conn: socket.socket, request: Request, build: str) -> str | Scheduling:
+    """Why this worker must not run the call (another build, a `server …` command, or a caller unlike us); else the
+    caller's scheduling, for the worker to take on.
 
     No client sends a `server` command (`place.manages_server`); one made by hand would start a server from the
     caller's environment, or make this worker one. A call naming its own process's descriptors (`/dev/fd/3`) would
-    reach this worker's (`server/selfpaths.py`). A caller unlike us has other rights (`identity.mismatch`).
-    """
+    reach this worker's (`server/selfpaths.py`). A caller unlike us has other rights (`identity.check`).
+    """  # noqa: D205
     if request.build != build:
         return f"build {request.build} asked of a server of build {build}"
     if manages_server(request.argv):
         return "a server command runs in the caller's own process"
     if (own := names_own_descriptors(request.argv, request.env, request.cwd)) is not None:
         return own
-    return mismatch(conn, request.env)  # the caller's credentials, limits and start-up settings are ours
+    return check(conn, request.env)  # the caller's credentials, limits and start-up settings are ours
+
+
+def _enter(conn: socket.socket, channel: socket.socket, world: World,
+           call: tuple[Request, list[int], Scheduling], ready: Callable[[], None]) -> bool:  # fmt: skip
+    """The caller's world in place for its call (True); else the call refused, the worker's own world kept.
+
+    A caller whose scheduling this worker cannot take on is refused; one favoured over the server makes it retire
+    (`Y`): a server started with that caller's scheduling serves it and takes on the others'. A worker that could not
+    put its own scheduling back retires at once.
+    """
+    request, fds, caller = call
+    try:
+        world.enter(request, fds)
+    except OSError as exc:
+        ready()
+        _refuse(conn, [], f"cannot enter the caller's working directory: {exc.strerror}")
+        return False
+    if (refused := world.take_on(caller)) is None:
+        return True
+    world.leave()
+    if refused.stuck is None:
+        ready()
+    _refuse(conn, [], refused.reason)
+    if refused.favoured:
+        _log.info("refused a caller favoured over this server: the server retires for one started by such a caller")
+        _tell(channel, b"Y")
+    if refused.stuck is not None:
+        _tell(channel, b"E" + refused.stuck.encode(errors="replace")[:4096])
+        conn.close()
+        os._exit(0)
+    return False
 
 
 def _receive(conn: socket.socket) -> tuple[Request, list[int]]:
@@ -401,7 +431,8 @@ def _flush(code: int) -> int:
 def _plant(request: Request, entry: Entry) -> Entry:
     """The suite's hook: leave a thread, a descriptor or an environment variable behind, or raise from the call.
 
-    Honoured only by a server whose starter switched it on (TEST_HOOKS); any other ignores the call's TEST_LEAK.
+    `scheduling` reports the scheduling the call runs with instead of running it (on stderr, as JSON). Honoured only
+    by a server whose starter switched it on (TEST_HOOKS); any other ignores the call's TEST_LEAK.
     """
     if not _HOOKS:
         return entry
@@ -414,8 +445,18 @@ def _plant(request: Request, entry: Entry) -> Entry:
         os.environ["OCIVENDIR_PLANTED"] = "1"
     elif leak == "raise":
         return _raise
+    elif leak == "scheduling":
+        return _report_scheduling
     return entry
 
 
 def _raise() -> None:
     raise RuntimeError(TEST_LEAK)
+
+
+def _report_scheduling() -> None:
+    from ocivendir.output import write_stderr  # noqa: PLC0415
+
+    now = schedule.of(0)
+    write_stderr(json.dumps({"pid": os.getpid(), "nice": now.nice, "policy": now.policy, "priority": now.priority,
+                             "cpus": sorted(now.cpus), "io": now.io}) + "\n")  # fmt: skip

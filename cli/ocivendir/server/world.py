@@ -2,16 +2,17 @@
 
 A call's world is its argv (`sys.argv`), its exact environment (`os.environ`, and the timezone read from it), its
 working directory (the descriptor the client passed), its umask, its stdio on descriptors 0-2 (and the output layer's
-streams rebuilt over them), its signal dispositions (as a fresh interpreter has them) and the root logger's handlers
-and levels. `World.enter` replaces the worker's own with the caller's; `World.leave` puts the worker's own back, so
-nothing of one call's inputs is left for the next: stdio is /dev/null again, the directory is the worker's, the
-streams of the call are closed (a late flush can never reach the next caller's descriptors). The environment is the
-exception: a call that left os.environ exactly as it came in leaves it in place until the next call's replaces it,
-name by name where the two differ (a caller calls with the same environment call after call: putting the worker's
-own back and the next call's in again cost ~70 setenv/unsetenv a call). The next call's environment is still exactly
-its own, and between calls the worker reads none (what it compares is the request's). Between
-calls sys.stdin/stdout/stderr are the worker's own streams, built once over its own descriptor of /dev/null (not 0-2:
-what they buffer between calls can never reach a caller's descriptor dup'ed there).
+streams rebuilt over them), its signal dispositions (as a fresh interpreter has them), the root logger's handlers and
+levels, and its scheduling (`World.take_on`: the caller's nice value, policy, CPUs and I/O priority, where the worker
+can take them on and put its own back — `server/schedule.py`). `World.enter` replaces the worker's own with the
+caller's; `World.leave` puts the worker's own back, so nothing of one call's inputs is left for the next: stdio is
+/dev/null again, the directory is the worker's, the streams of the call are closed (a late flush can never reach the
+next caller's descriptors). The environment is the exception: a call that left os.environ exactly as it came in leaves
+it in place until the next call's replaces it, name by name where the two differ (a caller calls with the same
+environment call after call: putting the worker's own back and the next call's in again cost ~70 setenv/unsetenv a
+call). The next call's environment is still exactly its own, and between calls the worker reads none (what it compares
+is the request's). Between calls sys.stdin/stdout/stderr are the worker's own streams, built once over its own
+descriptor of /dev/null (not 0-2: what they buffer between calls can never reach a caller's descriptor dup'ed there).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import sys
 import time
 
 from ocivendir.output import rebind_stdio, release_stdio, stdio_streams
-from ocivendir.server import ownstatus
+from ocivendir.server import ownstatus, schedule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ocivendir.server.schedule import Refusal, Scheduling
     from ocivendir.server.wire import Request
 
 __all__ = ["CALL_SIGNALS", "World", "handlers", "idle_signals"]
@@ -86,6 +88,8 @@ class World:
             os.dup2(self.null, target)
         self.streams = stdio_streams((self.null, self.null, self.null))  # its own: never over a caller's 0-2
         rebind_stdio(self.streams)
+        self.taken: Scheduling | None = None  # the worker's own scheduling while a call runs with its caller's
+        self.stuck: str | None = None  # why the worker's own could not be put back: it must retire
 
     def enter(self, request: Request, fds: list[int]) -> None:
         """The caller's world in place: fds are its stdin, stdout, stderr and working directory (all consumed).
@@ -109,6 +113,25 @@ class World:
             self.call_masks = _masks()  # what every call starts with, so must end with: taken before the first runs
         rebind_stdio()
 
+    def take_on(self, caller: Scheduling) -> Refusal | None:
+        """The caller's scheduling in place for its call (after `enter`); why it cannot be, or None.
+
+        A refusal leaves the worker's own in place (`leave` is still to be called), or says in `stuck` what could not
+        be put back.
+        """
+        try:
+            own = schedule.of(0)
+        except OSError as exc:
+            return schedule.Refusal(f"cannot read the worker's scheduling: {exc.strerror or exc}", favoured=False)
+        if caller == own:
+            return None
+        refusal = schedule.take_on(caller, own)
+        if refusal is None:
+            self.taken = own
+        elif refusal.stuck is not None:
+            self.stuck = refusal.stuck
+        return refusal
+
     def leave(self, *, restore_all: bool = True) -> None:
         """The worker's own world back: stdio on /dev/null, its directory, umask, environment, argv, signals, logs.
 
@@ -116,6 +139,9 @@ class World:
         `signals_changed` and `environ_changed` said so), only the dispositions that differ between a call and the
         worker's idle state are set back, and the call's environment stays until the next call's replaces it.
         """
+        if self.taken is not None:
+            self.stuck = schedule.put_back(self.taken)
+            self.taken = None
         for target in (0, 1, 2):
             os.dup2(self.null, target)
         release_stdio(self.streams)  # the call's streams closed: no late flush writes anywhere
@@ -171,6 +197,8 @@ class World:
         The environment is the worker's own after a call that changed it (read back in full); after a clean call it is
         that call's, which `environ_changed` compared already.
         """
+        if self.stuck is not None:
+            return self.stuck
         if self.current is self.environ and dict(os.environ) != self.environ:
             return "os.environ differs after the call"
         here, home = os.stat("."), os.fstat(self.home)

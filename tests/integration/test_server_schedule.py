@@ -1,0 +1,147 @@
+"""A served call runs at its caller's scheduling: `nice`, `chrt`, `taskset` and `ionice` reach the worker.
+
+Each test starts a real server and calls it with the venv's client linked as `vendir`, under the tools a user runs.
+The server is started by hand with the suite's hooks on, so a call can ask its worker to report the scheduling it
+runs with (`OCIVENDIR_SERVER_TEST_LEAK=scheduling`) instead of running. As root a worker puts its own scheduling back
+after any call; without CAP_SYS_NICE (`setpriv --bounding-set=-sys_nice,-sys_admin`, for the server and its callers
+alike, so their capabilities match) it cannot lower a nice value again, and it retires after such a call. A server
+started under `nice` cannot serve an ordinary caller at all: it refuses it and retires, and that caller's next call
+starts a server that serves both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ocivendir import version_line
+from tests.support.server import ServerPlace, console_script, ended, program, workers
+
+pytestmark = pytest.mark.integration
+
+HOOKS = {"OCIVENDIR_SERVER_TEST_HOOKS": "1", "OCIVENDIR_SERVER_WORKERS": "2", "OCIVENDIR_SERVER_MAX_CALLS": "100000"}
+REPORT = {"OCIVENDIR_SERVER_TEST_LEAK": "scheduling"}
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    return tmp_path / "bin"
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.skip(f"needs {name}(1)")
+    return found
+
+
+def _unprivileged() -> list[str]:
+    """The prefix that runs a program as root without CAP_SYS_NICE (and CAP_SYS_ADMIN, which allows real-time I/O)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root and setpriv(1) to run the server and its callers without CAP_SYS_NICE")
+    return [_tool("setpriv"), "--bounding-set=-sys_nice,-sys_admin"]
+
+
+def _start(place: ServerPlace, *prefix: str, **env: str) -> int:
+    """Start a server under `prefix` (e.g. `nice -n 5`); its pid."""
+    done = subprocess.run([*prefix, str(console_script()), "server", "start", "--json"], env=place.env(**env),
+                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pid = place.status()["pid"]
+    assert isinstance(pid, int)
+    return pid
+
+
+def _report(place: ServerPlace, bin_dir: Path, *prefix: str) -> dict[str, object]:
+    """The scheduling a served call runs with, as its worker reports it."""
+    done = subprocess.run([*prefix, str(program(bin_dir, "vendir")), "version"], env=place.env(**REPORT),
+                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, ""), (done.stderr, place.log_tail())
+    return dict(json.loads(done.stderr))
+
+
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[16])  # field 19 of the stat line
+
+
+def test_a_niced_caller_is_served_at_its_priority_and_the_worker_serves_the_next_at_its_own(
+    place: ServerPlace, bin_dir: Path
+) -> None:
+    """`nice -n 5 vendir sync` was refused (run in-process, ~100 ms); now its call runs in a worker at nice 5."""
+    _start(place, **HOOKS)
+    own = _report(place, bin_dir)
+    niced = _report(place, bin_dir, _tool("nice"), "-n", "5")
+    after = _report(place, bin_dir)
+    assert niced["nice"] == own["nice"] + 5  # type: ignore[operator]
+    if os.geteuid() == 0:  # CAP_SYS_NICE: the worker takes its own priority back and stays
+        assert after == own
+    else:  # it cannot: another worker, at the server's priority
+        assert (after["nice"], after["pid"] != niced["pid"]) == (own["nice"], True)
+
+
+def test_a_caller_on_fewer_cpus_and_at_idle_io_is_served_so_and_the_worker_stays(
+    place: ServerPlace, bin_dir: Path
+) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to pin a caller to fewer")
+    _start(place, *_unprivileged(), **HOOKS)
+    own = _report(place, bin_dir, *_unprivileged())
+    pinned = _report(place, bin_dir, *_unprivileged(), _tool("taskset"), "-c", str(cpus[0]))
+    idle = _report(place, bin_dir, *_unprivileged(), _tool("ionice"), "-c", "3")
+    after = _report(place, bin_dir, *_unprivileged())
+    assert pinned["cpus"] == [cpus[0]]
+    assert idle["io"] is not None
+    assert int(idle["io"]) >> 13 == 3  # type: ignore[call-overload] # class idle
+    assert after == own  # the same worker, with its own CPUs and I/O priority back: no privilege needed for either
+    assert pinned["pid"] == idle["pid"] == own["pid"]
+
+
+def test_without_cap_sys_nice_a_niced_callers_worker_retires_after_its_call(place: ServerPlace, bin_dir: Path) -> None:
+    server = _start(place, *_unprivileged(), **HOOKS)
+    own = _report(place, bin_dir, *_unprivileged())
+    niced = _report(place, bin_dir, *_unprivileged(), _tool("nice"), "-n", "5")
+    assert niced["nice"] == own["nice"] + 5  # type: ignore[operator]
+    deadline = time.monotonic() + 20
+    while niced["pid"] in workers(server):
+        assert time.monotonic() < deadline, "the worker that could not take its priority back lived on"
+        time.sleep(0.05)
+    after = _report(place, bin_dir, *_unprivileged())
+    assert after["nice"] == own["nice"]
+    assert "cannot be put back after its caller's" in place.log_tail()
+
+
+def test_a_server_started_under_nice_makes_way_for_an_ordinary_caller(place: ServerPlace, bin_dir: Path) -> None:
+    """Such a server refused every ordinary caller (in-process each time) for as long as niced callers kept it."""
+    unprivileged = _unprivileged()
+    niced_server = _start(place, *unprivileged, _tool("nice"), "-n", "5")
+    vendir = program(bin_dir, "vendir")
+    done = subprocess.run([*unprivileged, str(vendir), "version"], env=place.env(), capture_output=True, text=True,
+                          check=False, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, version_line("vendir") + "\n", "")  # in-process
+    deadline = time.monotonic() + 20
+    while not ended(niced_server):
+        assert time.monotonic() < deadline, "a server refusing a caller favoured over it lived on"
+        time.sleep(0.05)
+    assert "the caller's nice value cannot be taken on" in place.log_tail()
+    assert "refused a caller favoured over this server" in place.log_tail()
+    again = subprocess.run([*unprivileged, str(vendir), "version"], env=place.env(), capture_output=True, text=True,
+                           check=False, timeout=60)  # fmt: skip
+    assert (again.returncode, again.stdout, again.stderr) == (0, version_line("vendir") + "\n", "")
+    while not (server := place.status().get("pid")):  # that call started a server at its own priority
+        assert time.monotonic() < deadline, "no server started after the niced one made way"
+        time.sleep(0.05)
+    assert isinstance(server, int)
+    assert server != niced_server
+    assert _nice(server) == os.getpriority(os.PRIO_PROCESS, 0)
+    niced = subprocess.run([*unprivileged, _tool("nice"), "-n", "5", str(vendir), "version"], env=place.env(),
+                           capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert (niced.returncode, niced.stdout, niced.stderr) == (0, version_line("vendir") + "\n", "")
+    assert place.status().get("pid") == server  # a niced caller is served by it, and makes no way
+    assert "call 1 ended: exit status 0" in place.log_tail()

@@ -1,0 +1,140 @@
+"""A worker takes on its caller's scheduling for a call and puts its own back, or says why it cannot.
+
+Each case runs in a child process with real system calls: as the suite runs (with CAP_SYS_NICE where it is root),
+and without CAP_SYS_NICE (`setpriv --bounding-set=-sys_nice,-sys_admin`, as an unprivileged worker is): a priority the worker
+lowers it can take back only with that capability, and one a caller has above the worker's it cannot take at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ocivendir.server import schedule
+
+CLI = Path(__file__).resolve().parents[2] / "cli"
+IDLE_IO = 3 << 13 | 7  # `ionice -c 3`: class idle, as the kernel reports it
+
+PRELUDE = """
+import json, os, sys
+from dataclasses import replace
+from ocivendir.server import schedule
+own = schedule.of(0)
+def report(**found):
+    print(json.dumps(found, default=sorted))
+"""
+
+
+def _run(code: str, *, capable: bool = True) -> dict[str, object]:
+    """Run `code` after PRELUDE in a child (without CAP_SYS_NICE unless `capable`); what it reported."""
+    command = [sys.executable, "-c", PRELUDE + code]
+    if not capable:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None or os.geteuid() != 0:
+            pytest.skip("needs root and setpriv(1) to run a worker without CAP_SYS_NICE")
+        command = [setpriv, "--bounding-set=-sys_nice,-sys_admin", *command]  # either lets real-time I/O in
+    elif os.geteuid() != 0:
+        pytest.skip("needs CAP_SYS_NICE (root) to put a lowered priority back")
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(CLI)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+TAKE_ON_AND_BACK = """
+caller = replace(own, {change})
+refused = schedule.take_on(caller, own)
+during = schedule.of(0)
+stuck = schedule.put_back(own)
+report(refused=refused and refused.reason, during=getattr(during, {field!r}), taken=during == caller, stuck=stuck,
+       back=schedule.of(0) == own)
+"""
+
+
+def _take_on(change: str, field: str, *, capable: bool = True) -> dict[str, object]:
+    return _run(TAKE_ON_AND_BACK.format(change=change, field=field), capable=capable)
+
+
+@pytest.mark.parametrize("capable", [True, False], ids=["root", "without CAP_SYS_NICE"])
+def test_a_cpu_set_and_an_idle_io_class_are_taken_on_and_put_back_by_any_worker(capable: bool) -> None:
+    """`taskset -c 0` and `ionice -c 3` need no privilege either way: every worker serves such callers and stays."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to pin a caller to fewer")
+    found = _take_on(f"cpus=frozenset({{{cpus[0]}}})", "cpus", capable=capable)
+    assert found == {"refused": None, "during": [cpus[0]], "taken": True, "stuck": None, "back": True}
+    if schedule.io_priority() is None:
+        pytest.skip(f"ioprio_set's number is not known on {os.uname().machine}")
+    found = _take_on(f"io={IDLE_IO}", "io", capable=capable)
+    assert found == {"refused": None, "during": IDLE_IO, "taken": True, "stuck": None, "back": True}
+
+
+@pytest.mark.parametrize(("change", "field", "value"), [
+    ("nice=own.nice + 5", "nice", 5),
+    ("policy=os.SCHED_IDLE", "policy", os.SCHED_IDLE),
+], ids=["nice", "SCHED_IDLE"])  # fmt: skip
+def test_a_lower_priority_is_taken_on_and_put_back_with_cap_sys_nice(change: str, field: str, value: int) -> None:
+    found = _take_on(change, field)
+    assert found["during"] == (value if field == "policy" else os.getpriority(os.PRIO_PROCESS, 0) + value)
+    assert (found["refused"], found["taken"], found["stuck"], found["back"]) == (None, True, None, True)
+
+
+@pytest.mark.parametrize(("change", "field"), [("nice=own.nice + 5", "nice"), ("policy=os.SCHED_IDLE", "policy")],
+                         ids=["nice", "SCHED_IDLE"])  # fmt: skip
+def test_without_cap_sys_nice_a_lower_priority_is_taken_on_but_cannot_be_put_back(change: str, field: str) -> None:
+    """The call runs at its caller's priority; the worker says why it must retire (it cannot raise its own again)."""
+    found = _take_on(change, field, capable=False)
+    assert (found["refused"], found["taken"], found["back"]) == (None, True, False)
+    assert str(found["stuck"]).startswith("the worker's own scheduling cannot be put back after its caller's: ")
+
+
+FAVOURED = """
+caller = replace(own, {change})
+refused = schedule.take_on(caller, own)
+report(reason=refused.reason, favoured=refused.favoured, stuck=refused.stuck, unchanged=schedule.of(0) == own)
+"""
+
+
+@pytest.mark.parametrize(("change", "what"), [
+    ("nice=own.nice - 1", "nice value"),
+    ("policy=os.SCHED_FIFO, priority=1", "scheduling policy"),
+    (f"io={1 << 13}", "I/O priority"),  # class real time
+], ids=["nice", "SCHED_FIFO", "real-time I/O"])  # fmt: skip
+def test_without_cap_sys_nice_a_caller_favoured_over_the_worker_is_refused_and_said_to_be(change: str,
+                                                                                          what: str) -> None:  # fmt: skip
+    """A server started under `nice` cannot serve an ordinary caller: the refusal says so, and nothing changed."""
+    if what == "I/O priority" and schedule.io_priority() is None:
+        pytest.skip(f"ioprio_set's number is not known on {os.uname().machine}")
+    found = _run(FAVOURED.format(change=change), capable=False)
+    assert str(found["reason"]).startswith(f"the caller's {what} cannot be taken on: ")
+    assert (found["favoured"], found["stuck"], found["unchanged"]) == (True, None, True)
+
+
+def test_a_caller_taken_on_in_part_is_put_back_or_its_worker_said_to_be_stuck() -> None:
+    """`nice -n 5` and a real-time policy: the nice value is taken on, the policy refused, and without CAP_SYS_NICE
+    the nice value cannot be lowered again — the refusal says the worker must retire.
+    """  # noqa: D205
+    found = _run(FAVOURED.format(change="nice=own.nice + 5, policy=os.SCHED_FIFO, priority=1"), capable=False)
+    assert str(found["reason"]).startswith("the caller's scheduling policy cannot be taken on: ")
+    assert found["favoured"] is True
+    assert str(found["stuck"]).startswith("the worker's own scheduling cannot be put back after its caller's: ")
+
+
+def test_a_cpu_set_outside_the_workers_is_refused_but_not_favoured() -> None:
+    """A CPU the worker may not run on (none online here) is no reason for the server to make way."""
+    found = _run(FAVOURED.format(change="cpus=frozenset({4095})"))
+    assert str(found["reason"]).startswith("the caller's CPU affinity cannot be taken on: ")
+    assert (found["favoured"], found["stuck"], found["unchanged"]) == (False, None, True)
+
+
+def test_what_is_read_is_the_kernels() -> None:
+    found = _run("os.nice(3)\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\nnow = schedule.of(0)\n"
+                 "report(nice=now.nice, cpus=now.cpus, policy=now.policy, priority=now.priority)", capable=True)  # fmt: skip
+    assert found == {"nice": os.getpriority(os.PRIO_PROCESS, 0) + 3, "cpus": [min(os.sched_getaffinity(0))],
+                     "policy": os.SCHED_OTHER, "priority": 0}  # fmt: skip
