@@ -21,6 +21,9 @@ from pathlib import Path
 import pytest
 
 from ocivendir import version_line
+from tests.integration.test_kapp_controller import PLACEHOLDER, config, lock
+from tests.support.builders import Pusher, make_image
+from tests.support.registry import Registry
 from tests.support.server import ServerPlace, console_script, ended, program, workers
 
 pytestmark = pytest.mark.integration
@@ -145,3 +148,34 @@ def test_a_server_started_under_nice_makes_way_for_an_ordinary_caller(place: Ser
     assert (niced.returncode, niced.stdout, niced.stderr) == (0, version_line("vendir") + "\n", "")
     assert place.status().get("pid") == server  # a niced caller is served by it, and makes no way
     assert "call 1 ended: exit status 0" in place.log_tail()
+
+
+def _cpus_of_each_thread(pid: int) -> set[str]:
+    """Each thread's allowed CPUs, as /proc lists them (one entry when all agree)."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        status = (task / "status").read_text()
+        found.add(next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list:")))
+    return found
+
+
+def test_a_thread_that_outlives_calls_keeps_the_workers_own_scheduling(
+    place: ServerPlace, registry: Registry, pusher: Pusher, repo_prefix: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    """The registry's deadline watchdog serves every later call: started in a pinned call, it stayed on one CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to pin a caller to fewer")
+    ref = pusher.image(f"{repo_prefix}/img", make_image({"a.yml": "a: 1\n"}))
+    _start(place, **HOOKS)
+    worker = _report(place, bin_dir)["pid"]
+    assert isinstance(worker, int)
+    work = tmp_path / "w"
+    work.mkdir()
+    done = subprocess.run([_tool("taskset"), "-c", str(cpus[0]), str(program(bin_dir, "vendir")), "sync", "-f", "-",
+                           "--lock-file", "/dev/null"], input=PLACEHOLDER + config("image", ref), capture_output=True,
+                          text=True, cwd=work, env=place.env(VENDIR_CACHE_DIR=str(tmp_path / "cache")), check=False,
+                          timeout=120)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, lock("image", ref), "")
+    assert _report(place, bin_dir)["pid"] == worker  # the call that armed the watchdog was this worker's
+    assert _cpus_of_each_thread(worker) == _cpus_of_each_thread(os.getpid())

@@ -51,16 +51,30 @@ class Watchdog:
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
 
+    def start(self) -> None:
+        """Start the thread now rather than on the first alarm: a server worker's, before its first call.
+
+        A thread is born with the scheduling of the thread that starts it, and a call runs with its caller's
+        (`server/schedule.py`): started in a call under `chrt -i 0` or `taskset`, the watchdog would keep that for the
+        worker's life, and enforce every later call's deadlines late or on one CPU.
+        """
+        with self._ready:
+            self._start()
+
     def arm(self, sock: socket.socket, when: float) -> Alarm:
         """Shut `sock` down at `when` unless the returned alarm is cancelled first."""
         alarm = Alarm(sock, self._ready)
         with self._ready:
             heapq.heappush(self._alarms, (when, next(self._order), alarm))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="ocivendir-watchdog", daemon=True)
-                self._thread.start()
+            self._start()
             self._ready.notify()
         return alarm
+
+    def _start(self) -> None:
+        """The thread, unless it runs (under `_ready`)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="ocivendir-watchdog", daemon=True)
+            self._thread.start()
 
     def _serve(self) -> None:
         with self._ready:

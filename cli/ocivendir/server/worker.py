@@ -32,6 +32,7 @@ import time
 
 import ocivendir.flagscan  # noqa: F401 - place.manages_server's scanner, loaded here: a module a call imports retires it
 from ocivendir.registry import keptpools
+from ocivendir.registry.watchdog import WATCHDOG
 from ocivendir.server import ownstatus, schedule
 from ocivendir.server.identity import check
 from ocivendir.server.interpreter import TEST_HOOKS
@@ -77,6 +78,7 @@ def work(channel: socket.socket, listener: socket.socket, slot: tuple[Slots, int
     waiter = _waiter(listener, channel)  # before the baseline too: its descriptor is the worker's own
     keptpools.serve_calls()  # idle registry connections stay open for the next call that would make them
     baseline = Baseline()
+    WATCHDOG.start()  # after the baseline (a resident thread), before any call: at the worker's own scheduling
     calls = 0
     served = time.monotonic()  # the last call this worker ran ended then (its birth at first): its idle time's start
     while True:
