@@ -179,3 +179,28 @@ def test_a_thread_that_outlives_calls_keeps_the_workers_own_scheduling(
     assert (done.returncode, done.stdout, done.stderr) == (0, lock("image", ref), "")
     assert _report(place, bin_dir)["pid"] == worker  # the call that armed the watchdog was this worker's
     assert _cpus_of_each_thread(worker) == _cpus_of_each_thread(os.getpid())
+
+
+def _in_process(place: ServerPlace, *command: str) -> None:
+    done = subprocess.run(list(command), env=place.env(), capture_output=True, text=True, check=False, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, version_line("vendir") + "\n", ""), place.log_tail()
+
+
+@pytest.mark.parametrize(("server", "caller"), [
+    (("chrt", "-o", "0"), ("chrt", "-r", "-R", "10")),  # its server is reset to SCHED_OTHER
+    (("nice", "-n", "5"), ("chrt", "-i", "0")),  # each would refuse the other's calls
+    (("chrt", "-i", "0"), ("nice", "-n", "5")),
+], ids=["SCHED_RESET_ON_FORK", "idle against nice", "nice against idle"])  # fmt: skip
+def test_a_caller_whose_own_server_would_not_serve_this_ones_callers_makes_no_way(
+    place: ServerPlace, bin_dir: Path, server: tuple[str, ...], caller: tuple[str, ...]
+) -> None:
+    """A server made way for any caller it could not take on: one under `chrt -R` restarted a server every other call
+    (its own is reset, and refuses it again), and `nice -n 5` and `chrt -i 0` callers restarted one in turn.
+    """  # noqa: D205
+    unprivileged = _unprivileged()
+    pid = _start(place, _tool(server[0]), *server[1:], *unprivileged)
+    vendir = str(program(bin_dir, "vendir"))
+    for _ in range(2):
+        _in_process(place, _tool(caller[0]), *caller[1:], *unprivileged, vendir, "version")
+    assert place.status().get("pid") == pid, place.log_tail()
+    assert "favoured over this server" not in place.log_tail()

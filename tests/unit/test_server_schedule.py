@@ -12,7 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,8 +124,43 @@ def test_a_caller_taken_on_in_part_is_put_back_or_its_worker_said_to_be_stuck() 
     """  # noqa: D205
     found = _run(FAVOURED.format(change="nice=own.nice + 5, policy=os.SCHED_FIFO, priority=1"), capable=False)
     assert str(found["reason"]).startswith("the caller's scheduling policy cannot be taken on: ")
-    assert found["favoured"] is True
+    assert found["favoured"] is False  # at nice 5 its own server could not take on the ordinary callers either
     assert str(found["stuck"]).startswith("the worker's own scheduling cannot be put back after its caller's: ")
+
+
+def test_a_caller_under_reset_on_fork_is_refused_but_not_favoured() -> None:
+    """`chrt -R`: the server such a caller starts is reset (nice 0, SCHED_OTHER) and would refuse it in turn."""
+    found = _run(FAVOURED.format(change="nice=own.nice - 1, policy=os.SCHED_OTHER | os.SCHED_RESET_ON_FORK"),
+                 capable=False)  # fmt: skip
+    assert str(found["reason"]).startswith("the caller's nice value cannot be taken on: ")
+    assert (found["favoured"], found["stuck"], found["unchanged"]) == (False, None, True)
+
+
+RT = 1 << 13  # class real time, level 0
+_ORDINARY = schedule.Scheduling(nice=0, policy=os.SCHED_OTHER, priority=0, cpus=frozenset({0}), io=0)
+
+
+@pytest.mark.parametrize(("caller", "own", "favoured"), [
+    ({}, {"nice": 5}, True),  # an ordinary caller, a server started under `nice`
+    ({"policy": os.SCHED_FIFO, "priority": 10}, {}, True),
+    ({"io": RT | 4}, {}, True),
+    ({"io": RT}, {"io": RT | 4}, True),
+    ({"nice": -5, "policy": os.SCHED_OTHER | os.SCHED_RESET_ON_FORK}, {}, False),  # its server: nice 0
+    ({"policy": os.SCHED_RR | os.SCHED_RESET_ON_FORK, "priority": 10}, {}, False),  # its server: SCHED_OTHER
+    ({"policy": os.SCHED_IDLE}, {"nice": 5}, False),  # `chrt -i 0` against `nice -n 5`: each refuses the other
+    ({"nice": 5}, {"policy": os.SCHED_IDLE}, False),
+    ({"io": RT | 4, "nice": 5}, {}, False),
+    ({"policy": os.SCHED_FIFO, "priority": 10}, {"policy": os.SCHED_RR, "priority": 10}, False),
+    ({"policy": 6}, {}, False),  # SCHED_DEADLINE (not in the os module)
+], ids=["nice", "FIFO", "RT I/O", "RT I/O level", "reset nice", "reset RR", "idle against nice", "nice against idle",
+        "RT I/O at nice", "FIFO against RR", "DEADLINE"])  # fmt: skip
+def test_a_caller_is_favoured_only_when_its_own_server_would_serve_this_ones_callers(
+    caller: dict[str, Any], own: dict[str, Any], favoured: bool
+) -> None:
+    """A server makes way only for a caller whose server could take on its own scheduling: no two make way in turn."""
+    theirs, ours = replace(_ORDINARY, **caller), replace(_ORDINARY, **own)
+    assert schedule._favoured(theirs, ours) is favoured
+    assert not (favoured and schedule._favoured(ours, theirs))
 
 
 def test_a_cpu_set_outside_the_workers_is_refused_but_not_favoured() -> None:

@@ -13,6 +13,8 @@ before the call the worker takes on the caller's (`take_on`), after it the worke
   SCHED_DEADLINE. A favoured caller's refusal says so (`Refusal.favoured`): a server takes the scheduling of the
   caller that started it, so one started under `nice` would otherwise refuse every ordinary caller for as long as
   niced ones kept it busy. It retires instead, and the favoured caller's next call starts a server that serves both.
+  Favoured means favoured in every respect, by a server it would start (`_favoured`): not a caller under
+  SCHED_RESET_ON_FORK, nor one less favoured in another respect — or servers would make way call after call.
 
 On Linux all of it is per thread: the worker's main thread, which runs every call, takes it on; the threads a call
 starts inherit it, and a thread that outlives calls (the registry's watchdog) keeps what it was started with.
@@ -39,6 +41,7 @@ _NR_IOPRIO = {"x86_64": (252, 251), "i386": (290, 289), "aarch64": (31, 30), "ri
               "powerpc64": (274, 273)}  # fmt: skip
 _IOPRIO_WHO_PROCESS = 1
 _IOPRIO_CLASS_SHIFT = 13  # class "none" (0) at any level: none set, the nice value and policy decide
+_IOPRIO_CLASS_RT, _IOPRIO_CLASS_IDLE, _IOPRIO_LEVEL = 1, 3, 7
 _FAVOURED = frozenset({errno.EPERM, errno.EACCES})  # the kernel's answer to a rise in priority without CAP_SYS_NICE
 
 
@@ -94,8 +97,52 @@ def take_on(caller: Scheduling, own: Scheduling) -> Refusal | None:
             os.sched_setaffinity(0, caller.cpus)
     except OSError as exc:
         return Refusal(f"the caller's {what} cannot be taken on: {exc.strerror or exc}",
-                       favoured=exc.errno in _FAVOURED and what != "CPU affinity", stuck=put_back(own))  # fmt: skip
+                       favoured=exc.errno in _FAVOURED and what != "CPU affinity" and _favoured(caller, own),
+                       stuck=put_back(own))  # fmt: skip
     return None
+
+
+def _favoured(caller: Scheduling, own: Scheduling) -> bool:
+    """Whether a server `caller` starts would have its scheduling and could take on `own`, so serve every caller this
+    one serves: at least as favoured in every respect (nice value, policy, I/O class) and more in one.
+
+    Not a caller under SCHED_RESET_ON_FORK (`chrt -R`): the server it forks is reset (SCHED_OTHER, nice 0 or more)
+    and would refuse it again, a server started every other call. Not one less favoured in another respect either
+    (`nice -n 5` against `chrt -i 0`): each one's server would refuse the other's calls, and make way in turn.
+    """  # noqa: D205
+    if caller.policy & os.SCHED_RESET_ON_FORK:
+        return False
+    ranks = list(zip(_ranks(caller), _ranks(own), strict=True))
+    return all(theirs >= ours for theirs, ours in ranks) and any(theirs > ours for theirs, ours in ranks)
+
+
+def _ranks(scheduling: Scheduling) -> tuple[tuple[int, int], ...]:
+    """How favoured each of the nice value, the policy and the I/O priority is (more is favoured)."""
+    return (-scheduling.nice, 0), _policy_rank(scheduling), _io_rank(scheduling.io)
+
+
+def _policy_rank(scheduling: Scheduling) -> tuple[int, int]:
+    """How favoured a policy is: SCHED_IDLE, then the normal ones, then real time by priority (SCHED_DEADLINE, which
+    no server forks with, least).
+    """  # noqa: D205
+    policy = scheduling.policy & ~os.SCHED_RESET_ON_FORK
+    if policy in (os.SCHED_FIFO, os.SCHED_RR):
+        return 2, scheduling.priority
+    if policy in (os.SCHED_OTHER, os.SCHED_BATCH):
+        return 1, 0
+    return (0, 0) if policy == os.SCHED_IDLE else (-1, 0)
+
+
+def _io_rank(io: int | None) -> tuple[int, int]:
+    """How favoured an I/O priority is: class idle, then none and best effort (any level: no privilege), then real time
+    by level.
+    """  # noqa: D205
+    if io is None:
+        return 1, 0
+    kind = io >> _IOPRIO_CLASS_SHIFT
+    if kind == _IOPRIO_CLASS_RT:
+        return 2, -(io & _IOPRIO_LEVEL)
+    return (0, 0) if kind == _IOPRIO_CLASS_IDLE else (1, 0)
 
 
 def put_back(own: Scheduling) -> str | None:
