@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -203,4 +204,42 @@ def test_a_caller_whose_own_server_would_not_serve_this_ones_callers_makes_no_wa
     for _ in range(2):
         _in_process(place, _tool(caller[0]), *caller[1:], *unprivileged, vendir, "version")
     assert place.status().get("pid") == pid, place.log_tail()
+    assert "favoured over this server" not in place.log_tail()
+
+
+# a caller that hands its call over and reads nothing more (as one killed then would): the worker's `P` fails
+GONE = """
+import os, socket, sys, time
+from ocivendir.server.wire import Request, encode_request, send_request
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(sys.argv[1])
+sock.shutdown(socket.SHUT_RD)
+send_request(sock, encode_request(Request(op="call", build=sys.argv[2], umask=0o22, cwd=os.getcwd(),
+                                          argv=["vendir", "version"], env=dict(os.environ))),
+             [0, 1, 2, os.open(".", os.O_RDONLY | os.O_DIRECTORY)])
+time.sleep(1)
+"""
+
+
+def test_a_worker_that_cannot_put_its_priority_back_after_a_caller_gone_before_the_call_retires(
+    place: ServerPlace, bin_dir: Path
+) -> None:
+    """It went on serving at the niced caller's priority, and refused the next ordinary caller as favoured over it:
+    the whole server retired.
+    """  # noqa: D205
+    unprivileged = _unprivileged()
+    server = _start(place, *unprivileged)
+    facts = place.status()
+    done = subprocess.run([*unprivileged, _tool("nice"), "-n", "5", sys.executable, "-c", GONE, str(facts["socket"]),
+                           str(facts["build"])], env=place.env(), capture_output=True, text=True, check=False,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 20
+    while any(_nice(worker) != _nice(server) for worker in workers(server)):
+        assert time.monotonic() < deadline, f"a worker stayed at its caller's priority\n{place.log_tail()}"
+        time.sleep(0.05)
+    served = subprocess.run([*unprivileged, str(program(bin_dir, "vendir")), "version"], env=place.env(),
+                                    capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    assert place.status().get("pid") == server, place.log_tail()
     assert "favoured over this server" not in place.log_tail()

@@ -294,6 +294,8 @@ def _serve(
         conn.sendall(frame(b"P", struct.pack(">I", os.getpid())))
     except OSError:  # the client is gone before anything ran
         world.leave()
+        if world.stuck is not None:  # the caller's priority, which it cannot lower again: it would serve the next so
+            _retire_now(conn, channel, world.stuck)
         return None
     code: int = 1
     reason: str | None = "the call did not end"
@@ -352,10 +354,15 @@ def _enter(conn: socket.socket, channel: socket.socket, world: World,
         _log.info("refused a caller favoured over this server: the server retires for one started by such a caller")
         _tell(channel, b"Y")
     if refused.stuck is not None:
-        _tell(channel, b"E" + refused.stuck.encode(errors="replace")[:4096])
-        conn.close()
-        os._exit(0)
+        _retire_now(conn, channel, refused.stuck)
     return False
+
+
+def _retire_now(conn: socket.socket, channel: socket.socket, reason: str) -> NoReturn:
+    """Retire before a call ran: the worker's own scheduling is not back (`World.stuck`), so it serves nothing more."""
+    _tell(channel, b"E" + reason.encode(errors="replace")[:4096])
+    conn.close()
+    os._exit(0)
 
 
 def _receive(conn: socket.socket) -> tuple[Request, list[int]]:
