@@ -45,6 +45,7 @@ _Static_assert(sizeof(OCIVENDIR_BUILD) == 17, "OCIVENDIR_BUILD must be 16 hex di
 #define REASON_MAX 512
 #define START_WAIT_MS 5000 /* how long a first call waits for the server it finds starting to listen */
 #define START_POLL_MS 5
+#define REPLACE_WAIT_MS 1000 /* how long a caller a server made way for waits for it to let its lock go */
 #define START_RETAKES 8 /* a start lock found removed after it was taken is taken again at most so often */
 
 extern char **environ;
@@ -446,6 +447,18 @@ static int await_start(const char *dir) {
     }
 }
 
+/* A server refused this caller as favoured over it (`Y`) and retires: once its lock is let go (within
+ * REPLACE_WAIT_MS), start one, at this caller's scheduling, which serves it and the callers the old one served. */
+static void start_replacement(const char *dir) {
+    const struct timespec step = {.tv_sec = 0, .tv_nsec = START_POLL_MS * 1000000L};
+    for (int waited = 0; server_runs(dir); waited += START_POLL_MS) {
+        if (waited >= REPLACE_WAIT_MS)
+            return; /* still there: the next call starts one, or finds it serving */
+        nanosleep(&step, NULL);
+    }
+    start_server(dir);
+}
+
 /* The first variable set that acts when a program starts (server/interpreter.py), or NULL: a call that sets one runs
  * in-process, where it applies, and never in a server started without it. */
 static const char *startup_variable(void) {
@@ -843,11 +856,16 @@ int main(int argc, char **argv) {
     payload[len] = '\0';
     if (head[0] == 'P' && len == 4)
         relay(sock, get_u32(payload));
-    if (head[0] == 'R')
+    if (head[0] == 'R' || head[0] == 'Y')
         snprintf(reason, REASON_MAX, "%.400s", (char *)payload); /* the server's own reason */
     else
         snprintf(reason, REASON_MAX, "the server did not take the call");
     close(sock);
+    if (head[0] == 'Y') { /* favoured over the server, which retires: one started here serves this caller and it */
+        start_replacement(dir);
+        strncat(reason, "; the server retires, and one at this caller's scheduling is starting",
+                REASON_MAX - strlen(reason) - 1);
+    }
     run_in_process(reason, 1);
     return 1;
 }

@@ -336,3 +336,28 @@ def test_a_signal_the_caller_was_started_with_ignored_stays_ignored(
     assert process.returncode == 1, err
     assert "network deadline of 3s exceeded" in err
     assert served(place) - before == 2  # the call, and this query
+
+
+def test_a_native_caller_a_server_makes_way_for_starts_the_server_that_replaces_it(place: ServerPlace, native: Path,
+                                                                                  tmp_path: Path) -> None:  # fmt: skip
+    """A server started under `nice` refuses an ordinary caller as favoured over it (`Y`) and retires; the native
+    client waits for its lock to go, starts one at its own scheduling and runs the call in-process.
+    """  # noqa: D205
+    setpriv, nice = shutil.which("setpriv"), shutil.which("nice")
+    if os.geteuid() != 0 or setpriv is None or nice is None:
+        pytest.skip("needs root, setpriv(1) and nice(1) to run a server and its caller without CAP_SYS_NICE")
+    unprivileged = [setpriv, "--bounding-set=-sys_nice,-sys_admin"]
+    subprocess.run([*unprivileged, nice, "-n", "5", str(native.parent / "ocivendir"), "server", "start"],
+                   env=place.env(), check=True, capture_output=True, timeout=60)  # fmt: skip
+    niced = place.status()["pid"]
+    done = subprocess.run([*unprivileged, str(native), "version"], capture_output=True, text=True, cwd=tmp_path,
+                          env=place.env(), check=False, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("vendir version ")
+    place.wait_for(lambda: place.status().get("pid") not in (None, niced), timeout=30)
+    server = place.status()["pid"]
+    assert isinstance(server, int)
+    assert Path(f"/proc/{server}/stat").read_text().rpartition(")")[2].split()[16] == str(
+        os.getpriority(os.PRIO_PROCESS, 0)
+    )
+    assert "one at this caller's scheduling is starting" in place.log_tail()

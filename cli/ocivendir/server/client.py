@@ -5,7 +5,8 @@ It runs before the package's heavy imports (`commands.run()`): the mode switch, 
 frames. `OCIVENDIR_SERVER` is `on`, `off` or
 `auto` (the default: on only when invoked as `vendir`, kapp-controller's call); any other value runs in-process, which
 reports it. A call falls back to in-process only when the server certainly did not start it (no `P` frame); with
-no server yet, one is started detached first (`server/spawn.py`: once for a burst of first calls). A call that sets
+no server yet, one is started detached first (`server/spawn.py`: once for a burst of first calls); so it is once a
+server refused the caller as favoured over it (`Y`) and retires. A call that sets
 a variable acting at a program's start-up (`server/interpreter.py`) runs in-process at once and starts no server.
 The native client (`client/`) does the same for the sidecar.
 """
@@ -24,6 +25,7 @@ from ocivendir.server.wire import Request, WireError, encode_request, frame, rea
 __all__ = ["call_server", "query"]
 
 _PEERCRED = 12  # struct ucred: pid, uid and gid, three native ints
+REPLACE_SECONDS = 1.0  # how long a caller a server made way for waits for it to let its lock go
 
 
 def call_server(argv: list[str]) -> int | None:
@@ -74,7 +76,10 @@ def _call(sock: socket.socket, path: str, request: Request) -> int | None:
         _fallback(argv, f"the server did not take the call: {exc}")
         return None
     if got is None or got[0] != b"P" or len(got[1]) != 4:  # noqa: PLR2004 - a u32 pid
-        reason = got[1].decode(errors="replace") if got and got[0] == b"R" else "the server did not take the call"
+        reason = got[1].decode(errors="replace") if got and got[0] in b"RY" else "the server did not take the call"
+        if got and got[0] == b"Y":  # favoured over the server, which retires: one started here serves us and them
+            _start_replacement()
+            reason += "; the server retires, and one at this caller's scheduling is starting"
         _fallback(argv, reason)
         return None
     return _wait(sock, argv, int.from_bytes(got[1], "big"))
@@ -205,6 +210,22 @@ def _start_server() -> None:
         start_server(server_dir(), build_id())  # none when another call of the burst is starting one
     except (OSError, Unusable):
         pass  # the call runs in-process anyway
+
+
+def _start_replacement() -> None:
+    """Start a server once the one that made way for this caller has let its lock go (within REPLACE_SECONDS)."""
+    import time  # noqa: PLC0415 - only when a server makes way
+
+    from ocivendir.fs.locks import is_held  # noqa: PLC0415
+    from ocivendir.server.place import lock_path  # noqa: PLC0415
+
+    directory, build = server_dir(), build_id()
+    deadline = time.monotonic() + REPLACE_SECONDS
+    while is_held(lock_path(directory, build)):
+        if time.monotonic() >= deadline:
+            return  # still there: the next call starts one, or finds it serving
+        time.sleep(0.005)
+    _start_server()
 
 
 def query(op: str) -> dict[str, object] | None:

@@ -1,12 +1,13 @@
 """Owns: the bytes between a client and a worker — the request, its four descriptors, and the frames after it.
 
-Request: `OVD1`, the body's length (u32 big-endian), sent with SCM_RIGHTS carrying the caller's stdin, stdout,
-stderr and a descriptor of its working directory; then the body, NUL-terminated strings: op (`call`, `status`,
-`stop`), build id, umask in octal, working directory path, argc, argv..., envc, `KEY=VALUE`... Frames after it: one
-type byte, a u32 big-endian payload length, the payload. Worker to client: `R` refused (the call was not started:
-the client runs it in-process), `P` started (the worker's pid), `X` finished (the exit status; the worker has closed
-its copies of the caller's stdio first), `I` information (JSON, for status and stop). Client to worker: `S`, one
-byte, a signal to deliver. The native client (`client/`) speaks the same; `client/README.md` restates it for C.
+Request: `OVD1`, the body's length (u32 big-endian), sent with SCM_RIGHTS carrying the caller's stdin, stdout, stderr
+and a descriptor of its working directory; then the body, NUL-terminated strings: op (`call`, `status`, `stop`), build
+id, umask in octal, working directory path, argc, argv..., envc, `KEY=VALUE`... Frames after it: one type byte, a u32
+big-endian payload length, the payload. Worker to client: `R` refused (the call was not started: the client runs it
+in-process), `Y` refused as `R` and the server retires for one the client starts (its caller is favoured over the
+server: `server/schedule.py`), `P` started (the worker's pid), `X` finished (the exit status; the worker has closed its
+copies of the caller's stdio first), `I` information (JSON, for status and stop). Client to worker: `S`, one byte, a
+signal to deliver. The native client (`client/`) speaks the same; `client/README.md` restates it for C.
 """
 
 from __future__ import annotations

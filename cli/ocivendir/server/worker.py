@@ -349,10 +349,10 @@ def _enter(conn: socket.socket, channel: socket.socket, world: World,
     world.leave()
     if refused.stuck is None:
         ready()
-    _refuse(conn, [], refused.reason)
-    if refused.favoured:
+    if refused.favoured:  # the parent first: it lets its lock go while the caller hears it is to start a server
         _log.info("refused a caller favoured over this server: the server retires for one started by such a caller")
         _tell(channel, b"Y")
+    _refuse(conn, [], refused.reason, b"Y" if refused.favoured else b"R")
     if refused.stuck is not None:
         _retire_now(conn, channel, refused.stuck)
     return False
@@ -370,13 +370,15 @@ def _receive(conn: socket.socket) -> tuple[Request, list[int]]:
     return receive_request(conn, time.monotonic() + REQUEST_SECONDS)
 
 
-def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
-    """Close the call's descriptors and say it was not started (`R`): the client runs it in-process."""
+def _refuse(conn: socket.socket, fds: list[int], reason: str, kind: bytes = b"R") -> None:
+    """Close the call's descriptors and say it was not started (`R`, or `Y`: start a server of your own, this one
+    retires): the client runs it in-process.
+    """  # noqa: D205
     _log.debug("refused a call: %s", reason)
     for fd in fds:
         os.close(fd)
     try:
-        conn.sendall(frame(b"R", reason.encode()))
+        conn.sendall(frame(kind, reason.encode()))
     except OSError:
         pass
 
