@@ -1,4 +1,4 @@
-"""Owns: the start-up scenario: `version`, a warm digest-pinned sync and a warm tag sync over TLS.
+"""Owns: the start-up scenario: `version`, a warm digest-pinned sync (also under `nice`) and a warm tag sync over TLS.
 
 For ocivendir's venv console script, a pip install of its wheel (the Python client) and its dist/ build, against
 `python -c pass` and the real vendir when VENDIR_BIN is set. The warm sync is kapp-controller's call of a relocated
@@ -34,6 +34,10 @@ from ocivendir.fs.fileid import SETTLED_NS
 SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's, the first file Go reads
 SERVED = {"ocivendir (pip install, Python client + server)", "ocivendir (venv, Python client + server)",
           "ocivendir (dist build, native client + server)"}  # fmt: skip
+# the warm sync under `nice -n 5` (a caller below the server's priority): served, the worker takes it on for the
+# call (server/schedule.py); in-process is what such a call cost while workers refused it
+NICED = {"ocivendir (dist build, native client + server)", "ocivendir (dist build)", "vendir"}
+NICE = ("nice", "-n", "5")
 
 
 def _programs(tools: Tools) -> dict[str, Path]:
@@ -76,13 +80,14 @@ class _Warm:
                      "--lock-file", "/dev/null"]  # fmt: skip
         self.runs: list[Run] = []
         self.server_cpu = 0.0
+        self.prefix: tuple[str, ...] = ()  # what the calls after the warm-up run under (`nice -n 5`)
 
     def once(self, app: App | None = None) -> Run:
         """One reconcile (of this program's App, or of `app`) in a fresh directory."""
         cwd = self.work / f"reconcile-{self.label.replace(' ', '_')}-{next(self.counter)}"
         cwd.mkdir()
         try:
-            done = run(self.argv, env=self.env, cwd=cwd, stdin=(app or self.app).stdin)
+            done = run([*self.prefix, *self.argv], env=self.env, cwd=cwd, stdin=(app or self.app).stdin)
         finally:
             shutil.rmtree(cwd, ignore_errors=True)
         if done.code != 0:
@@ -149,10 +154,12 @@ class _Interpreter:
 
 
 def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: Path, reps: int, what: str,
-                base: _Interpreter | None = None, **extra: str) -> list[dict[str, Any]]:  # fmt: skip
+                base: _Interpreter | None = None, prefix: tuple[str, ...] = (),
+                **extra: str) -> list[dict[str, Any]]:  # fmt: skip
     """Every program's warm sync, interleaved call by call (machine noise hits all alike); the registry's traffic.
 
-    With `base`, `python -c pass` takes its turn in every round as well.
+    With `base`, `python -c pass` takes its turn in every round as well. With `prefix`, every call after the warm-up
+    runs under it (the server the warm-up started does not).
 
     Each program's requests per warm call are counted on one call of its own, before the interleaved ones; its TCP
     connections per warm call on a second call through a relay that counts them (the first through it may connect:
@@ -163,6 +170,7 @@ def _warm_syncs(registry: Registry, programs: dict[str, Path], app: App, work: P
         log = AccessLog(registry)
         for one in warm:
             one.warm_up()
+            one.prefix = prefix
             mark = log.mark()
             one.once()
             one.requests_per_call = log.since(mark).requests
@@ -220,6 +228,9 @@ def scenario(registry: Registry, tools: Tools, work: Path, reps: int) -> dict[st
         rows.append({"what": "version", "tool": label, **repeat(version, reps).as_dict()})
     rows += _warm_syncs(registry, programs, app, work, reps, "warm digest-pinned sync", base)
     rows.insert(0, base.row())  # the first row is every ratio's base
+    niced = {label: program for label, program in programs.items() if label in NICED}
+    rows += _warm_syncs(registry, niced, app, work / "niced", reps, "warm digest-pinned sync under nice -n 5",
+                        prefix=NICE)  # fmt: skip
     rows += _warm_tag_syncs_over_tls(programs, work, reps)
     env = clean_env(work / "home", VENDIR_CACHE_DIR=str(work / "caches" / "anatomy"), OCIVENDIR_SERVER="off")
     calls = anatomy.measure(app.stdin, env, work / "anatomy", max(reps, SUB_SECOND_REPS * 4))
