@@ -118,14 +118,28 @@ def test_without_cap_sys_nice_a_caller_favoured_over_the_worker_is_refused_and_s
     assert (found["favoured"], found["stuck"], found["unchanged"]) == (True, None, True)
 
 
-def test_a_caller_taken_on_in_part_is_put_back_or_its_worker_said_to_be_stuck() -> None:
-    """`nice -n 5` and a real-time policy: the nice value is taken on, the policy refused, and without CAP_SYS_NICE
-    the nice value cannot be lowered again — the refusal says the worker must retire.
+def test_a_caller_refused_for_a_real_time_policy_leaves_the_nice_value_it_would_raise_untouched() -> None:
+    """`nice -n 5` and a real-time policy: the policy is refused before the nice value is taken on, so a worker
+    without CAP_SYS_NICE has nothing to put back that it cannot, and stays.
     """  # noqa: D205
     found = _run(FAVOURED.format(change="nice=own.nice + 5, policy=os.SCHED_FIFO, priority=1"), capable=False)
     assert str(found["reason"]).startswith("the caller's scheduling policy cannot be taken on: ")
     assert found["favoured"] is False  # at nice 5 its own server could not take on the ordinary callers either
-    assert str(found["stuck"]).startswith("the worker's own scheduling cannot be put back after its caller's: ")
+    assert (found["stuck"], found["unchanged"]) == (None, True)
+
+
+@pytest.mark.parametrize("change", ["nice=own.nice - 1, policy=os.SCHED_IDLE",
+                                    "nice=own.nice + 5, cpus=frozenset({4095})",
+                                    "nice=own.nice + 5, policy=6"],  # 6: SCHED_DEADLINE, which os does not name
+                         ids=["lower nice value, SCHED_IDLE", "higher nice value, no such CPU",
+                              "higher nice value, SCHED_DEADLINE"])  # fmt: skip
+def test_a_caller_refused_for_one_part_leaves_no_other_part_the_worker_cannot_put_back(change: str) -> None:
+    """What raises a priority (and may be refused) is taken on before what lowers one (never refused, but not put
+    back without CAP_SYS_NICE): a refusal finds nothing taken on that cannot be put back, and the worker stays.
+    """  # noqa: D205
+    found = _run(FAVOURED.format(change=change), capable=False)
+    assert "cannot be taken on: " in str(found["reason"])
+    assert (found["stuck"], found["unchanged"]) == (None, True)
 
 
 def test_a_caller_under_reset_on_fork_is_refused_but_not_favoured() -> None:

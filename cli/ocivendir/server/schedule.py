@@ -80,26 +80,46 @@ def of(pid: int) -> Scheduling:
 def take_on(caller: Scheduling, own: Scheduling) -> Refusal | None:
     """Give this thread `caller`'s scheduling where it differs from `own` (this thread's now); why not, or None.
 
-    On a refusal whatever was taken on is put back (`Refusal.stuck` says what could not be).
+    On a refusal whatever was taken on is put back (`Refusal.stuck` says what could not be). The changes that raise
+    a priority, which the kernel may refuse but lets a thread that made them undo, go first; those that lower one,
+    which it never refuses but may not let a thread without CAP_SYS_NICE undo (a raised nice value, SCHED_IDLE,
+    SCHED_RESET_ON_FORK), last: a refusal then leaves nothing to put back that cannot be.
     """
-    what = "nice value"
-    try:
-        if caller.nice != own.nice:
-            os.setpriority(os.PRIO_PROCESS, 0, caller.nice)
-        what = "scheduling policy"
-        if (caller.policy, caller.priority) != (own.policy, own.priority):
-            os.sched_setscheduler(0, caller.policy, os.sched_param(caller.priority))
-        what = "I/O priority"
-        if caller.io != own.io and caller.io is not None and (io := io_priority()) is not None:
-            io[1](caller.io)
-        what = "CPU affinity"
-        if caller.cpus != own.cpus:
-            os.sched_setaffinity(0, caller.cpus)
-    except OSError as exc:
-        return Refusal(f"the caller's {what} cannot be taken on: {exc.strerror or exc}",
-                       favoured=exc.errno in _FAVOURED and what != "CPU affinity" and _favoured(caller, own),
-                       stuck=put_back(own))  # fmt: skip
+    steps = [  # (what, whether it raises a priority, the change)
+        ("CPU affinity", True, None if caller.cpus == own.cpus else lambda: os.sched_setaffinity(0, caller.cpus)),
+        ("I/O priority", _io_rank(caller.io) > _io_rank(own.io), _io_change(caller, own)),
+        ("scheduling policy", _policy_rank(caller) > _policy_rank(own) or _clears_reset(caller, own),
+         None if (caller.policy, caller.priority) == (own.policy, own.priority)
+         else lambda: os.sched_setscheduler(0, caller.policy, os.sched_param(caller.priority))),
+        ("nice value", caller.nice < own.nice,
+         None if caller.nice == own.nice else lambda: os.setpriority(os.PRIO_PROCESS, 0, caller.nice)),
+    ]  # fmt: skip
+    for what, _raises, change in sorted(steps, key=lambda step: not step[1]):  # stable: raises first
+        if change is None:
+            continue
+        try:
+            change()
+        except OSError as exc:
+            return Refusal(f"the caller's {what} cannot be taken on: {exc.strerror or exc}",
+                           favoured=exc.errno in _FAVOURED and what != "CPU affinity" and _favoured(caller, own),
+                           stuck=put_back(own))  # fmt: skip
     return None
+
+
+def _io_change(caller: Scheduling, own: Scheduling) -> Callable[[], None] | None:
+    """Setting the caller's I/O priority on this thread, or None where nothing is to change (or can be, here)."""
+    io = io_priority()
+    if caller.io == own.io or caller.io is None or io is None:
+        return None
+    value, write = caller.io, io[1]
+    return lambda: write(value)
+
+
+def _clears_reset(caller: Scheduling, own: Scheduling) -> bool:
+    """Whether the caller's policy lacks SCHED_RESET_ON_FORK where the worker's has it (only a privileged thread may
+    clear the flag).
+    """  # noqa: D205
+    return bool(own.policy & os.SCHED_RESET_ON_FORK) and not caller.policy & os.SCHED_RESET_ON_FORK
 
 
 def _favoured(caller: Scheduling, own: Scheduling) -> bool:
