@@ -142,6 +142,28 @@ def test_a_caller_refused_for_one_part_leaves_no_other_part_the_worker_cannot_pu
     assert (found["stuck"], found["unchanged"]) == (None, True)
 
 
+@pytest.mark.parametrize("change", ["io=0, policy=os.SCHED_FIFO, priority=10", "io=0, policy=6, priority=0"],
+                         ids=["SCHED_FIFO for SCHED_RR", "SCHED_DEADLINE"])  # fmt: skip
+def test_a_worker_in_a_real_time_io_class_refused_a_lower_policy_keeps_its_io_class(change: str) -> None:
+    """A worker without CAP_SYS_NICE that inherited SCHED_RR and real-time I/O (`ionice -c 1 chrt -r 10`): the
+    policy, which the kernel refuses (another real-time policy without RLIMIT_RTPRIO, SCHED_DEADLINE), is tried before
+    the I/O class is lowered, which it could never take back — the refusal leaves nothing behind, and the worker stays.
+    """  # noqa: D205
+    tools = [found for name in ("ionice", "chrt", "setpriv") if (found := shutil.which(name))]
+    if os.geteuid() != 0 or len(tools) != 3 or schedule.io_priority() is None:
+        pytest.skip("needs root, ionice(1), chrt(1), setpriv(1) and ioprio_set's number")
+    ionice, chrt, setpriv = tools
+    command = [ionice, "-c", "1", "-n", "4", chrt, "-r", "10", setpriv, "--bounding-set=-sys_nice,-sys_admin",
+               sys.executable, "-c", PRELUDE + FAVOURED.format(change=change)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(CLI)})  # fmt: skip
+    if done.returncode and "chrt" in done.stderr:
+        pytest.skip(f"cannot run under SCHED_RR here: {done.stderr.strip()}")
+    found = json.loads(done.stdout)
+    assert str(found["reason"]).startswith("the caller's scheduling policy cannot be taken on: ")
+    assert (found["stuck"], found["unchanged"]) == (None, True)
+
+
 def test_a_caller_under_reset_on_fork_is_refused_but_not_favoured() -> None:
     """`chrt -R`: the server such a caller starts is reset (nice 0, SCHED_OTHER) and would refuse it in turn."""
     found = _run(FAVOURED.format(change="nice=own.nice - 1, policy=os.SCHED_OTHER | os.SCHED_RESET_ON_FORK"),

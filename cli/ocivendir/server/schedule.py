@@ -82,15 +82,17 @@ def take_on(caller: Scheduling, own: Scheduling) -> Refusal | None:
 
     On a refusal whatever was taken on is put back (`Refusal.stuck` says what could not be). The changes that raise
     a priority, which the kernel may refuse but lets a thread that made them undo, go first; those that lower one,
-    which it never refuses but may not let a thread without CAP_SYS_NICE undo (a raised nice value, SCHED_IDLE,
-    SCHED_RESET_ON_FORK), last: a refusal then leaves nothing to put back that cannot be.
+    which it may not let a thread without CAP_SYS_NICE undo (a raised nice value, SCHED_IDLE, SCHED_RESET_ON_FORK, a
+    real-time I/O class left), last, the policy first among them (the only one it may refuse: SCHED_DEADLINE, one
+    real-time policy for another): a refusal then leaves nothing to put back that cannot be.
     """
-    steps = [  # (what, whether it raises a priority, the change)
+    steps = [  # (what, whether it raises a priority, the change); of those that lower one, the policy goes first: the
+        # kernel may refuse it too (SCHED_DEADLINE, SCHED_FIFO for SCHED_RR), after a real-time I/O class left for good
         ("CPU affinity", True, None if caller.cpus == own.cpus else lambda: os.sched_setaffinity(0, caller.cpus)),
-        ("I/O priority", _io_rank(caller.io) > _io_rank(own.io), _io_change(caller, own)),
         ("scheduling policy", _policy_rank(caller) > _policy_rank(own) or _clears_reset(caller, own),
          None if (caller.policy, caller.priority) == (own.policy, own.priority)
          else lambda: os.sched_setscheduler(0, caller.policy, os.sched_param(caller.priority))),
+        ("I/O priority", _io_rank(caller.io) > _io_rank(own.io), _io_change(caller, own)),
         ("nice value", caller.nice < own.nice,
          None if caller.nice == own.nice else lambda: os.setpriority(os.PRIO_PROCESS, 0, caller.nice)),
     ]  # fmt: skip
