@@ -316,7 +316,8 @@ static int build_file(const char *dir, const char *kind, char *path) {
 }
 
 /* The build's file D/server-<build>.<kind> (`start`: the start lock; `lock`: the server's own) opened with `flags`
- * (never through a final symlink; created 0600 with O_CREAT): its descriptor, or -1 (as when the path does not fit). */
+ * (never through a final symlink; created 0600 with O_CREAT): its descriptor, or -1 (as when the path does not fit).
+ * Read-only, it is opened with O_NONBLOCK: a FIFO found at the path is never waited on for a writer. */
 static int open_build_file(const char *dir, const char *kind, int flags) {
     char path[PATH_MAX];
     if (!build_file(dir, kind, path))
@@ -337,7 +338,7 @@ static int still_at(const char *dir, const char *suffix, int fd) {
 /* Whether this build's server holds its lock, D/server-<build>.lock (it does for its whole life): a shared lock on it
  * is refused then (asked for without waiting, and let go at once). */
 static int server_runs(const char *dir) {
-    int fd = open_build_file(dir, "lock", O_RDONLY);
+    int fd = open_build_file(dir, "lock", O_RDONLY | O_NONBLOCK);
     if (fd < 0)
         return 0;
     int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
@@ -430,7 +431,7 @@ static int start_server(const char *dir) {
  * (or ends), so a shared lock taken on it means the server listens, or is gone. Polled, so a signal or a lock never
  * released costs at most the bound. 1 when it was let go; 0 when the wait ran out (the call then runs in-process). */
 static int await_start(const char *dir) {
-    int lock = open_build_file(dir, "start", O_RDONLY);
+    int lock = open_build_file(dir, "start", O_RDONLY | O_NONBLOCK);
     if (lock < 0)
         return 0;
     const struct timespec step = {.tv_sec = 0, .tv_nsec = START_POLL_MS * 1000000L};

@@ -9,6 +9,7 @@ import signal
 import socket
 import stat
 import struct
+import subprocess
 import time
 from pathlib import Path
 
@@ -596,3 +597,35 @@ def test_a_call_that_finds_a_server_holding_its_lock_starts_no_second_one(instal
         os.close(held)
     assert (done.returncode, done.stdout) == (3, b"in-process\n")
     assert install.starts() == []
+
+
+def make_way(call: Call) -> None:
+    call.close_fds()
+    call.send(b"Y", b"the caller's nice value cannot be taken on: Permission denied")
+
+
+@pytest.mark.parametrize("how", ["no server", "made way"])
+def test_a_fifo_at_the_lock_path_is_never_waited_on(install: Install, how: str) -> None:
+    """A FIFO planted at D/server-<build>.lock (or .start): the client looking whether the server holds its lock (no
+    socket, or a server that made way for it: `Y`) opens it without waiting for a writer, and runs the call in-process.
+    """  # noqa: D205
+    for kind in ("lock", "start"):
+        os.mkfifo(install.server_dir / f"server-{BUILD}.{kind}", 0o600)
+
+    def call() -> tuple[int | None, bytes]:
+        proc = install.popen(["sync"])
+        try:
+            out, _err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("the client waited on a FIFO at the lock path")
+        return proc.returncode, out
+
+    if how == "made way":
+        with fake_server(install.server_dir, BUILD, make_way) as server:
+            done = call()
+            server.only_call()
+    else:
+        done = call()
+    assert done == (3, b"in-process\n")

@@ -13,6 +13,7 @@ from ocivendir.fs.locks import (
     LockBusy,
     file_lock,
     hold_lock,
+    is_held,
     release_removed,
     removable_lock,
     take_existing,
@@ -167,3 +168,20 @@ def test_a_lock_file_replaced_since_it_was_taken_is_not_removed(tmp_path: Path) 
     path.touch()  # another process's file now: not the one held
     assert not release_removed(fd, str(path))
     assert path.exists()
+
+
+def test_a_fifo_at_a_lock_path_is_not_waited_on_for_a_writer(tmp_path: Path) -> None:
+    """`is_held` (a client a server made way for asks it until the lock goes) answers at once for a FIFO planted at the
+    lock's path: no wait for a writer that never comes.
+    """  # noqa: D205
+    path = tmp_path / "server-0123456789abcdef.lock"
+    os.mkfifo(path, 0o600)
+    answers: list[bool] = []
+    asking = threading.Thread(target=lambda: answers.append(is_held(str(path))), daemon=True)
+    asking.start()
+    asking.join(5)
+    if asking.is_alive():  # let it go: a writer opens the FIFO
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        asking.join(5)
+        pytest.fail("is_held waited for a writer to open the FIFO at the lock path")
+    assert answers == [False]

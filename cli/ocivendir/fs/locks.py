@@ -198,9 +198,12 @@ def lock_open_file(fd: int, *, timeout: float | None = None) -> None:
 
 
 def is_held(path: str) -> bool:
-    """Whether a process holds an exclusive lock on `path` now (a shared one is asked for and let go at once)."""
+    """Whether a process holds an exclusive lock on `path` now (a shared one is asked for and let go at once).
+
+    Opened without blocking: a FIFO found at `path` is never waited on for a writer.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False  # no lock file (or none that may be one): nobody holds it
     try:
