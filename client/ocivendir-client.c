@@ -449,15 +449,17 @@ static int await_start(const char *dir) {
 }
 
 /* A server refused this caller as favoured over it (`Y`) and retires: once its lock is let go (within
- * REPLACE_WAIT_MS), start one, at this caller's scheduling, which serves it and the callers the old one served. */
-static void start_replacement(const char *dir) {
+ * REPLACE_WAIT_MS), start one, at this caller's scheduling, which serves it and the callers the old one served.
+ * 0 when the lock was still held at the end of the wait (none started). */
+static int start_replacement(const char *dir) {
     const struct timespec step = {.tv_sec = 0, .tv_nsec = START_POLL_MS * 1000000L};
     for (int waited = 0; server_runs(dir); waited += START_POLL_MS) {
         if (waited >= REPLACE_WAIT_MS)
-            return; /* still there: the next call starts one, or finds it serving */
+            return 0; /* still there: the next call starts one, or finds it serving */
         nanosleep(&step, NULL);
     }
     start_server(dir);
+    return 1;
 }
 
 /* The first variable set that acts when a program starts (server/interpreter.py), or NULL: a call that sets one runs
@@ -863,8 +865,9 @@ int main(int argc, char **argv) {
         snprintf(reason, REASON_MAX, "the server did not take the call");
     close(sock);
     if (head[0] == 'Y') { /* favoured over the server, which retires: one started here serves this caller and it */
-        start_replacement(dir);
-        strncat(reason, "; the server retires, and one at this caller's scheduling is starting",
+        strncat(reason,
+                start_replacement(dir) ? "; the server retires, and one at this caller's scheduling is starting"
+                                       : "; the server retires, and did not let its lock go in time: none started here",
                 REASON_MAX - strlen(reason) - 1);
     }
     run_in_process(reason, 1);

@@ -78,8 +78,11 @@ def _call(sock: socket.socket, path: str, request: Request) -> int | None:
     if got is None or got[0] != b"P" or len(got[1]) != 4:  # noqa: PLR2004 - a u32 pid
         reason = got[1].decode(errors="replace") if got and got[0] in b"RY" else "the server did not take the call"
         if got and got[0] == b"Y":  # favoured over the server, which retires: one started here serves us and them
-            _start_replacement()
-            reason += "; the server retires, and one at this caller's scheduling is starting"
+            reason += (
+                "; the server retires, and one at this caller's scheduling is starting"
+                if _start_replacement()
+                else "; the server retires, and did not let its lock go in time: none started here"
+            )
         _fallback(argv, reason)
         return None
     return _wait(sock, argv, int.from_bytes(got[1], "big"))
@@ -212,8 +215,11 @@ def _start_server() -> None:
         pass  # the call runs in-process anyway
 
 
-def _start_replacement() -> None:
-    """Start a server once the one that made way for this caller has let its lock go (within REPLACE_SECONDS)."""
+def _start_replacement() -> bool:
+    """Start a server once the one that made way for this caller has let its lock go (within REPLACE_SECONDS).
+
+    False when it did not in time (the next call starts one, or finds it serving).
+    """
     import time  # noqa: PLC0415 - only when a server makes way
 
     from ocivendir.fs.locks import is_held  # noqa: PLC0415
@@ -223,9 +229,10 @@ def _start_replacement() -> None:
     deadline = time.monotonic() + REPLACE_SECONDS
     while is_held(lock_path(directory, build)):
         if time.monotonic() >= deadline:
-            return  # still there: the next call starts one, or finds it serving
+            return False
         time.sleep(0.005)
     _start_server()
+    return True
 
 
 def query(op: str) -> dict[str, object] | None:
