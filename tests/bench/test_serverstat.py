@@ -41,6 +41,9 @@ for line in sys.stdin:
         print("ok", flush=True)
 """
 MIB = 1024
+# what else a process may let go while its 16 MiB are sampled (a page of its heap trimmed, a stack page): a run saw
+# 16,380 KiB of new memory for the 16 MiB it held
+SLACK = 256
 
 
 class StandIn:
@@ -79,7 +82,7 @@ def test_memory_held_during_the_call_counts_though_it_is_let_go_before_the_end(s
         stand_in.tell("hold")
         growth._once()
         stand_in.tell("free")
-    assert 16 * MIB <= growth.kib < 20 * MIB
+    assert 16 * MIB - SLACK <= growth.kib < 20 * MIB
 
 
 def test_a_process_forked_during_the_call_counts_with_all_of_its_private_memory(stand_in: StandIn,
@@ -95,7 +98,7 @@ def test_its_parts_tell_direct_write_buffers_from_new_memory(stand_in: StandIn, 
         stand_in.tell("hold")
     parts = growth.parts_kib
     assert 4 * MIB <= parts["direct-write buffers"] < 5 * MIB
-    assert 16 * MIB <= parts["new"] < 18 * MIB
+    assert 16 * MIB - SLACK <= parts["new"] < 18 * MIB
     assert parts["copied on write"] < 1 * MIB  # the server itself copies nothing: it is no one's child
     assert growth.kib == sum(parts.values())
 
@@ -106,7 +109,7 @@ def test_pages_a_forked_worker_writes_in_what_it_inherited_are_copied_on_write(s
     with PrivateGrowth(tmp_path, interval=60) as growth:
         stand_in.tell("fork-write")
     parts = growth.parts_kib
-    assert 16 * MIB <= parts["copied on write"] < 18 * MIB
+    assert 16 * MIB - SLACK <= parts["copied on write"] < 18 * MIB
     assert parts["new"] < 4 * MIB
     assert parts["direct-write buffers"] == 0
 
@@ -116,7 +119,7 @@ def test_its_own_sampling_catches_memory_held_for_a_while(stand_in: StandIn, tmp
         stand_in.tell("hold")
         time.sleep(0.3)  # some 60 samples' time; one is enough
         stand_in.tell("free")
-    assert 16 * MIB <= growth.kib < 20 * MIB
+    assert 16 * MIB - SLACK <= growth.kib < 20 * MIB
 
 
 def test_no_server_is_an_error_not_a_call_that_added_nothing(tmp_path: Path) -> None:
